@@ -1,0 +1,168 @@
+//! Processes: pidfds, signals, waiting, joining namespaces.
+
+use std::io;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::time::Duration;
+
+use crate::cvt;
+
+/// `pidfd_open(pid, 0)`: a descriptor that names this process and no later one with
+/// the same pid.
+pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes plain integers and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+/// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
+pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
+    // SAFETY: a valid pidfd, a signal number and a NULL siginfo, as the syscall allows.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            pidfd.as_raw_fd(),
+            sig,
+            std::ptr::null::<libc::siginfo_t>(),
+            0,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Wait until the process behind `pidfd` has exited, at most `timeout`.
+/// Returns true if it exited.
+pub fn pidfd_wait(pidfd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    let mut pfd = libc::pollfd {
+        fd: pidfd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+    loop {
+        // SAFETY: `pfd` is one valid pollfd.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(rc > 0);
+    }
+}
+
+/// `kill(pid, sig)`.
+pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
+    // SAFETY: kill takes plain integers.
+    cvt(unsafe { libc::kill(pid, sig) }).map(drop)
+}
+
+/// How a child ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Exited(i32),
+    Signaled(i32),
+}
+
+impl ExitStatus {
+    /// The shell's convention: the code, or 128 + the signal.
+    pub fn code(self) -> i32 {
+        match self {
+            ExitStatus::Exited(c) => c,
+            ExitStatus::Signaled(s) => 128 + s,
+        }
+    }
+}
+
+fn decode(status: i32) -> ExitStatus {
+    if libc::WIFSIGNALED(status) {
+        ExitStatus::Signaled(libc::WTERMSIG(status))
+    } else {
+        ExitStatus::Exited(libc::WEXITSTATUS(status))
+    }
+}
+
+/// `waitpid(pid, 0)`, retrying on EINTR.
+pub fn waitpid_blocking(pid: i32) -> io::Result<ExitStatus> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for waitpid to fill.
+        let rc = unsafe { libc::waitpid(pid, &mut status, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(decode(status));
+    }
+}
+
+/// `waitpid(pid, WNOHANG)`: `Some` if a child (pid, or any child for -1) was reaped.
+pub fn waitpid_nohang(pid: i32) -> io::Result<Option<(i32, ExitStatus)>> {
+    let mut status = 0;
+    // SAFETY: `status` is a valid int for waitpid to fill.
+    let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if rc == 0 {
+        return Ok(None);
+    }
+    Ok(Some((rc, decode(status))))
+}
+
+/// `setns(fd, 0)`: join the namespace behind `fd` (the kernel infers its type).
+pub fn setns(fd: BorrowedFd<'_>) -> io::Result<()> {
+    // SAFETY: setns takes a descriptor and a flag; an invalid fd makes it fail.
+    cvt(unsafe { libc::setns(fd.as_raw_fd(), 0) }).map(drop)
+}
+
+/// `fork()`; only for single-threaded callers. Returns 0 in the child.
+pub fn fork() -> io::Result<i32> {
+    // SAFETY: callers are single-threaded (warren's CLI), so the child inherits no lock
+    // held by another thread.
+    cvt(unsafe { libc::fork() })
+}
+
+/// `setsid()`.
+pub fn setsid() -> io::Result<()> {
+    // SAFETY: no arguments; fails with EPERM for a group leader.
+    cvt(unsafe { libc::setsid() }).map(drop)
+}
+
+/// `prctl(PR_SET_CHILD_SUBREAPER, 1)`: orphans below us are reparented to us.
+pub fn set_child_subreaper() -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
+}
+
+/// `execve(path, argv, envp)`; returns only on failure.
+pub fn execve(
+    path: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    envp: &[std::ffi::CString],
+) -> io::Error {
+    let argv_p: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_p: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    // SAFETY: NULL-terminated arrays of pointers into CStrings alive for the call.
+    unsafe { libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
+    io::Error::last_os_error()
+}

@@ -1,0 +1,190 @@
+//! Pseudo-terminals for interactive `warren login`.
+
+use std::ffi::{CStr, CString};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::path::PathBuf;
+
+use crate::cvt;
+
+/// Open a new pty master from `/dev/ptmx` as seen by this process (after joining a
+/// zone's mount namespace that is the zone's devpts instance). Returns the master and
+/// the slave's path.
+pub fn open_master() -> io::Result<(File, PathBuf)> {
+    // SAFETY: posix_openpt takes flags and returns a new descriptor or -1.
+    let fd = cvt(unsafe { libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC) })?;
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    let master = unsafe { File::from_raw_fd(fd) };
+    // SAFETY: grantpt/unlockpt act on the master descriptor we own.
+    unsafe {
+        cvt(libc::grantpt(fd))?;
+        cvt(libc::unlockpt(fd))?;
+    }
+    let mut buf = [0 as libc::c_char; 128];
+    // SAFETY: `buf` is writable for its full length, which we pass.
+    let rc = unsafe { libc::ptsname_r(fd, buf.as_mut_ptr(), buf.len()) };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    // SAFETY: ptsname_r succeeded, so `buf` holds a NUL-terminated path.
+    let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
+    Ok((master, PathBuf::from(name.to_string_lossy().into_owned())))
+}
+
+/// Whether `fd` is a terminal.
+pub fn isatty(fd: RawFd) -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(fd) == 1 }
+}
+
+/// Saved terminal attributes, restored on drop.
+pub struct RawMode {
+    fd: RawFd,
+    saved: libc::termios,
+}
+
+/// Put terminal `fd` into raw mode until the returned guard is dropped.
+pub fn raw_mode(fd: RawFd) -> io::Result<RawMode> {
+    let mut t = std::mem::MaybeUninit::<libc::termios>::uninit();
+    // SAFETY: tcgetattr fills the termios on success.
+    cvt(unsafe { libc::tcgetattr(fd, t.as_mut_ptr()) })?;
+    // SAFETY: tcgetattr succeeded, so `t` is initialised.
+    let saved = unsafe { t.assume_init() };
+    let mut raw = saved;
+    // SAFETY: cfmakeraw edits the termios it is given.
+    unsafe { libc::cfmakeraw(&mut raw) };
+    // SAFETY: `raw` is a valid termios.
+    cvt(unsafe { libc::tcsetattr(fd, libc::TCSANOW, &raw) })?;
+    Ok(RawMode { fd, saved })
+}
+
+impl Drop for RawMode {
+    fn drop(&mut self) {
+        // SAFETY: restoring attributes read from this same descriptor.
+        unsafe { libc::tcsetattr(self.fd, libc::TCSANOW, &self.saved) };
+    }
+}
+
+/// Copy the window size of terminal `from` onto terminal `to`.
+pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
+    // SAFETY: winsize is plain data; zero is valid.
+    let mut ws: libc::winsize = unsafe { std::mem::zeroed() };
+    // SAFETY: TIOCGWINSZ fills `ws`; TIOCSWINSZ reads it.
+    unsafe {
+        cvt(libc::ioctl(from, libc::TIOCGWINSZ, &mut ws))?;
+        cvt(libc::ioctl(to, libc::TIOCSWINSZ, &ws))?;
+    }
+    Ok(())
+}
+
+/// Fork a child that becomes a session leader with `slave` as its controlling terminal
+/// and stdio, then execs `path` with `argv`/`envp`. Returns the child's pid.
+/// The caller must be single-threaded.
+pub fn spawn_on_pty(
+    slave: &CStr,
+    path: &CStr,
+    argv: &[CString],
+    envp: &[CString],
+) -> io::Result<i32> {
+    let argv_p: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_p: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let pid = crate::proc::fork()?;
+    if pid != 0 {
+        return Ok(pid);
+    }
+    // Child: only raw syscalls on pre-built data from here on.
+    // SAFETY: every pointer is NUL-terminated and alive; failures end in _exit.
+    unsafe {
+        if libc::setsid() < 0 {
+            libc::_exit(126);
+        }
+        let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
+        if fd < 0 {
+            libc::_exit(126);
+        }
+        if libc::ioctl(fd, libc::TIOCSCTTY, 0) < 0 {
+            libc::_exit(126);
+        }
+        for target in 0..3 {
+            libc::dup2(fd, target);
+        }
+        if fd > 2 {
+            libc::close(fd);
+        }
+        libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
+        libc::_exit(127);
+    }
+}
+
+/// Read from `fd` into `buf`, retrying on EINTR; 0 means EOF (or EIO from a pty whose
+/// other side closed).
+pub fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is writable for its length.
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EIO) => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Write all of `buf` to `fd`.
+pub fn write_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        // SAFETY: `buf` is readable for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        buf = &buf[n as usize..];
+    }
+    Ok(())
+}
+
+/// poll(2) on `fds` (POLLIN) for at most `timeout_ms`; returns the revents of each.
+pub fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<i16>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `pfds` is a valid array of the given length.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(pfds.iter().map(|p| p.revents).collect());
+    }
+}
+
+/// Keep `File` usable as a raw fd owner in callers.
+pub fn raw(f: &File) -> RawFd {
+    f.as_raw_fd()
+}

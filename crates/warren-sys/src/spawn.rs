@@ -1,0 +1,381 @@
+//! Spawning a zone's init: `clone(2)` into new namespaces, then a precomputed list of
+//! steps (mounts, device nodes, pivot_root, …), then `execve`.
+//!
+//! The child runs between `clone` and `execve` in a copy of the parent's address space.
+//! It must not allocate, lock or touch anything another thread might hold, so every
+//! string it needs is built by the parent *before* the clone ([`SpawnPlan`] owns them) and
+//! the child only walks the plan issuing raw syscalls. A failing step is reported to the
+//! parent as `(step index, errno)` over a close-on-exec pipe; EOF on that pipe means
+//! `execve` succeeded.
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::ptr;
+
+use crate::cvt;
+
+/// One action the zone's child performs before exec, in order.
+#[derive(Debug)]
+pub enum Step {
+    /// `write(fd, data)`: e.g. join a cgroup by writing "0" to an inherited `cgroup.procs` fd.
+    WriteFd { fd: RawFd, data: &'static [u8] },
+    /// `unshare(flags)`.
+    Unshare(libc::c_int),
+    /// `mount(source, target, fstype, flags, data)`.
+    Mount {
+        source: Option<CString>,
+        target: CString,
+        fstype: Option<CString>,
+        flags: libc::c_ulong,
+        data: Option<CString>,
+    },
+    /// `mkdir(path, mode)`; an existing directory is not an error.
+    Mkdir { path: CString, mode: libc::mode_t },
+    /// `mknod(path, mode, dev)`.
+    Mknod {
+        path: CString,
+        mode: libc::mode_t,
+        dev: libc::dev_t,
+    },
+    /// `symlink(target, link)`.
+    Symlink { target: CString, link: CString },
+    /// Create an empty regular file (a bind-mount target); an existing file is fine.
+    CreateFile { path: CString, mode: libc::mode_t },
+    /// `sethostname(name)` in the (new) UTS namespace.
+    Sethostname(Vec<u8>),
+    /// Set `lo` up in the (new) network namespace.
+    LoopbackUp,
+    /// `chdir(new_root); pivot_root(".", "."); umount2(".", MNT_DETACH); chdir("/")`.
+    PivotRoot { new_root: CString },
+    /// `dup2(from, to)`.
+    Dup2 { from: RawFd, to: RawFd },
+    /// `chdir(path)`.
+    Chdir(CString),
+    /// `umask(mask)`.
+    Umask(libc::mode_t),
+    /// Open `path` in the child's (new) mount namespace and move the descriptor to `fd`.
+    /// A file opened before the clone belongs to the parent's namespace and cannot be
+    /// the source of a bind mount in the child's.
+    Open {
+        path: CString,
+        flags: libc::c_int,
+        mode: libc::mode_t,
+        fd: RawFd,
+    },
+}
+
+/// What to execute once the steps are done.
+#[derive(Debug)]
+pub enum ExecTarget {
+    /// A path resolved inside the zone's root.
+    Path(CString),
+    /// An open file descriptor (`execveat(fd, "", …, AT_EMPTY_PATH)`), so a host binary
+    /// can run as the zone's init without being visible inside the zone.
+    Fd(RawFd),
+}
+
+/// Everything the child needs, built by the parent.
+#[derive(Debug)]
+pub struct SpawnPlan {
+    /// `CLONE_NEW*` flags for the clone.
+    pub clone_flags: libc::c_int,
+    pub steps: Vec<Step>,
+    pub exec: ExecTarget,
+    pub argv: Vec<CString>,
+    pub envp: Vec<CString>,
+}
+
+/// Why a spawn failed.
+#[derive(Debug)]
+pub enum SpawnError {
+    /// `clone` itself failed (e.g. EAGAIN at pid_max, ENOSPC at a namespace limit).
+    Clone(io::Error),
+    /// Step `index` of the plan failed in the child.
+    Step { index: usize, error: io::Error },
+    /// The final exec failed.
+    Exec(io::Error),
+    /// Talking to the child failed.
+    Pipe(io::Error),
+}
+
+const EXEC_STEP: u32 = u32::MAX;
+
+/// Clone a child into new namespaces, run `plan.steps` in it and exec `plan.exec`.
+/// Returns the child's pid (in the caller's pid namespace) once the exec has succeeded.
+pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
+    let argv = pointer_array(&plan.argv);
+    let envp = pointer_array(&plan.envp);
+    let empty = c"";
+    let (rd, wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
+
+    let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: a raw clone with a NULL stack behaves like fork: the child continues on a
+    // copy of this stack. warren spawns zones only from single-threaded code paths, and
+    // the child below touches nothing but the pre-built `plan`, `argv`, `envp` and raw
+    // syscalls (no allocation, no locks) before it execs or calls _exit.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            ptr::null_mut::<libc::c_void>(),
+            ptr::null_mut::<libc::c_void>(),
+            ptr::null_mut::<libc::c_void>(),
+            0,
+        )
+    };
+    if pid < 0 {
+        return Err(SpawnError::Clone(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(rd);
+        let (index, errno) = run_child(plan, &argv, &envp, empty.as_ptr());
+        let mut buf = [0u8; 8];
+        buf[..4].copy_from_slice(&index.to_ne_bytes());
+        buf[4..].copy_from_slice(&errno.to_ne_bytes());
+        // SAFETY: `wr` is our open pipe end and `buf` is 8 readable bytes.
+        unsafe { libc::write(wr.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
+        crate::exit_now(127);
+    }
+    let pid = pid as i32;
+    drop(wr);
+    let mut buf = [0u8; 8];
+    let n = read_full(rd.as_raw_fd(), &mut buf).map_err(SpawnError::Pipe)?;
+    if n == 0 {
+        return Ok(pid);
+    }
+    // The child failed and will _exit; reap it so no zombie stays behind.
+    let _ = crate::proc::waitpid_blocking(pid);
+    let index = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
+    let errno = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
+    let error = io::Error::from_raw_os_error(errno);
+    if index == EXEC_STEP {
+        Err(SpawnError::Exec(error))
+    } else {
+        Err(SpawnError::Step {
+            index: index as usize,
+            error,
+        })
+    }
+}
+
+fn pointer_array(strings: &[CString]) -> Vec<*const libc::c_char> {
+    strings
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(ptr::null()))
+        .collect()
+}
+
+fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
+    s.as_ref().map_or(ptr::null(), |s| s.as_ptr())
+}
+
+fn errno() -> i32 {
+    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+}
+
+/// The child's side: returns only on failure, with (step index, errno).
+fn run_child(
+    plan: &SpawnPlan,
+    argv: &[*const libc::c_char],
+    envp: &[*const libc::c_char],
+    empty: *const libc::c_char,
+) -> (u32, i32) {
+    for (i, step) in plan.steps.iter().enumerate() {
+        if run_step(step).is_err() {
+            return (i as u32, errno());
+        }
+    }
+    match plan.exec {
+        // SAFETY: `argv`/`envp` are NULL-terminated arrays of pointers into CStrings owned
+        // by `plan`, alive until exec replaces the image; the path is NUL-terminated.
+        ExecTarget::Path(ref path) => unsafe {
+            libc::execve(path.as_ptr(), argv.as_ptr(), envp.as_ptr());
+        },
+        // SAFETY: as above; `empty` is a NUL-terminated "" required by AT_EMPTY_PATH.
+        ExecTarget::Fd(fd) => unsafe {
+            libc::syscall(
+                libc::SYS_execveat,
+                fd,
+                empty,
+                argv.as_ptr(),
+                envp.as_ptr(),
+                libc::AT_EMPTY_PATH,
+            );
+        },
+    }
+    (EXEC_STEP, errno())
+}
+
+/// One step, as raw syscalls only (this runs in the cloned child).
+fn run_step(step: &Step) -> Result<(), ()> {
+    let ok = |rc: libc::c_int| if rc < 0 { Err(()) } else { Ok(()) };
+    match step {
+        Step::WriteFd { fd, data } => {
+            // SAFETY: `data` is a valid slice; `fd` was opened by the parent for this child.
+            let n = unsafe { libc::write(*fd, data.as_ptr().cast(), data.len()) };
+            if n < 0 {
+                Err(())
+            } else {
+                Ok(())
+            }
+        }
+        // SAFETY: unshare takes flags only.
+        Step::Unshare(flags) => ok(unsafe { libc::unshare(*flags) }),
+        Step::Mount {
+            source,
+            target,
+            fstype,
+            flags,
+            data,
+        } => {
+            // SAFETY: all pointers are NUL-terminated CStrings owned by the plan, or NULL
+            // where mount(2) accepts NULL.
+            ok(unsafe {
+                libc::mount(
+                    opt_ptr(source),
+                    target.as_ptr(),
+                    opt_ptr(fstype),
+                    *flags,
+                    opt_ptr(data).cast(),
+                )
+            })
+        }
+        Step::Mkdir { path, mode } => {
+            // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+            let rc = unsafe { libc::mkdir(path.as_ptr(), *mode) };
+            if rc < 0 && errno() != libc::EEXIST {
+                Err(())
+            } else {
+                Ok(())
+            }
+        }
+        // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+        Step::Mknod { path, mode, dev } => ok(unsafe { libc::mknod(path.as_ptr(), *mode, *dev) }),
+        // SAFETY: both are NUL-terminated CStrings owned by the plan.
+        Step::Symlink { target, link } => ok(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) }),
+        Step::CreateFile { path, mode } => {
+            // SAFETY: `path` is a NUL-terminated CString; the fd is closed right after.
+            let fd = unsafe {
+                libc::open(
+                    path.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                    *mode as libc::c_uint,
+                )
+            };
+            if fd < 0 {
+                return Err(());
+            }
+            // SAFETY: `fd` was just opened by us.
+            unsafe { libc::close(fd) };
+            Ok(())
+        }
+        // SAFETY: the slice is valid for its length.
+        Step::Sethostname(name) => ok(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }),
+        Step::LoopbackUp => loopback_up(),
+        Step::PivotRoot { new_root } => {
+            let dot = c".";
+            let slash = c"/";
+            // SAFETY: every pointer is a NUL-terminated string alive for the call.
+            unsafe {
+                ok(libc::chdir(new_root.as_ptr()))?;
+                ok(libc::syscall(libc::SYS_pivot_root, dot.as_ptr(), dot.as_ptr()) as libc::c_int)?;
+                ok(libc::umount2(dot.as_ptr(), libc::MNT_DETACH))?;
+                ok(libc::chdir(slash.as_ptr()))
+            }
+        }
+        // SAFETY: dup2 on descriptors; invalid ones make it fail with EBADF.
+        Step::Dup2 { from, to } => ok(unsafe { libc::dup2(*from, *to) }),
+        // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+        Step::Chdir(path) => ok(unsafe { libc::chdir(path.as_ptr()) }),
+        Step::Open {
+            path,
+            flags,
+            mode,
+            fd,
+        } => {
+            // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+            let got = unsafe { libc::open(path.as_ptr(), *flags, *mode as libc::c_uint) };
+            if got < 0 {
+                return Err(());
+            }
+            if got != *fd {
+                // SAFETY: both are descriptors; dup3 keeps O_CLOEXEC only if asked.
+                let rc = unsafe { libc::dup3(got, *fd, *flags & libc::O_CLOEXEC) };
+                // SAFETY: `got` was opened above and is ours to close.
+                unsafe { libc::close(got) };
+                if rc < 0 {
+                    return Err(());
+                }
+            }
+            Ok(())
+        }
+        Step::Umask(mask) => {
+            // SAFETY: umask cannot fail.
+            unsafe { libc::umask(*mask) };
+            Ok(())
+        }
+    }
+}
+
+/// `ip link set lo up` with two ioctls; allocation-free.
+fn loopback_up() -> Result<(), ()> {
+    // SAFETY: socket takes plain integers.
+    let sock = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if sock < 0 {
+        return Err(());
+    }
+    // SAFETY: ifreq is plain old data; all-zero is a valid value.
+    let mut ifr: libc::ifreq = unsafe { std::mem::zeroed() };
+    for (dst, src) in ifr.ifr_name.iter_mut().zip(b"lo\0") {
+        *dst = *src as libc::c_char;
+    }
+    // SAFETY: `ifr` is a valid ifreq naming "lo"; SIOCGIFFLAGS fills ifru_flags.
+    let mut rc = unsafe { libc::ioctl(sock, libc::SIOCGIFFLAGS, &mut ifr) };
+    if rc == 0 {
+        // SAFETY: the union's flags member was just written by the kernel.
+        unsafe { ifr.ifr_ifru.ifru_flags |= libc::IFF_UP as libc::c_short };
+        // SAFETY: as above, SIOCSIFFLAGS reads ifru_flags.
+        rc = unsafe { libc::ioctl(sock, libc::SIOCSIFFLAGS, &ifr) };
+    }
+    let saved = errno();
+    // SAFETY: `sock` is ours.
+    unsafe { libc::close(sock) };
+    if rc < 0 {
+        // Restore errno for the caller's report.
+        // SAFETY: __errno_location returns this thread's errno slot.
+        unsafe { *libc::__errno_location() = saved };
+        return Err(());
+    }
+    Ok(())
+}
+
+/// A close-on-exec pipe `(read, write)`.
+pub fn pipe_cloexec() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: `fds` has room for the two descriptors pipe2 writes.
+    cvt(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) })?;
+    // SAFETY: pipe2 succeeded, so both descriptors are open and owned by nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn read_full(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        // SAFETY: the destination range lies inside `buf`.
+        let n = unsafe { libc::read(fd, buf[got..].as_mut_ptr().cast(), buf.len() - got) };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            break;
+        }
+        got += n as usize;
+    }
+    Ok(got)
+}

@@ -1,0 +1,277 @@
+//! Cgroups: one driver trait, a v1 and a v2 implementation, chosen by probing.
+//!
+//! warren creates cgroups only beneath the cgroup it runs in (read per controller from
+//! /proc/self/cgroup), in a group named after its state root (see
+//! [`crate::layout::Layout::cgroup_group`]), one child per zone:
+//! `<mount>/<own cgroup>/<group>/<zone>`. It never writes to a cgroup it did not create.
+//!
+//! The driver only *creates* cgroups and computes what to write; a zone's cgroups, once
+//! made, are a plain [`CgroupSet`] (version + directories) recorded in the zone's
+//! runtime file, so any later warren process can kill, read or remove them without
+//! re-discovering anything. Both the cgroupfs mounts and /proc are injectable paths.
+//!
+//! What goes into the files is decided by pure functions ([`v1::writes`],
+//! [`v2::writes`]) that are unit-tested with the kernel's file names and formats.
+
+mod discover;
+pub mod v1;
+pub mod v2;
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+pub use discover::{discover, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy};
+
+use crate::config::Limits;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+impl std::fmt::Display for CgroupVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CgroupVersion::V1 => "v1",
+            CgroupVersion::V2 => "v2",
+        })
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CgroupError {
+    #[error("no usable cgroup hierarchy found in {mountinfo}; mount cgroup v2 at /sys/fs/cgroup or the v1 controllers (memory, pids, cpu)")]
+    NoHierarchy { mountinfo: String },
+    #[error("the {controller} controller is not available ({hint})")]
+    MissingController { controller: String, hint: String },
+    #[error("cgroup v2 controllers {missing} are not delegated to {}; warren does not write to cgroups it did not create, so run it in a cgroup that delegates them (e.g. systemd-run -p Delegate=yes --scope warren ...)", parent.display())]
+    NotDelegated { missing: String, parent: PathBuf },
+    #[error("{op} {}: {source}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{} still has processes after killing them; they may be stuck in the kernel (D state)", path.display())]
+    Busy { path: PathBuf },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CgroupError + 'a {
+    move |source| CgroupError::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Creates zone cgroups on one host.
+pub trait CgroupDriver {
+    fn version(&self) -> CgroupVersion;
+    /// Controllers available to zones.
+    fn controllers(&self) -> Vec<String>;
+    /// The directories zone cgroups are made under, with their controllers.
+    fn parents(&self) -> Vec<(String, PathBuf)>;
+    /// Create the cgroups of `zone` and apply `limits`. An existing, empty cgroup of the
+    /// same name (left by a crash) is reused.
+    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError>;
+}
+
+/// A zone's cgroups: one directory per v1 hierarchy, or one v2 directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CgroupSet {
+    pub version: CgroupVersion,
+    /// (controllers, directory), e.g. ("memory", /sys/fs/cgroup/memory/warren/web1).
+    pub dirs: Vec<(String, PathBuf)>,
+}
+
+/// Write one control file.
+pub(crate) fn write_file(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
+    let path = dir.join(file);
+    std::fs::write(&path, value).map_err(io_err("writing", &path))
+}
+
+fn read_pids(path: &Path) -> io::Result<Vec<i32>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(s.lines().filter_map(|l| l.trim().parse().ok()).collect()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(e),
+    }
+}
+
+impl CgroupSet {
+    fn dir_with(&self, controller: &str) -> Option<&Path> {
+        match self.version {
+            CgroupVersion::V2 => self.dirs.first().map(|(_, d)| d.as_path()),
+            CgroupVersion::V1 => self
+                .dirs
+                .iter()
+                .find(|(c, _)| c.split(',').any(|x| x == controller))
+                .map(|(_, d)| d.as_path()),
+        }
+    }
+
+    /// The `cgroup.procs` files a process writes itself into to join the zone.
+    pub fn procs_files(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|(_, d)| d.join("cgroup.procs")).collect()
+    }
+
+    /// Processes in the zone's cgroups (host pids), deduplicated.
+    pub fn pids(&self) -> Result<Vec<i32>, CgroupError> {
+        let mut all = Vec::new();
+        for (_, d) in &self.dirs {
+            let p = d.join("cgroup.procs");
+            all.extend(read_pids(&p).map_err(io_err("reading", &p))?);
+        }
+        all.sort_unstable();
+        all.dedup();
+        Ok(all)
+    }
+
+    /// SIGKILL everything in the zone's cgroups and wait until they are empty.
+    pub fn kill_all(&self, timeout: Duration) -> Result<(), CgroupError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.version == CgroupVersion::V2 {
+                if let Some(d) = self.dirs.first().map(|(_, d)| d) {
+                    if d.join("cgroup.kill").exists() {
+                        let _ = write_file(d, "cgroup.kill", "1");
+                    }
+                }
+            }
+            let pids = self.pids()?;
+            if pids.is_empty() {
+                return Ok(());
+            }
+            for pid in pids {
+                let _ = warren_sys::proc::kill(pid, libc_sigkill());
+            }
+            if Instant::now() >= deadline {
+                let path = self.dirs[0].1.clone();
+                return Err(CgroupError::Busy { path });
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Remove the zone's cgroup directories (they must be empty of processes), then the
+    /// group directories above them if no other zone uses them.
+    pub fn remove(&self, timeout: Duration) -> Result<(), CgroupError> {
+        let deadline = Instant::now() + timeout;
+        for (_, d) in self.dirs.iter().rev() {
+            loop {
+                match std::fs::remove_dir(d) {
+                    Ok(()) => break,
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => break,
+                    Err(e) if e.raw_os_error() == Some(16) && Instant::now() < deadline => {
+                        // EBUSY: tasks are still exiting.
+                        std::thread::sleep(Duration::from_millis(2));
+                    }
+                    Err(e) => return Err(io_err("removing", d)(e)),
+                }
+            }
+            if let Some(group) = d.parent() {
+                // Fails harmlessly (EBUSY / ENOTEMPTY) while other zones live there.
+                let _ = std::fs::remove_dir(group);
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of memory charged to the zone (v1 memory.usage_in_bytes, v2 memory.current).
+    pub fn memory_bytes(&self) -> Option<u64> {
+        let d = self.dir_with("memory")?;
+        let file = match self.version {
+            CgroupVersion::V1 => "memory.usage_in_bytes",
+            CgroupVersion::V2 => "memory.current",
+        };
+        read_u64(&d.join(file))
+    }
+
+    /// CPU time used by the zone, in nanoseconds.
+    pub fn cpu_ns(&self) -> Option<u64> {
+        match self.version {
+            CgroupVersion::V1 => read_u64(&self.dir_with("cpuacct")?.join("cpuacct.usage")),
+            CgroupVersion::V2 => {
+                let text = std::fs::read_to_string(self.dir_with("cpu")?.join("cpu.stat")).ok()?;
+                text.lines()
+                    .find_map(|l| l.strip_prefix("usage_usec "))
+                    .and_then(|v| v.trim().parse::<u64>().ok())
+                    .map(|us| us * 1000)
+            }
+        }
+    }
+
+    /// Tasks in the zone now (pids.current).
+    pub fn tasks(&self) -> Option<u64> {
+        read_u64(&self.dir_with("pids")?.join("pids.current"))
+    }
+
+    /// OOM kills inside the zone (v1 memory.oom_control oom_kill, v2 memory.events oom_kill).
+    pub fn oom_kills(&self) -> Option<u64> {
+        let d = self.dir_with("memory")?;
+        let file = match self.version {
+            CgroupVersion::V1 => "memory.oom_control",
+            CgroupVersion::V2 => "memory.events",
+        };
+        let text = std::fs::read_to_string(d.join(file)).ok()?;
+        text.lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .and_then(|v| v.trim().parse().ok())
+    }
+
+    /// Read any control file of the zone, e.g. ("pids", "pids.max").
+    pub fn read(&self, controller: &str, file: &str) -> Option<String> {
+        std::fs::read_to_string(self.dir_with(controller)?.join(file))
+            .ok()
+            .map(|s| s.trim().to_string())
+    }
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+const fn libc_sigkill() -> i32 {
+    9
+}
+
+/// cgroup v1 cpu.shares ↔ v2 cpu.weight, as the kernel documentation and OCI runtimes
+/// map them: weight = 1 + (shares - 2) × 9999 / 262142.
+pub fn shares_to_weight(shares: u64) -> u64 {
+    1 + (shares.clamp(2, 262_144) - 2) * 9999 / 262_142
+}
+
+/// The inverse of [`shares_to_weight`].
+pub fn weight_to_shares(weight: u64) -> u64 {
+    2 + (weight.clamp(1, 10_000) - 1) * 262_142 / 9999
+}
+
+/// CFS period used for cpu.max, in microseconds.
+pub const CPU_PERIOD_US: u64 = 100_000;
+
+/// The CFS quota for a cap of `cpus` CPUs.
+pub fn cpu_quota_us(cpus: f64) -> u64 {
+    ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_conversions_match_the_kernel_defaults() {
+        assert_eq!(shares_to_weight(1024), 39);
+        assert_eq!(shares_to_weight(2), 1);
+        assert_eq!(shares_to_weight(262_144), 10_000);
+        assert_eq!(weight_to_shares(1), 2);
+        assert_eq!(weight_to_shares(10_000), 262_144);
+        assert_eq!(cpu_quota_us(0.5), 50_000);
+        assert_eq!(cpu_quota_us(2.0), 200_000);
+    }
+}

@@ -1,0 +1,208 @@
+//! cgroup v1: one directory per hierarchy (memory, pids, cpu, cpuacct, cpuset).
+
+use std::path::PathBuf;
+
+use super::{
+    cpu_quota_us, io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet,
+    CgroupVersion, CPU_PERIOD_US,
+};
+use crate::config::Limits;
+
+/// Controllers every zone gets (for limits, accounting and killing).
+const ALWAYS: [&str; 4] = ["memory", "pids", "cpu", "cpuacct"];
+
+pub struct V1Driver {
+    /// (controllers of the hierarchy, warren's own cgroup directory in it).
+    hierarchies: Vec<(Vec<String>, PathBuf)>,
+    group: String,
+}
+
+impl V1Driver {
+    pub fn new(hierarchies: Vec<(Vec<String>, PathBuf)>, group: &str) -> V1Driver {
+        V1Driver {
+            hierarchies,
+            group: group.to_string(),
+        }
+    }
+
+    fn has(&self, controller: &str) -> bool {
+        self.hierarchies
+            .iter()
+            .any(|(c, _)| c.iter().any(|x| x == controller))
+    }
+}
+
+/// (controller, file, value) writes that apply `limits`, in order. cpuset is handled by
+/// the driver because its files must be filled before anything else works.
+pub fn writes(limits: &Limits, memsw: bool) -> Result<Vec<(&'static str, &'static str, String)>, CgroupError> {
+    let mut w = Vec::new();
+    if let Some(n) = limits.pids_max() {
+        w.push(("pids", "pids.max", n.to_string()));
+    }
+    if let Some(max) = limits.memory_max {
+        w.push(("memory", "memory.limit_in_bytes", max.to_string()));
+        if let Some(swap) = limits.memory_swap {
+            if !memsw {
+                return Err(CgroupError::MissingController {
+                    controller: "memory swap accounting (memory.memsw.*)".into(),
+                    hint: "boot the kernel with swapaccount=1, or unset memory.swap".into(),
+                });
+            }
+            w.push(("memory", "memory.memsw.limit_in_bytes", (max + swap).to_string()));
+        }
+    }
+    let shares = limits
+        .cpu_shares
+        .or(limits.cpu_weight.map(weight_to_shares));
+    if let Some(s) = shares {
+        w.push(("cpu", "cpu.shares", s.to_string()));
+    }
+    if let Some(cpus) = limits.cpu_max {
+        w.push(("cpu", "cpu.cfs_period_us", CPU_PERIOD_US.to_string()));
+        w.push(("cpu", "cpu.cfs_quota_us", cpu_quota_us(cpus).to_string()));
+    }
+    Ok(w)
+}
+
+impl CgroupDriver for V1Driver {
+    fn version(&self) -> CgroupVersion {
+        CgroupVersion::V1
+    }
+
+    fn controllers(&self) -> Vec<String> {
+        self.hierarchies.iter().flat_map(|(c, _)| c.clone()).collect()
+    }
+
+    fn parents(&self) -> Vec<(String, PathBuf)> {
+        self.hierarchies
+            .iter()
+            .map(|(c, d)| (c.join(","), d.join(&self.group)))
+            .collect()
+    }
+
+    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
+        for c in ["memory", "pids"] {
+            if !self.has(c) {
+                return Err(CgroupError::MissingController {
+                    controller: c.into(),
+                    hint: format!("mount the v1 {c} hierarchy under /sys/fs/cgroup"),
+                });
+            }
+        }
+        let need_cpu = limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some();
+        if need_cpu && !self.has("cpu") {
+            return Err(CgroupError::MissingController {
+                controller: "cpu".into(),
+                hint: "unset cpu.shares / cpu.weight / cpu.max or mount the v1 cpu hierarchy".into(),
+            });
+        }
+        if limits.cpuset.is_some() && !self.has("cpuset") {
+            return Err(CgroupError::MissingController {
+                controller: "cpuset".into(),
+                hint: "unset cpuset or mount the v1 cpuset hierarchy".into(),
+            });
+        }
+        let mut set = CgroupSet {
+            version: CgroupVersion::V1,
+            dirs: Vec::new(),
+        };
+        let result = (|| {
+            for (ctrls, own) in &self.hierarchies {
+                let is_cpuset = ctrls.iter().any(|c| c == "cpuset");
+                let wanted = ctrls.iter().any(|c| ALWAYS.contains(&c.as_str()))
+                    || (is_cpuset && limits.cpuset.is_some());
+                if !wanted {
+                    continue;
+                }
+                let parent = own.join(&self.group);
+                mkdir_ok_if_exists(&parent)?;
+                if is_cpuset {
+                    inherit_cpuset(own, &parent)?;
+                }
+                let dir = parent.join(zone);
+                mkdir_ok_if_exists(&dir)?;
+                set.dirs.push((ctrls.join(","), dir.clone()));
+                if is_cpuset {
+                    inherit_cpuset(&parent, &dir)?;
+                    if let Some(cs) = &limits.cpuset {
+                        write_file(&dir, "cpuset.cpus", &cs.to_string())?;
+                    }
+                }
+            }
+            let memsw = set
+                .dirs
+                .iter()
+                .any(|(c, d)| c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists());
+            for (ctrl, file, value) in writes(limits, memsw)? {
+                let (_, dir) = set
+                    .dirs
+                    .iter()
+                    .find(|(c, _)| c.split(',').any(|x| x == ctrl))
+                    .expect("checked above that the controller is mounted");
+                write_file(dir, file, &value)?;
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => Ok(set),
+            Err(e) => {
+                let _ = set.remove(std::time::Duration::from_millis(200));
+                Err(e)
+            }
+        }
+    }
+}
+
+fn mkdir_ok_if_exists(dir: &std::path::Path) -> Result<(), CgroupError> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io_err("creating", dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// A new v1 cpuset cgroup starts with no CPUs and no memory nodes; copy the parent's.
+fn inherit_cpuset(from: &std::path::Path, to: &std::path::Path) -> Result<(), CgroupError> {
+    for file in ["cpuset.mems", "cpuset.cpus"] {
+        let current = std::fs::read_to_string(to.join(file)).unwrap_or_default();
+        if current.trim().is_empty() {
+            let p = from.join(file);
+            let v = std::fs::read_to_string(&p).map_err(io_err("reading", &p))?;
+            write_file(to, file, v.trim())?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CpuSet;
+
+    #[test]
+    fn v1_file_values() {
+        let limits = Limits {
+            max_processes: Some(20),
+            memory_max: Some(64 << 20),
+            memory_swap: Some(32 << 20),
+            cpu_weight: Some(100),
+            cpu_max: Some(0.5),
+            cpuset: Some(CpuSet(vec![0])),
+            ..Limits::default()
+        };
+        let w = writes(&limits, true).unwrap();
+        assert_eq!(
+            w,
+            vec![
+                ("pids", "pids.max", "20".to_string()),
+                ("memory", "memory.limit_in_bytes", "67108864".to_string()),
+                ("memory", "memory.memsw.limit_in_bytes", "100663296".to_string()),
+                ("cpu", "cpu.shares", "2623".to_string()),
+                ("cpu", "cpu.cfs_period_us", "100000".to_string()),
+                ("cpu", "cpu.cfs_quota_us", "50000".to_string()),
+            ]
+        );
+        let e = writes(&limits, false).unwrap_err().to_string();
+        assert!(e.contains("swapaccount=1"), "{e}");
+        assert!(writes(&Limits::default(), false).unwrap().is_empty());
+    }
+}

@@ -1,0 +1,219 @@
+//! cgroup v2: one directory per zone in the unified hierarchy.
+
+use std::path::PathBuf;
+
+use super::{
+    cpu_quota_us, io_err, shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet,
+    CgroupVersion, CPU_PERIOD_US,
+};
+use crate::config::Limits;
+
+pub struct V2Driver {
+    /// warren's own cgroup directory.
+    own: PathBuf,
+    group: String,
+}
+
+impl V2Driver {
+    pub fn new(own: PathBuf, group: &str) -> V2Driver {
+        V2Driver {
+            own,
+            group: group.to_string(),
+        }
+    }
+
+    /// Controllers warren's own cgroup delegates to its children.
+    fn delegated(&self) -> Vec<String> {
+        std::fs::read_to_string(self.own.join("cgroup.subtree_control"))
+            .unwrap_or_default()
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    }
+}
+
+/// (file, value) writes that apply `limits`, in order.
+pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
+    let mut w = Vec::new();
+    if let Some(n) = limits.pids_max() {
+        w.push(("pids.max", n.to_string()));
+    }
+    if let Some(max) = limits.memory_max {
+        w.push(("memory.max", max.to_string()));
+    }
+    if let Some(swap) = limits.memory_swap {
+        w.push(("memory.swap.max", swap.to_string()));
+    }
+    let weight = limits.cpu_weight.or(limits.cpu_shares.map(shares_to_weight));
+    if let Some(wt) = weight {
+        w.push(("cpu.weight", wt.to_string()));
+    }
+    if let Some(cpus) = limits.cpu_max {
+        w.push(("cpu.max", format!("{} {CPU_PERIOD_US}", cpu_quota_us(cpus))));
+    }
+    if let Some(cs) = &limits.cpuset {
+        w.push(("cpuset.cpus", cs.to_string()));
+    }
+    w
+}
+
+/// Controllers a zone with `limits` needs enabled.
+fn needed(limits: &Limits) -> Vec<&'static str> {
+    let mut n = vec!["memory", "pids"];
+    if limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some() {
+        n.push("cpu");
+    }
+    if limits.cpuset.is_some() {
+        n.push("cpuset");
+    }
+    n
+}
+
+impl CgroupDriver for V2Driver {
+    fn version(&self) -> CgroupVersion {
+        CgroupVersion::V2
+    }
+
+    fn controllers(&self) -> Vec<String> {
+        self.delegated()
+    }
+
+    fn parents(&self) -> Vec<(String, PathBuf)> {
+        vec![(self.delegated().join(","), self.own.join(&self.group))]
+    }
+
+    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
+        let delegated = self.delegated();
+        let missing: Vec<&str> = needed(limits)
+            .into_iter()
+            .filter(|c| !delegated.iter().any(|d| d == c))
+            .collect();
+        if !missing.is_empty() {
+            return Err(CgroupError::NotDelegated {
+                missing: missing.join(", "),
+                parent: self.own.clone(),
+            });
+        }
+        let parent = self.own.join(&self.group);
+        match std::fs::create_dir(&parent) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(io_err("creating", &parent)(e))
+            }
+            _ => {}
+        }
+        // Enable for the zones every controller we were given that they may use.
+        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids", "io"]
+            .iter()
+            .filter(|c| delegated.iter().any(|d| d == *c))
+            .map(|c| format!("+{c}"))
+            .collect();
+        write_file(&parent, "cgroup.subtree_control", &enable.join(" "))?;
+        let dir = parent.join(zone);
+        match std::fs::create_dir(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(io_err("creating", &dir)(e))
+            }
+            _ => {}
+        }
+        let set = CgroupSet {
+            version: CgroupVersion::V2,
+            dirs: vec![("unified".into(), dir.clone())],
+        };
+        for (file, value) in writes(limits) {
+            if let Err(e) = write_file(&dir, file, &value) {
+                let _ = set.remove(std::time::Duration::from_millis(200));
+                return Err(e);
+            }
+        }
+        Ok(set)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroups::discover;
+    use crate::config::CpuSet;
+    use std::fs;
+
+    /// A fake cgroupfs in a temp dir, laid out and named as the kernel does.
+    #[test]
+    fn creates_zone_cgroups_in_a_fake_unified_hierarchy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let own = cg.join("user.slice/warren.scope");
+        fs::create_dir_all(&own).unwrap();
+        fs::write(own.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
+        fs::write(own.join("cgroup.subtree_control"), "cpu memory pids cpuset\n").unwrap();
+        let proc_ = tmp.path().join("proc/self");
+        fs::create_dir_all(&proc_).unwrap();
+        fs::write(
+            proc_.join("mountinfo"),
+            format!("30 24 0:26 / {} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", cg.display()),
+        )
+        .unwrap();
+        fs::write(proc_.join("cgroup"), "0::/user.slice/warren.scope\n").unwrap();
+
+        let (driver, h) = discover::discover(&tmp.path().join("proc"), "warren-t").unwrap();
+        assert_eq!(h.version, CgroupVersion::V2);
+        let limits = Limits {
+            max_processes: Some(20),
+            memory_max: Some(64 << 20),
+            memory_swap: Some(0),
+            cpu_shares: Some(1024),
+            cpu_max: Some(0.5),
+            cpuset: Some(CpuSet(vec![0, 1])),
+            ..Limits::default()
+        };
+        let set = driver.create("web1", &limits).unwrap();
+        let dir = own.join("warren-t/web1");
+        assert_eq!(set.dirs, vec![("unified".to_string(), dir.clone())]);
+        let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
+        assert_eq!(read("pids.max"), "20");
+        assert_eq!(read("memory.max"), "67108864");
+        assert_eq!(read("memory.swap.max"), "0");
+        assert_eq!(read("cpu.weight"), "39");
+        assert_eq!(read("cpu.max"), "50000 100000");
+        assert_eq!(read("cpuset.cpus"), "0-1");
+        assert_eq!(
+            fs::read_to_string(own.join("warren-t/cgroup.subtree_control")).unwrap(),
+            "+cpu +cpuset +memory +pids"
+        );
+        assert_eq!(set.procs_files(), vec![dir.join("cgroup.procs")]);
+
+        // Readers use the v2 file names.
+        fs::write(dir.join("memory.current"), "1048576\n").unwrap();
+        fs::write(dir.join("cpu.stat"), "usage_usec 1500\nuser_usec 1000\n").unwrap();
+        fs::write(dir.join("pids.current"), "3\n").unwrap();
+        fs::write(dir.join("memory.events"), "low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\n").unwrap();
+        assert_eq!(set.memory_bytes(), Some(1 << 20));
+        assert_eq!(set.cpu_ns(), Some(1_500_000));
+        assert_eq!(set.tasks(), Some(3));
+        assert_eq!(set.oom_kills(), Some(1));
+    }
+
+    #[test]
+    fn refuses_undelegated_controllers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("own");
+        fs::create_dir_all(&own).unwrap();
+        fs::write(own.join("cgroup.subtree_control"), "memory\n").unwrap();
+        let d = V2Driver::new(own.clone(), "warren");
+        let e = d.create("z", &Limits::default()).unwrap_err().to_string();
+        assert!(e.contains("pids") && e.contains("Delegate=yes"), "{e}");
+        assert!(!own.join("warren").exists(), "nothing created");
+    }
+
+    #[test]
+    fn v2_file_values() {
+        let limits = Limits {
+            max_threads: Some(100),
+            cpu_weight: Some(50),
+            ..Limits::default()
+        };
+        assert_eq!(
+            writes(&limits),
+            vec![("pids.max", "100".to_string()), ("cpu.weight", "50".to_string())]
+        );
+    }
+}

@@ -1,0 +1,455 @@
+//! The command line: parsing (clap), then calls into [`crate::zone`] and friends, then
+//! tables for people or `--json` (the API objects) for scripts. No logic of its own.
+
+mod output;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::error::{Error, ExitCode, Result};
+use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
+use crate::storage::template::{self, Source};
+use crate::zone::{self, Context, Outcome};
+use crate::{config, demo, host, storage};
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (also when the zone already was where the verb takes it)
+  1  failure of another kind, or some of several zones failed
+  2  usage error (bad flags or arguments)
+  3  the zone or template does not exist
+  4  the zone is in the wrong state for the verb
+  5  invalid input: a name, a config key or value
+  6  the name is taken, or the template is in use
+  7  the host lacks something (a package, a kernel feature, a cgroup controller)
+  8  not running as root
+  9  the kernel or filesystem refused an operation
+ 10  a state file is corrupt
+'warren login' exits with the status of the command it ran.
+
+Examples:
+  warren template create host --from host
+  warren create web1 --set memory.max=256M --set max-processes=100
+  warren install web1 && warren boot web1
+  warren login web1 -- ps ax
+  warren clone web1 web2
+  warren list -v
+  warren halt web1 && warren uninstall web1 && warren delete web1
+  warren demo --zones 100";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "warren",
+    version,
+    about = "Dense, fast, isolated zones on one Linux host",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// State root (templates, zones, locks).
+    #[arg(long, global = true, env = "WARREN_ROOT", default_value = DEFAULT_ROOT)]
+    pub root: PathBuf,
+    /// Print JSON (the API objects) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Manage templates: the read-only roots zones are made from.
+    #[command(subcommand)]
+    Template(TemplateCmd),
+    /// Create a zone (state: configured).
+    #[command(after_help = "Example: warren create db1 --template host --set memory.max=1G --set cpu.max=0.5")]
+    Create {
+        zone: String,
+        /// Template to make the zone from [default: host].
+        #[arg(long, short)]
+        template: Option<String>,
+        /// A config file (TOML) to start from.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Set a config key, e.g. --set memory.max=512M (repeatable; see 'warren config keys').
+        #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+    /// Show or change a zone's config (warren's zonecfg).
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Install zones: give them their copy-on-write root (configured → installed).
+    Install {
+        #[arg(required = true)]
+        zones: Vec<String>,
+    },
+    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted).
+    Clone { src: String, new: String },
+    /// Boot zones (installed → running).
+    Boot(Targets),
+    /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
+    Halt {
+        #[command(flatten)]
+        targets: Targets,
+        /// Seconds to wait after SIGTERM before killing [default: the zone's stop-timeout, else 10].
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Halt and boot zones again.
+    Reboot {
+        #[arg(required = true)]
+        zones: Vec<String>,
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Run a command (default: a login shell) inside a running zone.
+    #[command(after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'")]
+    Login {
+        zone: String,
+        /// The command and its arguments (after --).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Remove zones' roots (installed → configured).
+    Uninstall {
+        #[arg(required = true)]
+        zones: Vec<String>,
+    },
+    /// Delete zones (must be configured, unless --force).
+    Delete {
+        #[arg(required = true)]
+        zones: Vec<String>,
+        /// Halt and uninstall first if needed.
+        #[arg(long, short)]
+        force: bool,
+    },
+    /// List zones and their states.
+    List {
+        /// More columns: pid, uptime, network, limits, root.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// The host as warren sees it: kernel, cgroups, storage backend and why.
+    Info,
+    /// The main job: clone and boot N zones from the host template, measure, clean up.
+    Demo {
+        /// How many zones.
+        #[arg(long, default_value_t = 100)]
+        zones: usize,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct Targets {
+    /// Zone names.
+    pub zones: Vec<String>,
+    /// Every zone (boot: installed ones; halt: running ones).
+    #[arg(long, conflicts_with = "zones")]
+    pub all: bool,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TemplateCmd {
+    /// Create a template.
+    #[command(after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz")]
+    Create {
+        name: String,
+        /// "host": a sparse root sharing the host's read-only /usr.
+        #[arg(long, value_parser = ["host"], group = "source")]
+        from: Option<String>,
+        /// Copy a directory holding a root filesystem.
+        #[arg(long, value_name = "PATH", group = "source")]
+        from_dir: Option<PathBuf>,
+        /// Unpack a tar or tar.gz of a root filesystem.
+        #[arg(long, value_name = "FILE", group = "source")]
+        from_tar: Option<PathBuf>,
+        /// A root of the static busybox binary (apt-get install busybox-static).
+        #[arg(long, group = "source")]
+        busybox: bool,
+    },
+    /// List templates.
+    List,
+    /// Delete a template (refused while zones use it).
+    Delete { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Print a zone's config (TOML, or JSON with --json).
+    Show { zone: String },
+    /// Set keys: warren config set web1 memory.max=1G cpu.max=0.5
+    Set {
+        zone: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Remove keys (back to their defaults).
+    Unset {
+        zone: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// List the config keys with an example and what each does.
+    Keys,
+}
+
+/// Parse the command line, run, and return the process exit code.
+pub fn main() -> i32 {
+    warren_sys::signal::default_sigpipe();
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
+        }
+    };
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            output::print_error(&e);
+            e.exit_code() as i32
+        }
+    }
+}
+
+fn secs(t: Option<u64>) -> Option<Duration> {
+    t.map(Duration::from_secs)
+}
+
+/// Run `f` for each zone; print each failure; one error for several.
+fn each(zones: &[String], mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
+    if let [one] = zones {
+        return f(one);
+    }
+    let mut failed = 0;
+    for z in zones {
+        if let Err(e) = f(z) {
+            output::print_error(&e);
+            failed += 1;
+        }
+    }
+    if failed > 0 {
+        return Err(Error::Partial {
+            failed,
+            total: zones.len(),
+        });
+    }
+    Ok(())
+}
+
+fn say(json: bool, zone: &str, outcome: &Outcome, done: &str) {
+    if json {
+        return;
+    }
+    match outcome {
+        Outcome::Done => println!("zone '{zone}' {done}"),
+        Outcome::AlreadyDone(why) => println!("zone '{zone}' {why}; nothing to do"),
+    }
+}
+
+fn targets(ctx: &Context, t: &Targets, want: fn(crate::state::ZoneState) -> bool) -> Result<Vec<String>> {
+    if !t.all {
+        if t.zones.is_empty() {
+            return Err(Error::Invalid("name at least one zone, or use --all".into()));
+        }
+        return Ok(t.zones.clone());
+    }
+    Ok(zone::list(ctx)?
+        .into_iter()
+        .filter(|i| i.state.is_some_and(want))
+        .map(|i| i.name)
+        .collect())
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    let ctx = Context::new(Layout::new(cli.root.clone()), HostPaths::default());
+    let json = cli.json;
+    match cli.command {
+        Command::Template(t) => template_cmd(&ctx, json, t)?,
+        Command::Create {
+            zone: name,
+            template,
+            config,
+            sets,
+        } => {
+            let cfg = zone::create(&ctx, &name, template.as_deref(), config.as_deref(), &sets)?;
+            if json {
+                output::json(&cfg);
+            } else {
+                println!("zone '{name}' configured (template '{}')", cfg.template);
+            }
+        }
+        Command::Config(c) => config_cmd(&ctx, json, c)?,
+        Command::Install { zones } => each(&zones, |z| {
+            let o = zone::install(&ctx, z)?;
+            say(json, z, &o, "installed");
+            Ok(())
+        })?,
+        Command::Clone { src, new } => {
+            zone::clone(&ctx, &src, &new)?;
+            if !json {
+                println!("zone '{new}' installed as a clone of '{src}'");
+            }
+        }
+        Command::Boot(t) => {
+            let zones = targets(&ctx, &t, |s| s == crate::state::ZoneState::Installed)?;
+            each(&zones, |z| {
+                let (o, r) = zone::boot(&ctx, z)?;
+                if o == Outcome::Done && !json {
+                    println!("zone '{z}' booted in {:.1} ms", r.total.as_secs_f64() * 1000.0);
+                } else {
+                    say(json, z, &o, "booted");
+                }
+                Ok(())
+            })?
+        }
+        Command::Halt { targets: t, timeout } => {
+            let zones = targets(&ctx, &t, |s| s >= crate::state::ZoneState::Ready)?;
+            each(&zones, |z| {
+                let (o, graceful) = zone::halt(&ctx, z, secs(timeout))?;
+                let done = if graceful {
+                    "halted"
+                } else {
+                    "halted (killed after the stop timeout)"
+                };
+                say(json, z, &o, done);
+                Ok(())
+            })?
+        }
+        Command::Reboot { zones, timeout } => each(&zones, |z| {
+            zone::reboot(&ctx, z, secs(timeout))?;
+            say(json, z, &Outcome::Done, "rebooted");
+            Ok(())
+        })?,
+        Command::Login { zone: z, command } => return zone::login(&ctx, &z, &command),
+        Command::Uninstall { zones } => each(&zones, |z| {
+            let o = zone::uninstall(&ctx, z)?;
+            say(json, z, &o, "uninstalled");
+            Ok(())
+        })?,
+        Command::Delete { zones, force } => each(&zones, |z| {
+            zone::delete(&ctx, z, force)?;
+            say(json, z, &Outcome::Done, "deleted");
+            Ok(())
+        })?,
+        Command::List { verbose } => {
+            let infos = zone::list(&ctx)?;
+            if json {
+                output::json(&infos);
+            } else {
+                output::zone_table(&infos, verbose);
+            }
+        }
+        Command::Info => {
+            let info = host::info(&ctx)?;
+            if json {
+                output::json(&info);
+            } else {
+                output::host_info(&info);
+            }
+        }
+        Command::Demo { zones } => {
+            if zones == 0 {
+                return Err(Error::Invalid("--zones must be at least 1".into()));
+            }
+            let mut bars = output::Bars::new(json);
+            let report = demo::run(&ctx, zones, &mut bars)?;
+            if json {
+                output::json(&report);
+            } else {
+                output::demo_report(&report);
+            }
+        }
+    }
+    Ok(0)
+}
+
+fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<()> {
+    match t {
+        TemplateCmd::Create {
+            name,
+            from,
+            from_dir,
+            from_tar,
+            busybox,
+        } => {
+            let source = match (from, from_dir, from_tar, busybox) {
+                (Some(_), _, _, _) => Source::Host,
+                (_, Some(d), _, _) => Source::Dir(d),
+                (_, _, Some(f), _) => Source::Tar(f),
+                (_, _, _, true) => Source::Busybox,
+                _ => {
+                    return Err(Error::Invalid(
+                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE or --busybox".into(),
+                    ))
+                }
+            };
+            ctx.require_root()?;
+            let (kind, _) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
+            let m = template::create(&ctx.layout, &name, &source, kind)?;
+            if json {
+                output::json(&m);
+            } else {
+                println!("template '{name}' created ({:?}, {} backend)", m.kind, m.backend);
+            }
+        }
+        TemplateCmd::List => {
+            let list = template::list(&ctx.layout)?;
+            if json {
+                output::json(&list);
+            } else {
+                output::template_table(ctx, &list);
+            }
+        }
+        TemplateCmd::Delete { name } => {
+            ctx.require_root()?;
+            template::delete(&ctx.layout, &name)?;
+            if !json {
+                println!("template '{name}' deleted");
+            }
+        }
+    }
+    Ok(())
+}
+
+fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> {
+    let note = |st: crate::state::ZoneState| {
+        if st >= crate::state::ZoneState::Ready && !json {
+            println!("(the zone is {st}; the change takes effect at its next boot)");
+        }
+    };
+    match c {
+        ConfigCmd::Show { zone: z } => {
+            let zn = zone::load(ctx, &z)?;
+            if json {
+                output::json(&zn.config);
+            } else {
+                print!("{}", config::to_toml(&zn.config));
+            }
+        }
+        ConfigCmd::Set { zone: z, assignments } => {
+            let (cfg, st) = zone::config_set(ctx, &z, &assignments)?;
+            if json {
+                output::json(&cfg);
+            }
+            note(st);
+        }
+        ConfigCmd::Unset { zone: z, keys } => {
+            let (cfg, st) = zone::config_unset(ctx, &z, &keys)?;
+            if json {
+                output::json(&cfg);
+            }
+            note(st);
+        }
+        ConfigCmd::Keys => {
+            let keys = config::key_help();
+            if json {
+                output::json(&keys);
+            } else {
+                output::key_table(&keys);
+            }
+        }
+    }
+    Ok(())
+}

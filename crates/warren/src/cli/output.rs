@@ -1,0 +1,260 @@
+//! Printing: aligned tables, JSON, errors with their cause chain, progress bars.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::config::{format_size, ZoneConfig};
+use crate::demo::{Progress, Report};
+use crate::error::Error;
+use crate::host::HostInfo;
+use crate::storage::template::Manifest;
+use crate::zone::{Context, ZoneInfo};
+
+/// Print the error and its numbered chain of causes, once.
+pub fn print_error(e: &Error) {
+    eprintln!("warren: error: {e}");
+    let mut source = std::error::Error::source(e);
+    let mut n = 1;
+    while let Some(s) = source {
+        eprintln!("  {n}: {s}");
+        source = s.source();
+        n += 1;
+    }
+}
+
+pub fn json<T: Serialize + ?Sized>(v: &T) {
+    println!("{}", serde_json::to_string_pretty(v).expect("API objects serialise"));
+}
+
+/// Print rows as columns aligned to their widest cell.
+pub fn table(header: &[&str], rows: &[Vec<String>]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (i, c) in r.iter().enumerate() {
+            widths[i] = widths[i].max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = String::new();
+        for (i, c) in cells.iter().enumerate() {
+            if i + 1 == cells.len() {
+                s.push_str(c);
+            } else {
+                s.push_str(&format!("{c:<w$}  ", w = widths[i]));
+            }
+        }
+        println!("{}", s.trim_end());
+    };
+    line(header.to_vec());
+    for r in rows {
+        line(r.iter().map(String::as_str).collect());
+    }
+}
+
+fn limits_summary(c: &ZoneConfig) -> String {
+    let l = &c.limits;
+    let mut parts = Vec::new();
+    if let Some(n) = l.max_processes {
+        parts.push(format!("procs={n}"));
+    }
+    if let Some(n) = l.max_threads {
+        parts.push(format!("threads={n}"));
+    }
+    if let Some(n) = l.memory_max {
+        parts.push(format!("mem={}", format_size(n)));
+    }
+    if let Some(n) = l.memory_swap {
+        parts.push(format!("swap={}", format_size(n)));
+    }
+    if let Some(f) = l.cpu_max {
+        parts.push(format!("cpu={f}"));
+    }
+    if let Some(n) = l.cpu_shares {
+        parts.push(format!("shares={n}"));
+    }
+    if let Some(n) = l.cpu_weight {
+        parts.push(format!("weight={n}"));
+    }
+    if let Some(c) = &l.cpuset {
+        parts.push(format!("cpuset={c}"));
+    }
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(",")
+    }
+}
+
+fn uptime(s: u64) -> String {
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
+    let dash = || "-".to_string();
+    let rows: Vec<Vec<String>> = infos
+        .iter()
+        .map(|i| {
+            let state = match (&i.state, &i.error) {
+                (Some(s), _) => {
+                    let mut st = s.to_string();
+                    if let Some(ev) = &i.evicted {
+                        st.push_str(&format!(" (evicted: {ev})"));
+                    }
+                    st
+                }
+                (None, Some(_)) => "unreadable".into(),
+                _ => dash(),
+            };
+            let mut row = vec![
+                i.name.clone(),
+                state,
+                i.template.clone().unwrap_or_else(dash),
+                i.backend.map(|b| b.to_string()).unwrap_or_else(dash),
+            ];
+            if verbose {
+                row.push(i.init_pid.map(|p| p.to_string()).unwrap_or_else(dash));
+                row.push(i.uptime_s.map(uptime).unwrap_or_else(dash));
+                row.push(
+                    i.net
+                        .map(|n| format!("{n:?}").to_lowercase())
+                        .unwrap_or_else(dash),
+                );
+                row.push(i.config.as_ref().map(limits_summary).unwrap_or_else(dash));
+                row.push(match (&i.root, &i.error) {
+                    (_, Some(e)) => e.clone(),
+                    (Some(r), _) => r.display().to_string(),
+                    _ => dash(),
+                });
+            }
+            row
+        })
+        .collect();
+    if verbose {
+        table(
+            &["NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "LIMITS", "ROOT"],
+            &rows,
+        );
+    } else {
+        table(&["NAME", "STATE", "TEMPLATE", "BACKEND"], &rows);
+    }
+}
+
+pub fn template_table(ctx: &Context, list: &[Manifest]) {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|m| {
+            let users = crate::zone::zones_using_template(&ctx.layout, &m.name)
+                .map(|u| u.len().to_string())
+                .unwrap_or_else(|_| "?".into());
+            vec![
+                m.name.clone(),
+                format!("{:?}", m.kind).to_lowercase(),
+                m.backend.to_string(),
+                users,
+                m.source.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    table(&["NAME", "KIND", "BACKEND", "ZONES", "SOURCE"], &rows);
+}
+
+pub fn key_table(keys: &BTreeMap<&'static str, (&'static str, &'static str)>) {
+    let rows: Vec<Vec<String>> = keys
+        .iter()
+        .map(|(k, (ex, help))| vec![k.to_string(), ex.to_string(), help.to_string()])
+        .collect();
+    table(&["KEY", "EXAMPLE", "MEANING"], &rows);
+}
+
+pub fn host_info(i: &HostInfo) {
+    let mib = |b: u64| format!("{:.0} MiB", b as f64 / (1 << 20) as f64);
+    println!("warren {}", i.warren_version);
+    println!("kernel:          Linux {}", i.kernel);
+    println!("state root:      {}", i.state_root.display());
+    println!("cgroups:         {} ({})", i.cgroup_version, i.cgroup_why);
+    println!("controllers:     {}", i.cgroup_controllers.join(" "));
+    for (c, d) in &i.cgroup_parents {
+        println!("  zones under:   {} ({c})", d.display());
+    }
+    println!("storage backend: {} ({})", i.storage_backend, i.storage_why);
+    println!("cpus:            {}", i.online_cpus);
+    println!("memory:          {} (swap {})", mib(i.mem_total_bytes), mib(i.swap_total_bytes));
+    println!("open files:      {} soft / {} hard (warren keeps no descriptor per zone)", i.nofile_soft, i.nofile_hard);
+    println!(
+        "zone init:       {}",
+        i.init_exe.as_ref().map_or("not found".into(), |p| p.display().to_string())
+    );
+    println!(
+        "static busybox:  {}",
+        i.static_busybox.as_ref().map_or("not installed (apt-get install busybox-static)".into(), |p| p.display().to_string())
+    );
+    if !i.is_root {
+        println!("note:            not running as root; most verbs need root");
+    }
+}
+
+pub fn demo_report(r: &Report) {
+    println!(
+        "warren demo: {} zones, template 'host' ({} backend, cgroup {}), Linux {}, {} CPUs, {:.0} MiB RAM",
+        r.zones, r.backend, r.cgroup_version, r.kernel, r.cpus, r.mem_total_mib
+    );
+    let f = |v: f64, unit: &str| format!("{v:.2} {unit}");
+    let rows = vec![
+        vec!["clone".into(), f(r.clone_ms.median, "ms"), f(r.clone_ms.p99, "ms"), "≤ 4 ms median".into()],
+        vec!["boot".into(), f(r.boot_ms.median, "ms"), f(r.boot_ms.p99, "ms"), "≤ 5 ms median".into()],
+        vec!["host memory per zone".into(), f(r.mem_per_zone_mib, "MiB"), "-".into(), "≤ 0.4 MiB".into()],
+        vec!["disk per zone".into(), f(r.disk_per_zone_kib, "KiB"), "-".into(), "≤ 32 KiB".into()],
+        vec!["idle CPU, all zones".into(), f(r.idle_cpu_pct, "%"), "-".into(), "-".into()],
+        vec!["halt".into(), f(r.halt_ms.median, "ms"), f(r.halt_ms.p99, "ms"), "-".into()],
+        vec!["delete".into(), f(r.delete_ms.median, "ms"), f(r.delete_ms.p99, "ms"), "-".into()],
+    ];
+    table(&["MEASURE", "MEDIAN", "P99", "TARGET"], &rows);
+    println!("total {:.1} s; all demo zones halted and removed", r.total_s);
+}
+
+/// Progress bars on stderr (hidden when it is not a terminal or with --json).
+pub struct Bars {
+    bar: Option<indicatif::ProgressBar>,
+    hidden: bool,
+}
+
+impl Bars {
+    pub fn new(hidden: bool) -> Bars {
+        Bars { bar: None, hidden }
+    }
+}
+
+impl Progress for Bars {
+    fn phase(&mut self, name: &str, len: u64) {
+        if let Some(b) = self.bar.take() {
+            b.finish();
+        }
+        let bar = if self.hidden {
+            indicatif::ProgressBar::hidden()
+        } else {
+            indicatif::ProgressBar::new(len)
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{msg:>20} [{bar:40}] {pos}/{len} {elapsed}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(name.to_string());
+        self.bar = Some(bar);
+    }
+    fn step(&mut self) {
+        if let Some(b) = &self.bar {
+            b.inc(1);
+        }
+    }
+    fn done(&mut self) {
+        if let Some(b) = self.bar.take() {
+            b.finish();
+        }
+    }
+}

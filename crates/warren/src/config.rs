@@ -1,0 +1,986 @@
+//! warren's zonecfg: a zone's config, its TOML form and its validation.
+//!
+//! The TOML file, `--set key=value` flags and (later) API JSON all become the same
+//! [`ZoneConfig`]. Keys are dotted paths (`memory.max` is `max` in a `[memory]` table);
+//! [`KEYS`] is the one registry of them, with a parser each, so an unknown key or a bad
+//! value is refused with the key's name and an example of a good value.
+//!
+//! Everything here is pure: host facts (online CPUs) are passed in.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::names;
+
+/// How a zone runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum Brand {
+    /// Namespaces and cgroups on the host kernel.
+    #[default]
+    Native,
+}
+
+/// The zone's network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetMode {
+    /// Its own network namespace with only loopback.
+    #[default]
+    None,
+    /// The host's network stack, shared.
+    Host,
+}
+
+/// The order of eviction under memory pressure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default, PartialOrd, Ord)]
+#[serde(rename_all = "kebab-case")]
+pub enum Priority {
+    BestEffort,
+    #[default]
+    Normal,
+    Critical,
+}
+
+/// A command: a string run by `/bin/sh -c`, or an argv run directly.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(untagged)]
+pub enum Command {
+    Shell(String),
+    Argv(Vec<String>),
+}
+
+impl Command {
+    /// The argv to execute.
+    pub fn argv(&self) -> Vec<String> {
+        match self {
+            Command::Shell(s) => vec!["/bin/sh".into(), "-c".into(), s.clone()],
+            Command::Argv(v) => v.clone(),
+        }
+    }
+}
+
+/// Resource controls. `None` means "no limit".
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct Limits {
+    pub max_processes: Option<u64>,
+    pub max_threads: Option<u64>,
+    pub memory_max: Option<u64>,
+    pub memory_swap: Option<u64>,
+    pub cpu_shares: Option<u64>,
+    pub cpu_weight: Option<u64>,
+    /// A cap in CPUs, e.g. 0.5.
+    pub cpu_max: Option<f64>,
+    pub cpuset: Option<CpuSet>,
+}
+
+impl Limits {
+    /// The value for the pids controller: the kernel counts tasks (threads), so
+    /// `max-threads` wins when set, else `max-processes`.
+    pub fn pids_max(&self) -> Option<u64> {
+        self.max_threads.or(self.max_processes)
+    }
+}
+
+/// A validated zone config.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct ZoneConfig {
+    pub template: String,
+    pub brand: Brand,
+    pub net: NetMode,
+    pub hostname: Option<String>,
+    pub init: Option<Command>,
+    pub services: Vec<Command>,
+    pub autoboot: bool,
+    pub priority: Priority,
+    /// Seconds `halt` waits for a graceful stop before killing.
+    pub stop_timeout: Option<u64>,
+    pub limits: Limits,
+}
+
+impl ZoneConfig {
+    /// The defaults for a new zone made from `template`.
+    pub fn new(template: &str) -> ZoneConfig {
+        ZoneConfig {
+            template: template.to_string(),
+            brand: Brand::Native,
+            net: NetMode::None,
+            hostname: None,
+            init: None,
+            services: Vec::new(),
+            autoboot: false,
+            priority: Priority::Normal,
+            stop_timeout: None,
+            limits: Limits::default(),
+        }
+    }
+
+    /// The hostname inside the zone.
+    pub fn hostname_or<'a>(&'a self, zone: &'a str) -> &'a str {
+        self.hostname.as_deref().unwrap_or(zone)
+    }
+}
+
+/// A set of CPUs, e.g. "0-3,6".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(into = "String")]
+pub struct CpuSet(pub Vec<u32>);
+
+impl From<CpuSet> for String {
+    fn from(c: CpuSet) -> String {
+        c.to_string()
+    }
+}
+
+impl std::fmt::Display for CpuSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = String::new();
+        let mut i = 0;
+        while i < self.0.len() {
+            let start = self.0[i];
+            let mut end = start;
+            while i + 1 < self.0.len() && self.0[i + 1] == end + 1 {
+                i += 1;
+                end = self.0[i];
+            }
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if start == end {
+                let _ = write!(out, "{start}");
+            } else {
+                let _ = write!(out, "{start}-{end}");
+            }
+            i += 1;
+        }
+        f.write_str(&out)
+    }
+}
+
+/// Parse a CPU list as the kernel writes them ("0-3,6"); `None` if malformed.
+pub fn parse_cpu_list(s: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in s.trim().split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            return None;
+        }
+        match part.split_once('-') {
+            Some((a, b)) => {
+                let (a, b): (u32, u32) = (a.trim().parse().ok()?, b.trim().parse().ok()?);
+                if a > b || b > 8191 {
+                    return None;
+                }
+                cpus.extend(a..=b);
+            }
+            None => {
+                let a: u32 = part.parse().ok()?;
+                if a > 8191 {
+                    return None;
+                }
+                cpus.push(a);
+            }
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+/// Parse a size: an integer of bytes, or a number with K, M, G or T (powers of 1024,
+/// optionally followed by "i", "B" or "iB"). `None` if malformed or too large.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let digits_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(digits_end);
+    if num.is_empty() {
+        return None;
+    }
+    let unit = unit.trim();
+    let unit = unit
+        .strip_suffix("iB")
+        .or_else(|| unit.strip_suffix('B'))
+        .or_else(|| unit.strip_suffix('i'))
+        .unwrap_or(unit);
+    let mult: u64 = match unit {
+        "" => 1,
+        "K" | "k" => 1 << 10,
+        "M" | "m" => 1 << 20,
+        "G" | "g" => 1 << 30,
+        "T" | "t" => 1 << 40,
+        _ => return None,
+    };
+    let value = if num.contains('.') {
+        let f: f64 = num.parse().ok()?;
+        let v = f * mult as f64;
+        if !v.is_finite() || v >= (1u64 << 62) as f64 {
+            return None;
+        }
+        v as u64
+    } else {
+        num.parse::<u64>().ok()?.checked_mul(mult)?
+    };
+    // Cgroup files take a signed 64-bit value; stay well inside it.
+    (value < (1u64 << 62)).then_some(value)
+}
+
+/// Format a size the way a person writes it in a config ("512M").
+pub fn format_size(bytes: u64) -> String {
+    for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
+        if bytes >= (1 << shift) && bytes % (1 << shift) == 0 {
+            return format!("{}{unit}", bytes >> shift);
+        }
+    }
+    bytes.to_string()
+}
+
+/// One config key: its dotted name, a one-line description and an example value.
+pub struct Key {
+    pub name: &'static str,
+    pub help: &'static str,
+    pub example: &'static str,
+    apply: fn(&mut ZoneConfig, &toml::Value) -> std::result::Result<(), String>,
+}
+
+/// Every key warren's zonecfg accepts.
+pub static KEYS: &[Key] = &[
+    Key {
+        name: "template",
+        help: "the template the zone's root is made from",
+        example: "\"host\"",
+        apply: |c, v| {
+            let s = want_str(v, "a template name such as \"host\"")?;
+            if let Some(p) = names::problem(s) {
+                return Err(format!("{s:?} is not a template name: {p}"));
+            }
+            c.template = s.to_string();
+            Ok(())
+        },
+    },
+    Key {
+        name: "brand",
+        help: "how the zone runs: native (namespaces + cgroups)",
+        example: "\"native\"",
+        apply: |c, v| match want_str(v, "\"native\"")? {
+            "native" => {
+                c.brand = Brand::Native;
+                Ok(())
+            }
+            "microvm" => Err("\"microvm\" is not available yet; use \"native\"".into()),
+            other => Err(format!("{other:?}: expected \"native\"")),
+        },
+    },
+    Key {
+        name: "net",
+        help: "network: none (own namespace, loopback only) or host (share the host's)",
+        example: "\"none\"",
+        apply: |c, v| match want_str(v, "\"none\" or \"host\"")? {
+            "none" => {
+                c.net = NetMode::None;
+                Ok(())
+            }
+            "host" => {
+                c.net = NetMode::Host;
+                Ok(())
+            }
+            other => Err(format!("{other:?}: expected \"none\" or \"host\"")),
+        },
+    },
+    Key {
+        name: "hostname",
+        help: "the hostname inside the zone (default: the zone's name)",
+        example: "\"web1\"",
+        apply: |c, v| {
+            let s = want_str(v, "a hostname such as \"web1\"")?;
+            let ok = !s.is_empty()
+                && s.len() <= 64
+                && s.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.');
+            if !ok {
+                return Err(format!(
+                    "{s:?}: expected 1-64 characters of letters, digits, '-' and '.'"
+                ));
+            }
+            c.hostname = Some(s.to_string());
+            Ok(())
+        },
+    },
+    Key {
+        name: "init",
+        help: "PID 1: a command (string for /bin/sh -c, or an argv array); default: warren's own init",
+        example: "[\"/bin/sleep\", \"infinity\"]",
+        apply: |c, v| {
+            let cmd = want_command(v)?;
+            if let Command::Argv(argv) = &cmd {
+                if !argv[0].starts_with('/') {
+                    return Err(format!(
+                        "{:?}: the program must be an absolute path inside the zone",
+                        argv[0]
+                    ));
+                }
+            }
+            c.init = Some(cmd);
+            Ok(())
+        },
+    },
+    Key {
+        name: "services",
+        help: "commands warren's init starts at boot (strings for /bin/sh -c, or argv arrays)",
+        example: "[\"sleep infinity\"]",
+        apply: |c, v| {
+            let toml::Value::Array(items) = v else {
+                return Err(format!("{}: expected an array of commands", short(v)));
+            };
+            c.services = items.iter().map(want_command).collect::<Result<_, _>>()?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "autoboot",
+        help: "boot the zone with 'warren boot --autoboot' at host start",
+        example: "true",
+        apply: |c, v| {
+            c.autoboot = want_bool(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "priority",
+        help: "eviction order under memory pressure: critical, normal or best-effort",
+        example: "\"normal\"",
+        apply: |c, v| {
+            c.priority = match want_str(v, "critical, normal or best-effort")? {
+                "critical" => Priority::Critical,
+                "normal" => Priority::Normal,
+                "best-effort" => Priority::BestEffort,
+                other => {
+                    return Err(format!(
+                        "{other:?}: expected \"critical\", \"normal\" or \"best-effort\""
+                    ))
+                }
+            };
+            Ok(())
+        },
+    },
+    Key {
+        name: "stop-timeout",
+        help: "seconds halt waits for a graceful stop before killing (default 10)",
+        example: "10",
+        apply: |c, v| {
+            c.stop_timeout = Some(want_int(v, 0, 3600)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max-processes",
+        help: "most processes in the zone (the pids controller, unless max-threads is set)",
+        example: "100",
+        apply: |c, v| {
+            c.limits.max_processes = Some(want_int(v, 1, 4_194_304)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "max-threads",
+        help: "most tasks (threads, counting each process's main thread) in the zone",
+        example: "1000",
+        apply: |c, v| {
+            c.limits.max_threads = Some(want_int(v, 1, 4_194_304)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "memory.max",
+        help: "memory cap (RAM); past it the zone's own processes are reclaimed or OOM-killed",
+        example: "\"512M\"",
+        apply: |c, v| {
+            let n = want_size(v)?;
+            if n < 4 << 20 {
+                return Err(format!(
+                    "{}: at least 4M is needed for a zone to start",
+                    short(v)
+                ));
+            }
+            c.limits.memory_max = Some(n);
+            Ok(())
+        },
+    },
+    Key {
+        name: "memory.swap",
+        help: "swap the zone may use on top of memory.max",
+        example: "\"256M\"",
+        apply: |c, v| {
+            c.limits.memory_swap = Some(want_size(v)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "cpu.shares",
+        help: "relative CPU weight, cgroup v1 scale (2-262144, default 1024)",
+        example: "1024",
+        apply: |c, v| {
+            c.limits.cpu_shares = Some(want_int(v, 2, 262_144)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "cpu.weight",
+        help: "relative CPU weight, cgroup v2 scale (1-10000, default 100)",
+        example: "100",
+        apply: |c, v| {
+            c.limits.cpu_weight = Some(want_int(v, 1, 10_000)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "cpu.max",
+        help: "CPU cap in CPUs, e.g. 0.5 for half of one CPU",
+        example: "0.5",
+        apply: |c, v| {
+            let f = match v {
+                toml::Value::Float(f) => *f,
+                toml::Value::Integer(i) => *i as f64,
+                toml::Value::String(s) => s.trim().parse::<f64>().map_err(|_| {
+                    format!("{s:?}: expected a number of CPUs such as 0.5 or 2")
+                })?,
+                other => {
+                    return Err(format!(
+                        "{}: expected a number of CPUs such as 0.5 or 2",
+                        short(other)
+                    ))
+                }
+            };
+            if !(0.01..=4096.0).contains(&f) || !f.is_finite() {
+                return Err(format!("{f}: expected between 0.01 and 4096 CPUs"));
+            }
+            c.limits.cpu_max = Some(f);
+            Ok(())
+        },
+    },
+    Key {
+        name: "cpuset",
+        help: "the CPUs the zone may run on, e.g. \"0-1\" or \"0,2\"",
+        example: "\"0-1\"",
+        apply: |c, v| {
+            let s = match v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                other => return Err(format!("{}: expected a CPU list such as \"0-1\"", short(other))),
+            };
+            let cpus = parse_cpu_list(&s)
+                .ok_or_else(|| format!("{s:?}: expected a CPU list such as \"0-1\" or \"0,2\""))?;
+            c.limits.cpuset = Some(CpuSet(cpus));
+            Ok(())
+        },
+    },
+];
+
+fn short(v: &toml::Value) -> String {
+    let s = v.to_string();
+    if s.len() > 40 {
+        format!("{}…", &s[..s.floor_char_boundary(40)])
+    } else {
+        s
+    }
+}
+
+fn want_str<'a>(v: &'a toml::Value, what: &str) -> std::result::Result<&'a str, String> {
+    v.as_str()
+        .ok_or_else(|| format!("{}: expected {what}", short(v)))
+}
+
+fn want_bool(v: &toml::Value) -> std::result::Result<bool, String> {
+    match v {
+        toml::Value::Boolean(b) => Ok(*b),
+        toml::Value::String(s) if s == "true" || s == "false" => Ok(s == "true"),
+        other => Err(format!("{}: expected true or false", short(other))),
+    }
+}
+
+fn want_int(v: &toml::Value, min: u64, max: u64) -> std::result::Result<u64, String> {
+    let n = match v {
+        toml::Value::Integer(i) => *i as i128,
+        toml::Value::String(s) => s
+            .trim()
+            .parse::<i128>()
+            .map_err(|_| format!("{s:?}: expected a whole number from {min} to {max}"))?,
+        other => {
+            return Err(format!(
+                "{}: expected a whole number from {min} to {max}",
+                short(other)
+            ))
+        }
+    };
+    if n < min as i128 || n > max as i128 {
+        return Err(format!("{n}: expected a whole number from {min} to {max}"));
+    }
+    Ok(n as u64)
+}
+
+fn want_size(v: &toml::Value) -> std::result::Result<u64, String> {
+    let parsed = match v {
+        toml::Value::Integer(i) if *i >= 0 => parse_size(&i.to_string()),
+        toml::Value::String(s) => parse_size(s),
+        _ => None,
+    };
+    parsed.ok_or_else(|| format!("{}: expected a size such as 512M or 2G", short(v)))
+}
+
+fn want_command(v: &toml::Value) -> std::result::Result<Command, String> {
+    match v {
+        toml::Value::String(s) if !s.trim().is_empty() => Ok(Command::Shell(s.clone())),
+        toml::Value::Array(items) if !items.is_empty() => {
+            let argv = items
+                .iter()
+                .map(|i| i.as_str().map(str::to_string))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| format!("{}: expected an array of strings", short(v)))?;
+            if argv.iter().any(|a| a.contains('\0')) {
+                return Err("a command may not contain NUL bytes".into());
+            }
+            Ok(Command::Argv(argv))
+        }
+        other => Err(format!(
+            "{}: expected a command string or a non-empty array of strings",
+            short(other)
+        )),
+    }
+}
+
+/// Flatten a TOML table into dotted keys; tables nest, everything else is a leaf.
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+    for (k, v) in table {
+        let key = if prefix.is_empty() {
+            k.clone()
+        } else {
+            format!("{prefix}.{k}")
+        };
+        match v {
+            toml::Value::Table(t) => flatten(&key, t, out),
+            other => out.push((key, other.clone())),
+        }
+    }
+}
+
+fn find_key(name: &str) -> Option<&'static Key> {
+    KEYS.iter().find(|k| k.name == name)
+}
+
+/// The closest known key to `name`, for "did you mean".
+fn suggest(name: &str) -> Option<&'static str> {
+    KEYS.iter()
+        .map(|k| (edit_distance(k.name, name), k.name))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, n)| n)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let sub = prev[j] + usize::from(ca != *cb);
+            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+fn unknown_key(name: &str) -> String {
+    match suggest(name) {
+        Some(s) => format!("unknown config key '{name}' (did you mean '{s}'?); see 'warren config keys'"),
+        None => format!("unknown config key '{name}'; see 'warren config keys' for the list"),
+    }
+}
+
+/// Parse and validate a config table for zone `zone`.
+pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
+    let mut entries = Vec::new();
+    flatten("", table, &mut entries);
+    let mut cfg = ZoneConfig::new("host");
+    let mut has_template = false;
+    for (name, value) in &entries {
+        let key = find_key(name).ok_or_else(|| Error::config(zone, unknown_key(name)))?;
+        (key.apply)(&mut cfg, value).map_err(|m| Error::config(zone, format!("{name} {m}")))?;
+        has_template |= name == "template";
+    }
+    if !has_template {
+        return Err(Error::config(
+            zone,
+            "template is missing; add template = \"host\" (or another from 'warren template list')",
+        ));
+    }
+    check_consistency(zone, &cfg)?;
+    Ok(cfg)
+}
+
+/// Rules that involve several keys.
+fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
+    let l = &c.limits;
+    if l.cpu_shares.is_some() && l.cpu_weight.is_some() {
+        return Err(Error::config(
+            zone,
+            "cpu.shares and cpu.weight are both set; set one of them (they are two scales of the same weight)",
+        ));
+    }
+    if l.memory_swap.is_some() && l.memory_max.is_none() {
+        return Err(Error::config(
+            zone,
+            "memory.swap is set without memory.max; set memory.max too (swap is allowed on top of it)",
+        ));
+    }
+    if let (Some(p), Some(t)) = (l.max_processes, l.max_threads) {
+        if t < p {
+            return Err(Error::config(
+                zone,
+                format!("max-threads {t} is below max-processes {p}; every process has at least one thread, so raise max-threads"),
+            ));
+        }
+    }
+    if c.init.is_some() && !c.services.is_empty() {
+        return Err(Error::config(
+            zone,
+            "services are run by warren's own init, but init is set to another program; drop one of them",
+        ));
+    }
+    if let Some(cs) = &l.cpuset {
+        if cs.0.is_empty() {
+            return Err(Error::config(zone, "cpuset is empty; name at least one CPU"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks against the host this zone will run on: `online` is the host's online CPU list.
+pub fn check_host(zone: &str, c: &ZoneConfig, online: &[u32]) -> Result<()> {
+    if let Some(cs) = &c.limits.cpuset {
+        if let Some(bad) = cs.0.iter().find(|cpu| !online.contains(cpu)) {
+            return Err(Error::config(
+                zone,
+                format!(
+                    "cpuset \"{cs}\" names CPU {bad}, which this host does not have online (online: {}); pick CPUs from that list",
+                    CpuSet(online.to_vec())
+                ),
+            ));
+        }
+    }
+    if let Some(m) = c.limits.cpu_max {
+        if m > online.len() as f64 {
+            return Err(Error::config(
+                zone,
+                format!(
+                    "cpu.max {m} is more than the {} CPU(s) this host has; use at most {}",
+                    online.len(),
+                    online.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Parse a config file's text.
+pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
+    let table: toml::Table = text
+        .parse()
+        .map_err(|e: toml::de::Error| Error::config(zone, format!("config is not valid TOML: {}", e.message().trim())))?;
+    from_table(zone, &table)
+}
+
+/// Interpret a `--set` value: TOML syntax if it parses (numbers, booleans, arrays,
+/// quoted strings), else the raw text as a string ("512M", "0-1").
+pub fn set_value(raw: &str) -> toml::Value {
+    if let Ok(t) = format!("v = {raw}").parse::<toml::Table>() {
+        if let Some(v) = t.get("v") {
+            return v.clone();
+        }
+    }
+    toml::Value::String(raw.to_string())
+}
+
+/// Set dotted `key` to `value` in `table` (creating sub-tables).
+pub fn set_in_table(zone: &str, table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
+    if find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut t = table;
+    for p in parts {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = match entry {
+            toml::Value::Table(t) => t,
+            _ => return Err(Error::config(zone, format!("config key '{p}' is not a table"))),
+        };
+    }
+    t.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Remove dotted `key` from `table`.
+pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<()> {
+    if find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
+    if key == "template" {
+        return Err(Error::config(zone, "template cannot be unset; set another one instead"));
+    }
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut t = table;
+    for p in parts {
+        match t.get_mut(p) {
+            Some(toml::Value::Table(inner)) => t = inner,
+            _ => return Ok(()),
+        }
+    }
+    t.remove(last);
+    Ok(())
+}
+
+/// Parse `key=value` pairs from the command line.
+pub fn parse_assignment(zone: &str, s: &str) -> Result<(String, toml::Value)> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        Error::config(zone, format!("--set {s:?}: expected key=value, e.g. memory.max=512M"))
+    })?;
+    Ok((k.trim().to_string(), set_value(v.trim())))
+}
+
+/// The config as a TOML table (what `config.toml` holds).
+pub fn to_table(c: &ZoneConfig) -> toml::Table {
+    let mut t = toml::Table::new();
+    let mut put = |k: &str, v: toml::Value| {
+        set_in_table("", &mut t, k, v).expect("registered key");
+    };
+    put("template", c.template.clone().into());
+    if c.brand != Brand::Native {
+        put("brand", "native".into());
+    }
+    put(
+        "net",
+        match c.net {
+            NetMode::None => "none",
+            NetMode::Host => "host",
+        }
+        .into(),
+    );
+    if let Some(h) = &c.hostname {
+        put("hostname", h.clone().into());
+    }
+    let cmd = |c: &Command| match c {
+        Command::Shell(s) => toml::Value::String(s.clone()),
+        Command::Argv(v) => toml::Value::Array(v.iter().cloned().map(Into::into).collect()),
+    };
+    if let Some(i) = &c.init {
+        put("init", cmd(i));
+    }
+    if !c.services.is_empty() {
+        put("services", toml::Value::Array(c.services.iter().map(cmd).collect()));
+    }
+    if c.autoboot {
+        put("autoboot", true.into());
+    }
+    if c.priority != Priority::Normal {
+        put(
+            "priority",
+            match c.priority {
+                Priority::Critical => "critical",
+                Priority::Normal => "normal",
+                Priority::BestEffort => "best-effort",
+            }
+            .into(),
+        );
+    }
+    let int = |n: u64| toml::Value::Integer(n as i64);
+    if let Some(s) = c.stop_timeout {
+        put("stop-timeout", int(s));
+    }
+    let l = &c.limits;
+    if let Some(n) = l.max_processes {
+        put("max-processes", int(n));
+    }
+    if let Some(n) = l.max_threads {
+        put("max-threads", int(n));
+    }
+    if let Some(n) = l.memory_max {
+        put("memory.max", format_size(n).into());
+    }
+    if let Some(n) = l.memory_swap {
+        put("memory.swap", format_size(n).into());
+    }
+    if let Some(n) = l.cpu_shares {
+        put("cpu.shares", int(n));
+    }
+    if let Some(n) = l.cpu_weight {
+        put("cpu.weight", int(n));
+    }
+    if let Some(f) = l.cpu_max {
+        put("cpu.max", toml::Value::Float(f));
+    }
+    if let Some(cs) = &l.cpuset {
+        put("cpuset", cs.to_string().into());
+    }
+    t
+}
+
+/// The config file's text.
+pub fn to_toml(c: &ZoneConfig) -> String {
+    toml::to_string(&to_table(c)).expect("a table always serialises")
+}
+
+/// `warren config keys`: name, example, help.
+pub fn key_help() -> BTreeMap<&'static str, (&'static str, &'static str)> {
+    KEYS.iter().map(|k| (k.name, (k.example, k.help))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(text: &str) -> Result<ZoneConfig> {
+        parse("web1", text)
+    }
+
+    #[test]
+    fn full_config_round_trips() {
+        let text = r#"
+template = "host"
+net = "host"
+hostname = "w1.example"
+services = ["sleep infinity", ["/bin/true"]]
+autoboot = true
+priority = "best-effort"
+stop-timeout = 3
+max-processes = 20
+max-threads = 40
+cpuset = "0-1"
+[memory]
+max = "512M"
+swap = "1G"
+[cpu]
+weight = 200
+max = 0.5
+"#;
+        let c = p(text).unwrap();
+        assert_eq!(c.limits.memory_max, Some(512 << 20));
+        assert_eq!(c.limits.memory_swap, Some(1 << 30));
+        assert_eq!(c.limits.pids_max(), Some(40));
+        assert_eq!(c.limits.cpu_max, Some(0.5));
+        assert_eq!(c.limits.cpuset, Some(CpuSet(vec![0, 1])));
+        assert_eq!(c.services.len(), 2);
+        let again = p(&to_toml(&c)).unwrap();
+        assert_eq!(c, again);
+    }
+
+    #[test]
+    fn bad_size_names_field_and_fix() {
+        let e = p("template = \"host\"\nmemory.max = \"12X\"").unwrap_err().to_string();
+        assert_eq!(e, "zone 'web1': memory.max \"12X\": expected a size such as 512M or 2G");
+    }
+
+    #[test]
+    fn unknown_key_suggests() {
+        let e = p("template = \"host\"\n[memory]\nmaxx = \"1G\"").unwrap_err().to_string();
+        assert!(e.contains("unknown config key 'memory.maxx'"), "{e}");
+        assert!(e.contains("did you mean 'memory.max'"), "{e}");
+    }
+
+    #[test]
+    fn wrong_types_and_ranges() {
+        for (text, needle) in [
+            ("max-processes = \"many\"", "max-processes \"many\": expected a whole number"),
+            ("max-processes = 0", "max-processes 0: expected a whole number from 1"),
+            ("max-processes = 99999999999", "expected a whole number from 1 to 4194304"),
+            ("cpu.max = 0", "cpu.max 0: expected between 0.01"),
+            ("cpu.max = \"half\"", "cpu.max \"half\": expected a number of CPUs"),
+            ("cpuset = \"3-1\"", "cpuset \"3-1\": expected a CPU list"),
+            ("net = \"bridged\"", "net \"bridged\": expected \"none\" or \"host\""),
+            ("memory.max = \"1K\"", "at least 4M"),
+            ("memory.max = \"99999999T\"", "expected a size"),
+            ("autoboot = 3", "autoboot 3: expected true or false"),
+            ("init = [\"sleep\"]", "must be an absolute path"),
+            ("services = \"x\"", "expected an array of commands"),
+            ("priority = \"high\"", "expected \"critical\""),
+            ("template = \"../x\"", "not a template name"),
+        ] {
+            let e = p(&format!("template = \"host\"\n{text}"))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn cross_field_rules() {
+        for (text, needle) in [
+            ("cpu.shares = 100\ncpu.weight = 100", "set one of them"),
+            ("memory.swap = \"1G\"", "without memory.max"),
+            ("max-processes = 10\nmax-threads = 5", "below max-processes"),
+            ("init = \"sleep 1\"\nservices = [\"x\"]", "drop one of them"),
+        ] {
+            let e = p(&format!("template = \"host\"\n{text}")).unwrap_err().to_string();
+            assert!(e.contains(needle), "{text}: {e}");
+        }
+        let e = p("net = \"none\"").unwrap_err().to_string();
+        assert!(e.contains("template is missing"), "{e}");
+        let e = p("template = ").unwrap_err().to_string();
+        assert!(e.contains("not valid TOML"), "{e}");
+    }
+
+    #[test]
+    fn host_checks() {
+        let c = p("template = \"host\"\ncpuset = \"0,5\"").unwrap();
+        let e = check_host("web1", &c, &[0, 1]).unwrap_err().to_string();
+        assert!(e.contains("names CPU 5") && e.contains("online: 0-1"), "{e}");
+        let c = p("template = \"host\"\ncpu.max = 4").unwrap();
+        assert!(check_host("web1", &c, &[0, 1]).is_err());
+        let c = p("template = \"host\"\ncpu.max = 1.5\ncpuset = \"1\"").unwrap();
+        check_host("web1", &c, &[0, 1]).unwrap();
+    }
+
+    #[test]
+    fn set_values_take_toml_or_text() {
+        assert_eq!(set_value("20"), toml::Value::Integer(20));
+        assert_eq!(set_value("0.5"), toml::Value::Float(0.5));
+        assert_eq!(set_value("512M"), toml::Value::String("512M".into()));
+        assert_eq!(set_value("0-1"), toml::Value::String("0-1".into()));
+        assert_eq!(set_value("\"x y\""), toml::Value::String("x y".into()));
+        let mut t = to_table(&ZoneConfig::new("host"));
+        set_in_table("z", &mut t, "memory.max", set_value("1G")).unwrap();
+        set_in_table("z", &mut t, "max-processes", set_value("20")).unwrap();
+        let c = from_table("z", &t).unwrap();
+        assert_eq!(c.limits.memory_max, Some(1 << 30));
+        unset_in_table("z", &mut t, "memory.max").unwrap();
+        assert_eq!(from_table("z", &t).unwrap().limits.memory_max, None);
+        assert!(set_in_table("z", &mut t, "memroy.max", set_value("1")).is_err());
+    }
+
+    #[test]
+    fn sizes_and_cpu_lists() {
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5G"), Some(3 << 29));
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("12X"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("M"), None);
+        assert_eq!(format_size(512 << 20), "512M");
+        assert_eq!(format_size(1000), "1000");
+        assert_eq!(parse_cpu_list("0-2,5,5"), Some(vec![0, 1, 2, 5]));
+        assert_eq!(parse_cpu_list("0,,1"), None);
+        assert_eq!(CpuSet(vec![0, 1, 2, 5, 7, 8]).to_string(), "0-2,5,7-8");
+    }
+}

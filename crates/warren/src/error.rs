@@ -1,0 +1,152 @@
+//! Errors and exit codes: typed inside, printed once at the edge (the CLI).
+//!
+//! Every message is lowercase, names the zone or template and the field, and says what
+//! to do about it.
+
+use std::io;
+use std::path::PathBuf;
+
+use crate::state::ZoneState;
+
+/// warren's exit codes. They are documented API (README, `warren --help`); add new
+/// values at the end, never renumber.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ExitCode {
+    /// Success.
+    Ok = 0,
+    /// An error that fits no other class.
+    Failure = 1,
+    /// Bad command line (unknown flag, missing argument); printed by the parser.
+    Usage = 2,
+    /// The zone or template named does not exist.
+    NotFound = 3,
+    /// The zone is in the wrong state for this verb (e.g. boot of a configured zone).
+    WrongState = 4,
+    /// Bad input: a name, a config key or value, a path.
+    InvalidInput = 5,
+    /// The name is taken, or the object is in use (template used by zones).
+    Conflict = 6,
+    /// Something the host lacks: a package, a kernel feature, a cgroup controller.
+    Unsupported = 7,
+    /// warren needs root and is not running as root.
+    Permission = 8,
+    /// The kernel or filesystem refused an operation.
+    System = 9,
+    /// A state file is corrupt or from a newer warren.
+    Corrupt = 10,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A zone or template name that does not match `[a-z0-9][a-z0-9-]{0,62}`.
+    #[error("{kind} name {name:?} is invalid: {reason}; use 1 to 63 characters of a-z, 0-9 and '-', starting with a letter or digit")]
+    InvalidName {
+        kind: &'static str,
+        name: String,
+        reason: &'static str,
+    },
+    /// A config key or value that is not valid.
+    #[error("zone '{zone}': {message}")]
+    Config { zone: String, message: String },
+    /// Other bad input (command-line values, paths).
+    #[error("{0}")]
+    Invalid(String),
+    #[error("zone '{0}' does not exist; create it with 'warren create {0}'")]
+    NoSuchZone(String),
+    #[error("template '{0}' does not exist; create it with 'warren template create {0} --from host' (see 'warren template list')")]
+    NoSuchTemplate(String),
+    #[error("zone '{zone}' is {state}; {remedy}")]
+    WrongState {
+        zone: String,
+        state: ZoneState,
+        remedy: String,
+    },
+    #[error("zone '{0}' already exists; pick another name or delete it first")]
+    ZoneExists(String),
+    #[error("template '{0}' already exists; delete it first or pick another name")]
+    TemplateExists(String),
+    #[error("template '{name}' is used by zone(s) {zones}; delete them before the template")]
+    TemplateInUse { name: String, zones: String },
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo")]
+    NotRoot,
+    /// An I/O error with what warren was doing.
+    #[error("{context}")]
+    Io {
+        context: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("state file {}: {message}; repair it by hand or remove the zone with 'warren delete --force'", path.display())]
+    Corrupt { path: PathBuf, message: String },
+    #[error("cgroup: {0}")]
+    Cgroup(#[from] crate::cgroups::CgroupError),
+    /// An operation failed and undoing it failed too: report both.
+    #[error("{primary}; cleaning up also failed: {cleanup}")]
+    WithCleanup {
+        #[source]
+        primary: Box<Error>,
+        cleanup: Box<Error>,
+    },
+    /// Several zones were acted on and some failed.
+    #[error("{failed} of {total} zone(s) failed")]
+    Partial { failed: usize, total: usize },
+}
+
+impl Error {
+    /// The exit code this error maps to.
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            Error::InvalidName { .. } | Error::Config { .. } | Error::Invalid(_) => {
+                ExitCode::InvalidInput
+            }
+            Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
+            Error::WrongState { .. } => ExitCode::WrongState,
+            Error::ZoneExists(_) | Error::TemplateExists(_) | Error::TemplateInUse { .. } => {
+                ExitCode::Conflict
+            }
+            Error::Unsupported(_) => ExitCode::Unsupported,
+            Error::NotRoot => ExitCode::Permission,
+            Error::Io { .. } | Error::Cgroup(_) => ExitCode::System,
+            Error::Corrupt { .. } => ExitCode::Corrupt,
+            Error::WithCleanup { primary, .. } => primary.exit_code(),
+            Error::Partial { .. } => ExitCode::Failure,
+        }
+    }
+
+    /// Attach a cleanup failure to this error.
+    pub fn with_cleanup(self, cleanup: Option<Error>) -> Error {
+        match cleanup {
+            None => self,
+            Some(c) => Error::WithCleanup {
+                primary: Box::new(self),
+                cleanup: Box::new(c),
+            },
+        }
+    }
+
+    pub fn config(zone: &str, message: impl Into<String>) -> Error {
+        Error::Config {
+            zone: zone.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Attach "what warren was doing" to an io::Error.
+pub trait IoContext<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn ctx(self, what: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| Error::Io {
+            context: what(),
+            source,
+        })
+    }
+}

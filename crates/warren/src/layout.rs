@@ -1,0 +1,104 @@
+//! Where things live: the state root and the host's /proc and /sys, all injectable.
+//!
+//! ```text
+//! <root>/templates/<name>/template.toml   the template's manifest
+//! <root>/templates/<name>/root/           its read-only root (a btrfs subvolume on btrfs)
+//! <root>/zones/<name>/config.toml         the zone's config (warren's zonecfg)
+//! <root>/zones/<name>/state.json          persisted lifecycle state (durable writes)
+//! <root>/zones/<name>/runtime.json        runtime facts while booted (init pid, cgroups)
+//! <root>/zones/<name>/upper, work         overlay backend: the private layer
+//! <root>/zones/<name>/root/               btrfs / copy backends: the zone's own root
+//! <root>/zones/<name>/console.log         what the zone's init writes
+//! <root>/locks/<kind>-<name>.lock         flock(2) files serialising commands
+//! ```
+
+use std::path::{Path, PathBuf};
+
+/// The default state root.
+pub const DEFAULT_ROOT: &str = "/var/lib/warren";
+
+/// Paths inside one state root.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    root: PathBuf,
+}
+
+impl Layout {
+    pub fn new(root: impl Into<PathBuf>) -> Layout {
+        Layout { root: root.into() }
+    }
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn templates(&self) -> PathBuf {
+        self.root.join("templates")
+    }
+    pub fn template_dir(&self, name: &str) -> PathBuf {
+        self.templates().join(name)
+    }
+    pub fn zones(&self) -> PathBuf {
+        self.root.join("zones")
+    }
+    pub fn zone_dir(&self, name: &str) -> PathBuf {
+        self.zones().join(name)
+    }
+    pub fn locks(&self) -> PathBuf {
+        self.root.join("locks")
+    }
+    pub fn lock_file(&self, kind: &str, name: &str) -> PathBuf {
+        self.locks().join(format!("{kind}-{name}.lock"))
+    }
+
+    /// The name of the cgroup that holds this state root's zones, beneath warren's own
+    /// cgroup: `warren` for the default root, `warren-<hash>` for any other, so that
+    /// several state roots (parallel tests) never share a cgroup.
+    pub fn cgroup_group(&self) -> String {
+        if self.root == Path::new(DEFAULT_ROOT) {
+            return "warren".into();
+        }
+        format!("warren-{:08x}", fnv1a(self.root.as_os_str().as_encoded_bytes()) as u32)
+    }
+}
+
+/// FNV-1a: a stable, dependency-free hash for naming.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// The host's kernel interfaces, as paths so tests can point them at fixtures.
+#[derive(Debug, Clone)]
+pub struct HostPaths {
+    /// Usually `/proc`.
+    pub proc: PathBuf,
+    /// Usually `/sys`.
+    pub sys: PathBuf,
+}
+
+impl Default for HostPaths {
+    fn default() -> Self {
+        HostPaths {
+            proc: PathBuf::from("/proc"),
+            sys: PathBuf::from("/sys"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroup_group_is_stable_and_distinct() {
+        assert_eq!(Layout::new(DEFAULT_ROOT).cgroup_group(), "warren");
+        let a = Layout::new("/tmp/a").cgroup_group();
+        let b = Layout::new("/tmp/b").cgroup_group();
+        assert_ne!(a, b);
+        assert_eq!(a, Layout::new("/tmp/a").cgroup_group());
+        assert!(a.starts_with("warren-") && a.len() == 15, "{a}");
+    }
+}

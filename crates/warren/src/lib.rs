@@ -1,0 +1,30 @@
+//! warren: dense, fast, isolated zones on one Linux host.
+//!
+//! Layers, top to bottom (each depends only on those below it):
+//! - [`cli`]: argument parsing, tables and `--json`; no logic of its own.
+//! - [`zone`]: the lifecycle and its state machine; takes per-zone locks.
+//! - [`storage`], [`runtime`], [`cgroups`], [`stats`]: the effects.
+//! - `warren_sys`: the audited unsafe syscalls.
+//!
+//! Pure decisions ([`state::decide`], [`config`] validation, cgroup file values) are plain
+//! functions over data, unit-tested without a kernel.
+
+#![forbid(unsafe_code)]
+
+pub mod cgroups;
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod error;
+pub mod fsutil;
+pub mod host;
+pub mod layout;
+pub mod lock;
+pub mod names;
+pub mod runtime;
+pub mod state;
+pub mod stats;
+pub mod storage;
+pub mod zone;
+
+pub use error::{Error, ExitCode, Result};

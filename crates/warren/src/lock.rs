@@ -1,0 +1,46 @@
+//! Per-object locks: `flock(2)` on a file under `<root>/locks/`. Commands on the same
+//! zone serialise; a lock is released when its holder exits, even by SIGKILL.
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+use crate::error::{IoContext, Result};
+use crate::layout::Layout;
+
+/// A held lock; released on drop.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+fn open(path: &Path) -> Result<File> {
+    let opts = || OpenOptions::new().create(true).truncate(false).write(true).open(path);
+    let file = match opts() {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if let Some(dir) = path.parent() {
+                std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
+            }
+            opts()
+        }
+        other => other,
+    };
+    file.ctx(|| format!("opening lock file {}", path.display()))
+}
+
+/// Take the exclusive lock of `kind`/`name`, waiting for other holders.
+pub fn exclusive(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
+    let path = layout.lock_file(kind, name);
+    let file = open(&path)?;
+    file.lock()
+        .ctx(|| format!("locking {}", path.display()))?;
+    Ok(Lock { _file: file })
+}
+
+/// Take the shared lock of `kind`/`name` (readers, e.g. the source of a clone).
+pub fn shared(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
+    let path = layout.lock_file(kind, name);
+    let file = open(&path)?;
+    file.lock_shared()
+        .ctx(|| format!("locking {}", path.display()))?;
+    Ok(Lock { _file: file })
+}

@@ -1,0 +1,450 @@
+//! The native runtime: start a zone's init in new namespaces, stop it, log into it.
+//!
+//! Boot is one `clone(2)` and one `execve(2)`: the child joins the zone's cgroups (by
+//! writing to `cgroup.procs` descriptors the parent opened), enters a new cgroup
+//! namespace, builds the zone's root *inside its own mount namespace* (overlay or bind,
+//! the template's read-only binds, /proc, read-only /sys, a tiny /dev), pivots into it
+//! and execs init. Nothing is mounted in the host's namespace and no helper process
+//! stays on the host: when the zone's last process exits, the kernel tears down its
+//! mounts and namespaces with it.
+//!
+//! This module builds the plan as data ([`plan`]); `warren_sys::spawn` executes it.
+
+pub mod init;
+pub mod login;
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use warren_sys::libc;
+use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
+
+use crate::cgroups::CgroupSet;
+use crate::config::{NetMode, ZoneConfig};
+use crate::error::{Error, IoContext, Result};
+use crate::state::InitId;
+use crate::stats;
+use crate::storage::template::Bind;
+use crate::storage::RootMount;
+
+/// The environment every zone process starts with.
+pub const ZONE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The descriptor number the child gives the console log (close-on-exec).
+const CONSOLE_FD: i32 = 900;
+
+/// Everything needed to boot one zone.
+pub struct BootSpec<'a> {
+    pub zone: &'a str,
+    pub config: &'a ZoneConfig,
+    pub root: &'a RootMount,
+    pub binds: &'a [Bind],
+    pub cgroups: &'a CgroupSet,
+    /// The host file the zone's console (init's stdout/stderr, /dev/console) writes to.
+    pub console: &'a Path,
+    /// The `warren-init` binary on the host (run by file descriptor).
+    pub init_exe: &'a Path,
+    pub proc_root: &'a Path,
+}
+
+fn c(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).expect("paths checked for NUL")
+}
+
+fn cs(s: &str) -> CString {
+    CString::new(s).expect("strings checked for NUL")
+}
+
+/// Descriptors the child needs; they must stay open until the spawn returns.
+struct Fds {
+    procs: Vec<File>,
+    /// Held so the log exists (created with the right mode) before the child opens it.
+    _console: File,
+    null: File,
+    init: Option<File>,
+}
+
+/// A step plus what it does, for error messages.
+struct Plan {
+    spawn: SpawnPlan,
+    what: Vec<String>,
+}
+
+impl Plan {
+    fn push(&mut self, step: Step, what: String) {
+        self.spawn.steps.push(step);
+        self.what.push(what);
+    }
+    fn mount(&mut self, src: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) {
+        let what = format!(
+            "mount {} on {}",
+            fstype.or(src).unwrap_or("(remount)"),
+            target.display()
+        );
+        self.push(
+            Step::Mount {
+                source: src.map(cs),
+                target: c(target),
+                fstype: fstype.map(cs),
+                flags,
+                data: data.map(cs),
+            },
+            what,
+        );
+    }
+}
+
+/// Overlay mount options, refusing paths the option syntax cannot carry.
+pub fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String> {
+    for p in [lower, upper, work] {
+        let s = p.to_string_lossy();
+        if s.contains([',', ':', '\\']) || s.contains('\0') {
+            return Err(Error::Invalid(format!(
+                "path {} contains ',', ':' or '\\', which overlayfs options cannot carry; use a state root without them",
+                p.display()
+            )));
+        }
+    }
+    Ok(format!(
+        "lowerdir={},upperdir={},workdir={}",
+        lower.display(),
+        upper.display(),
+        work.display()
+    ))
+}
+
+fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
+    let root = spec.root.target().to_path_buf();
+    let own_net = spec.config.net == NetMode::None;
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+    if own_net {
+        flags |= libc::CLONE_NEWNET;
+    }
+    let (exec, argv) = match &spec.config.init {
+        Some(cmd) => {
+            let argv = cmd.argv();
+            (ExecTarget::Path(cs(&argv[0])), argv)
+        }
+        None => (
+            ExecTarget::Fd(fds.init.as_ref().expect("opened for warren-init").as_raw_fd()),
+            vec![init::ARGV0.to_string()],
+        ),
+    };
+    let mut env = vec![
+        format!("PATH={ZONE_PATH}"),
+        "HOME=/root".to_string(),
+        "TERM=linux".to_string(),
+        "container=warren".to_string(),
+        format!("WARREN_ZONE={}", spec.zone),
+    ];
+    if spec.config.init.is_none() {
+        env.extend(init::encode_services(&spec.config.services));
+    }
+    for s in argv.iter().chain(env.iter()) {
+        if s.contains('\0') {
+            return Err(Error::config(spec.zone, "init and services may not contain NUL bytes"));
+        }
+    }
+    let mut p = Plan {
+        spawn: SpawnPlan {
+            clone_flags: flags,
+            steps: Vec::new(),
+            exec,
+            argv: argv.iter().map(|a| cs(a)).collect(),
+            envp: env.iter().map(|e| cs(e)).collect(),
+        },
+        what: Vec::new(),
+    };
+    for (f, path) in fds.procs.iter().zip(spec.cgroups.procs_files()) {
+        p.push(
+            Step::WriteFd {
+                fd: f.as_raw_fd(),
+                data: b"0",
+            },
+            format!("join cgroup {}", path.display()),
+        );
+    }
+    p.push(Step::Unshare(libc::CLONE_NEWCGROUP), "create the cgroup namespace".into());
+    p.mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None);
+    // Before the root is mounted over the zone directory, which hides console.log.
+    p.push(
+        Step::Open {
+            path: c(spec.console),
+            flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode: 0,
+            fd: CONSOLE_FD,
+        },
+        format!("open {}", spec.console.display()),
+    );
+    match spec.root {
+        RootMount::Overlay {
+            lower,
+            upper,
+            work,
+            target,
+        } => {
+            let opts = overlay_options(lower, upper, work)?;
+            p.mount(Some("overlay"), target, Some("overlay"), 0, Some(&opts));
+        }
+        RootMount::Bind { source } => {
+            let s = source.to_string_lossy();
+            p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
+        }
+    }
+    for b in spec.binds {
+        let target = root.join(&b.target);
+        let src = b.source.to_string_lossy();
+        p.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, None);
+        if b.readonly {
+            p.mount(
+                None,
+                &target,
+                None,
+                libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NODEV,
+                None,
+            );
+        }
+    }
+    p.push(Step::Umask(0), "set umask".into());
+    let nosuid_nodev_noexec = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    p.mount(Some("proc"), &root.join("proc"), Some("proc"), nosuid_nodev_noexec, None);
+    p.mount(
+        Some("sysfs"),
+        &root.join("sys"),
+        Some("sysfs"),
+        nosuid_nodev_noexec | libc::MS_RDONLY,
+        None,
+    );
+    let dev = root.join("dev");
+    p.mount(
+        Some("tmpfs"),
+        &dev,
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("mode=755,size=64k,nr_inodes=64"),
+    );
+    for (name, major, minor) in [
+        ("null", 1, 3),
+        ("zero", 1, 5),
+        ("full", 1, 7),
+        ("random", 1, 8),
+        ("urandom", 1, 9),
+        ("tty", 5, 0),
+    ] {
+        let path = dev.join(name);
+        p.push(
+            Step::Mknod {
+                path: c(&path),
+                mode: libc::S_IFCHR | 0o666,
+                dev: libc::makedev(major, minor),
+            },
+            format!("create device {}", path.display()),
+        );
+    }
+    for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
+        let path = dev.join(name);
+        p.push(
+            Step::Mkdir {
+                path: c(&path),
+                mode,
+            },
+            format!("create {}", path.display()),
+        );
+    }
+    p.mount(
+        Some("devpts"),
+        &dev.join("pts"),
+        Some("devpts"),
+        libc::MS_NOSUID | libc::MS_NOEXEC,
+        Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
+    );
+    p.mount(
+        Some("tmpfs"),
+        &dev.join("shm"),
+        Some("tmpfs"),
+        libc::MS_NOSUID | libc::MS_NODEV,
+        Some("mode=1777,size=65536k"),
+    );
+    for (link, target) in [
+        ("ptmx", "pts/ptmx"),
+        ("fd", "/proc/self/fd"),
+        ("stdin", "/proc/self/fd/0"),
+        ("stdout", "/proc/self/fd/1"),
+        ("stderr", "/proc/self/fd/2"),
+    ] {
+        let at = dev.join(link);
+        p.push(
+            Step::Symlink {
+                target: cs(target),
+                link: c(&at),
+            },
+            format!("create link {}", at.display()),
+        );
+    }
+    let console = dev.join("console");
+    p.push(
+        Step::CreateFile {
+            path: c(&console),
+            mode: 0o600,
+        },
+        format!("create {}", console.display()),
+    );
+    let console_src = format!("/proc/self/fd/{CONSOLE_FD}");
+    p.mount(Some(&console_src), &console, None, libc::MS_BIND, None);
+    p.push(
+        Step::Sethostname(spec.config.hostname_or(spec.zone).as_bytes().to_vec()),
+        "set the hostname".into(),
+    );
+    if own_net {
+        p.push(Step::LoopbackUp, "bring up lo".into());
+    }
+    p.push(Step::PivotRoot { new_root: c(&root) }, format!("pivot_root into {}", root.display()));
+    p.push(Step::Umask(0o022), "set umask".into());
+    for (from, to, what) in [
+        (fds.null.as_raw_fd(), 0, "stdin"),
+        (CONSOLE_FD, 1, "stdout"),
+        (CONSOLE_FD, 2, "stderr"),
+    ] {
+        p.push(Step::Dup2 { from, to }, format!("set up {what}"));
+    }
+    Ok(p)
+}
+
+/// Boot a zone: returns its init's identity once init is executing.
+/// The caller must be single-threaded (see `warren_sys::spawn`).
+pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
+    let mut procs = Vec::new();
+    for f in spec.cgroups.procs_files() {
+        procs.push(
+            OpenOptions::new()
+                .write(true)
+                .open(&f)
+                .ctx(|| format!("zone '{}': opening {}", spec.zone, f.display()))?,
+        );
+    }
+    let console = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o640)
+        .open(spec.console)
+        .ctx(|| format!("opening {}", spec.console.display()))?;
+    let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
+    let init = match spec.config.init {
+        Some(_) => None,
+        None => Some(
+            File::open(spec.init_exe)
+                .ctx(|| format!("opening the zone init {}", spec.init_exe.display()))?,
+        ),
+    };
+    let fds = Fds {
+        procs,
+        _console: console,
+        null,
+        init,
+    };
+    let plan = build(spec, &fds)?;
+    let pid = warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| spawn_error(spec.zone, &plan, e))?;
+    let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
+        context: format!("zone '{}': its init (pid {pid}) exited right after starting; see its console log {}", spec.zone, spec.console.display()),
+        source: std::io::Error::from(std::io::ErrorKind::NotFound),
+    })?;
+    Ok(InitId { pid, start_time })
+}
+
+fn spawn_error(zone: &str, plan: &Plan, e: SpawnError) -> Error {
+    match e {
+        SpawnError::Clone(source) => {
+            let hint = match source.raw_os_error() {
+                Some(libc::EAGAIN) => " (a process limit was reached: check kernel.pid_max, kernel.threads-max and the pids cgroup)",
+                Some(libc::ENOSPC) => " (a namespace limit was reached: check user.max_*_namespaces)",
+                Some(libc::ENOMEM) => " (out of memory)",
+                _ => "",
+            };
+            Error::Io {
+                context: format!("zone '{zone}': creating its namespaces failed{hint}"),
+                source,
+            }
+        }
+        SpawnError::Step { index, error } => Error::Io {
+            context: format!(
+                "zone '{zone}': boot step {} ({}) failed",
+                index + 1,
+                plan.what.get(index).map(String::as_str).unwrap_or("?")
+            ),
+            source: error,
+        },
+        SpawnError::Exec(source) => {
+            let prog = match &plan.spawn.exec {
+                ExecTarget::Path(p) => p.to_string_lossy().into_owned(),
+                ExecTarget::Fd(_) => "warren-init".into(),
+            };
+            Error::Io {
+                context: format!("zone '{zone}': starting init {prog} failed (is it present and executable inside the zone?)"),
+                source,
+            }
+        }
+        SpawnError::Pipe(source) => Error::Io {
+            context: format!("zone '{zone}': talking to the new zone failed"),
+            source,
+        },
+    }
+}
+
+/// Where the zone init binary is: `warren-init` beside this executable, else this
+/// executable itself (it dispatches on argv[0]).
+pub fn init_exe() -> Result<PathBuf> {
+    let me = std::env::current_exe().ctx(|| "finding warren's own executable".to_string())?;
+    let beside = me.with_file_name(init::ARGV0);
+    Ok(if beside.is_file() { beside } else { me })
+}
+
+/// How a stop went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StopOutcome {
+    /// Init exited on SIGTERM within the timeout.
+    pub graceful: bool,
+}
+
+/// Stop a zone: SIGTERM to its init, wait up to `timeout`, then SIGKILL everything in
+/// its cgroups, reap init if it is our child, and remove the cgroups.
+pub fn stop(init: Option<InitId>, cgroups: &CgroupSet, timeout: Duration, proc_root: &Path) -> Result<StopOutcome> {
+    let mut graceful = true;
+    let pidfd = init.and_then(|i| {
+        let fd = warren_sys::proc::pidfd_open(i.pid).ok()?;
+        // The pidfd pins the process; if the start time matches now, it is our init.
+        (stats::proc_start_time(proc_root, i.pid) == Some(i.start_time)).then_some(fd)
+    });
+    if let Some(fd) = &pidfd {
+        use std::os::fd::AsFd;
+        if warren_sys::proc::pidfd_send_signal(fd.as_fd(), libc::SIGTERM).is_ok() {
+            graceful = warren_sys::proc::pidfd_wait(fd.as_fd(), timeout).unwrap_or(false);
+        }
+    }
+    cgroups.kill_all(Duration::from_secs(10))?;
+    if let (Some(fd), Some(i)) = (&pidfd, init) {
+        use std::os::fd::AsFd;
+        let _ = warren_sys::proc::pidfd_wait(fd.as_fd(), Duration::from_secs(5));
+        // Reap it if we are its parent (a long-running warren such as the demo).
+        let _ = warren_sys::proc::waitpid_nohang(i.pid);
+    }
+    cgroups.remove(Duration::from_secs(5))?;
+    Ok(StopOutcome { graceful })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlay_options_refuse_unsafe_paths() {
+        let ok = overlay_options(Path::new("/l"), Path::new("/u"), Path::new("/w")).unwrap();
+        assert_eq!(ok, "lowerdir=/l,upperdir=/u,workdir=/w");
+        assert!(overlay_options(Path::new("/a,b"), Path::new("/u"), Path::new("/w")).is_err());
+        assert!(overlay_options(Path::new("/l"), Path::new("/u:x"), Path::new("/w")).is_err());
+    }
+}

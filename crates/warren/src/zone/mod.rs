@@ -1,0 +1,265 @@
+//! Zones: the lifecycle verbs and the state machine's effects.
+//!
+//! Every verb that changes a zone takes the zone's exclusive lock, loads its files,
+//! repairs what an interrupted command left ([`reconcile`]), asks [`crate::state::decide`]
+//! whether the verb applies, and then acts. Reading verbs (`list`) take no lock and
+//! report the state derived from the files and the kernel.
+
+mod lifecycle;
+
+use std::cell::OnceCell;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+pub use lifecycle::{
+    boot, clone, config_set, config_unset, create, delete, halt, install, login, reboot,
+    uninstall, BootReport, Outcome,
+};
+
+use crate::cgroups::{discover, CgroupDriver, Hierarchy};
+use crate::config::{self, ZoneConfig};
+use crate::error::{Error, IoContext, Result};
+use crate::layout::{HostPaths, Layout};
+use crate::names;
+use crate::state::{self, InitFact, Lifecycle, Runtime, ZoneState};
+use crate::stats;
+use crate::storage::BackendKind;
+
+/// What every command works with: the state root and the host's interfaces.
+pub struct Context {
+    pub layout: Layout,
+    pub host: HostPaths,
+    driver: OnceCell<(Box<dyn CgroupDriver>, Hierarchy)>,
+    boot_id: OnceCell<String>,
+}
+
+impl Context {
+    pub fn new(layout: Layout, host: HostPaths) -> Context {
+        Context {
+            layout,
+            host,
+            driver: OnceCell::new(),
+            boot_id: OnceCell::new(),
+        }
+    }
+
+    /// The cgroup driver for this host (probed once).
+    pub fn cgroups(&self) -> Result<&(Box<dyn CgroupDriver>, Hierarchy)> {
+        if let Some(d) = self.driver.get() {
+            return Ok(d);
+        }
+        let d = discover(&self.host.proc, &self.layout.cgroup_group())?;
+        Ok(self.driver.get_or_init(|| d))
+    }
+
+    pub fn boot_id(&self) -> &str {
+        self.boot_id.get_or_init(|| stats::boot_id(&self.host.proc))
+    }
+
+    /// Refuse to go on unless running as root.
+    pub fn require_root(&self) -> Result<()> {
+        if warren_sys::geteuid() != 0 {
+            return Err(Error::NotRoot);
+        }
+        Ok(())
+    }
+
+    /// Whether the recorded init is still the same live process.
+    pub fn init_fact(&self, rt: &Runtime) -> Option<InitFact> {
+        rt.init.map(|i| {
+            if stats::proc_start_time(&self.host.proc, i.pid) == Some(i.start_time) {
+                InitFact::Alive
+            } else {
+                InitFact::Gone
+            }
+        })
+    }
+}
+
+/// A zone's files, loaded.
+#[derive(Debug, Clone)]
+pub struct Zone {
+    pub name: String,
+    pub dir: PathBuf,
+    pub config: ZoneConfig,
+    pub lifecycle: Lifecycle,
+    pub runtime: Option<Runtime>,
+}
+
+impl Zone {
+    /// The state users see now.
+    pub fn state(&self, ctx: &Context) -> ZoneState {
+        let fact = self.runtime.as_ref().and_then(|rt| ctx.init_fact(rt));
+        state::observe(&self.lifecycle, self.runtime.as_ref(), ctx.boot_id(), fact)
+    }
+}
+
+pub(crate) fn config_path(dir: &Path) -> PathBuf {
+    dir.join("config.toml")
+}
+
+/// Read a zone's config table from its file.
+pub(crate) fn read_config_table(name: &str, dir: &Path) -> Result<toml::Table> {
+    let path = config_path(dir);
+    let text = fs::read_to_string(&path).ctx(|| format!("zone '{name}': reading {}", path.display()))?;
+    text.parse().map_err(|e: toml::de::Error| Error::Corrupt {
+        path,
+        message: format!("not valid TOML: {}", e.message().trim()),
+    })
+}
+
+/// Load zone `name`.
+pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
+    names::zone(name)?;
+    let dir = ctx.layout.zone_dir(name);
+    if !dir.is_dir() {
+        return Err(Error::NoSuchZone(name.into()));
+    }
+    let table = read_config_table(name, &dir)?;
+    let config = config::from_table(name, &table)?;
+    let lifecycle = state::load_lifecycle(&dir)?.ok_or_else(|| Error::Corrupt {
+        path: state::state_path(&dir),
+        message: "the file is missing".into(),
+    })?;
+    let runtime = state::load_runtime(&dir)?;
+    Ok(Zone {
+        name: name.to_string(),
+        dir,
+        config,
+        lifecycle,
+        runtime,
+    })
+}
+
+/// Repair what an interrupted or crashed command left, under the zone's lock: a stale
+/// runtime record (init gone, host rebooted, or a boot that never finished) has its
+/// cgroups killed and removed and is deleted.
+pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
+    let Some(rt) = &zone.runtime else {
+        return Ok(());
+    };
+    let fact = ctx.init_fact(rt);
+    let interrupted_boot = rt.state == ZoneState::Ready;
+    if interrupted_boot || state::is_stale(&zone.lifecycle, rt, ctx.boot_id(), fact) {
+        if rt.boot_id == ctx.boot_id() {
+            rt.cgroups.kill_all(std::time::Duration::from_secs(10))?;
+            rt.cgroups.remove(std::time::Duration::from_secs(5))?;
+        }
+        state::remove_runtime(&zone.dir)?;
+        zone.runtime = None;
+    }
+    Ok(())
+}
+
+/// Names of all zones (valid names only; temporary directories start with '.').
+pub fn names_in(layout: &Layout) -> Result<Vec<String>> {
+    let dir = layout.zones();
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx(|| format!("reading {}", dir.display())),
+    };
+    let mut out: Vec<String> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| names::problem(n).is_none())
+        .collect();
+    out.sort();
+    Ok(out)
+}
+
+/// Zones whose config names `template`.
+pub fn zones_using_template(layout: &Layout, template: &str) -> Result<Vec<String>> {
+    let mut users = Vec::new();
+    for name in names_in(layout)? {
+        let dir = layout.zone_dir(&name);
+        let uses = read_config_table(&name, &dir)
+            .map(|t| t.get("template").and_then(|v| v.as_str()) == Some(template))
+            // An unreadable config might name it: keep the template to be safe.
+            .unwrap_or(true);
+        if uses {
+            users.push(name);
+        }
+    }
+    Ok(users)
+}
+
+/// One row of `warren list`; its JSON form is the API object.
+#[derive(Debug, Clone, Serialize)]
+pub struct ZoneInfo {
+    pub name: String,
+    pub state: Option<ZoneState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub backend: Option<BackendKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net: Option<config::NetMode>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub init_pid: Option<i32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uptime_s: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub evicted: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<ZoneConfig>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub root: Option<PathBuf>,
+    /// Why the zone could not be read, if it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Describe one zone.
+pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
+    match load(ctx, name) {
+        Err(e) => ZoneInfo {
+            name: name.into(),
+            state: None,
+            template: None,
+            backend: None,
+            net: None,
+            init_pid: None,
+            uptime_s: None,
+            evicted: None,
+            config: None,
+            root: None,
+            error: Some(e.to_string()),
+        },
+        Ok(z) => {
+            let st = z.state(ctx);
+            let up = st >= ZoneState::Ready;
+            let rt = z.runtime.as_ref().filter(|_| up);
+            ZoneInfo {
+                name: z.name.clone(),
+                state: Some(st),
+                template: Some(z.config.template.clone()),
+                backend: z.lifecycle.backend,
+                net: Some(z.config.net),
+                init_pid: rt.and_then(|r| r.init.map(|i| i.pid)),
+                uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
+                evicted: z.lifecycle.evicted.clone(),
+                root: z
+                    .lifecycle
+                    .backend
+                    .map(|b| crate::storage::backend(b).private_dir(&z.dir)),
+                config: Some(z.config),
+                error: None,
+            }
+        }
+    }
+}
+
+/// Describe all zones.
+pub fn list(ctx: &Context) -> Result<Vec<ZoneInfo>> {
+    Ok(names_in(&ctx.layout)?.iter().map(|n| info(ctx, n)).collect())
+}
