@@ -61,8 +61,11 @@ pub struct Report {
     pub cgroup_version: String,
     pub clone_ms: Summary,
     pub boot_ms: Summary,
-    /// Host memory per running idle zone: the MemAvailable drop divided by N.
+    /// Host memory per running idle zone: the rise of unreclaimable memory in use
+    /// (see `mem_sample`) divided by N.
     pub mem_per_zone_mib: f64,
+    /// The same from the MemAvailable drop (moves with unrelated page cache).
+    pub mem_available_per_zone_mib: f64,
     /// Disk per untouched, booted clone (zone directory, all files).
     pub disk_per_zone_kib: f64,
     /// CPU used by all zones together while idle, in % of one CPU.
@@ -90,11 +93,19 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-fn mem_available(ctx: &Context) -> u64 {
-    stats::meminfo(&ctx.host.proc)
-        .get("MemAvailable")
-        .copied()
-        .unwrap_or(0)
+/// (memory in use that the kernel cannot reclaim, MemAvailable), in bytes.
+/// The first is MemTotal - MemFree - Buffers - (Cached - Shmem) - SReclaimable: unlike
+/// MemAvailable it does not move when unrelated page cache comes and goes.
+fn mem_sample(ctx: &Context) -> (u64, u64) {
+    let m = stats::meminfo(&ctx.host.proc);
+    let g = |k: &str| m.get(k).copied().unwrap_or(0);
+    let cache = g("Cached").saturating_sub(g("Shmem"));
+    let used = g("MemTotal")
+        .saturating_sub(g("MemFree"))
+        .saturating_sub(g("Buffers"))
+        .saturating_sub(cache)
+        .saturating_sub(g("SReclaimable"));
+    (used, g("MemAvailable"))
 }
 
 /// Remove every zone the demo owns (leftovers of an interrupted run, or this run's).
@@ -152,7 +163,7 @@ fn measure(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
 
     // Let the page cache and slab settle before the baseline.
     std::thread::sleep(Duration::from_millis(500));
-    let avail_before = mem_available(ctx);
+    let (used_before, avail_before) = mem_sample(ctx);
     progress.phase("boot", n as u64);
     let mut boot_ms = Vec::with_capacity(n);
     for name in &names {
@@ -175,9 +186,10 @@ fn measure(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
     let cpu_after: u64 = cgroups.iter().filter_map(|c| c.cpu_ns()).sum();
     let idle_cpu_pct =
         (cpu_after.saturating_sub(cpu_before)) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
-    let avail_after = mem_available(ctx);
-    let mem_per_zone_mib =
-        avail_before.saturating_sub(avail_after) as f64 / n.max(1) as f64 / (1 << 20) as f64;
+    let (used_after, avail_after) = mem_sample(ctx);
+    let per_zone = |d: i64| d as f64 / n.max(1) as f64 / (1 << 20) as f64;
+    let mem_per_zone_mib = per_zone(used_after as i64 - used_before as i64);
+    let mem_available_per_zone_mib = per_zone(avail_before as i64 - avail_after as i64);
     let disk: u64 = names
         .iter()
         .map(|name| disk_usage(&ctx.layout.zone_dir(name)).unwrap_or(0))
@@ -216,6 +228,7 @@ fn measure(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
         clone_ms: summarize(&clone_ms),
         boot_ms: summarize(&boot_ms),
         mem_per_zone_mib,
+        mem_available_per_zone_mib,
         disk_per_zone_kib: disk as f64 / n.max(1) as f64 / 1024.0,
         idle_cpu_pct,
         halt_ms: summarize(&halt_ms),

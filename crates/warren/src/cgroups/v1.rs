@@ -8,8 +8,9 @@ use super::{
 };
 use crate::config::Limits;
 
-/// Controllers every zone gets (for limits, accounting and killing).
-const ALWAYS: [&str; 4] = ["memory", "pids", "cpu", "cpuacct"];
+/// Controllers every zone gets (limits and accounting of memory, tasks and CPU time).
+/// `cpu` and `cpuset` cost a cgroup each and are added only when a limit needs them.
+const ALWAYS: [&str; 3] = ["memory", "pids", "cpuacct"];
 
 pub struct V1Driver {
     /// (controllers of the hierarchy, warren's own cgroup directory in it).
@@ -110,7 +111,8 @@ impl CgroupDriver for V1Driver {
             for (ctrls, own) in &self.hierarchies {
                 let is_cpuset = ctrls.iter().any(|c| c == "cpuset");
                 let wanted = ctrls.iter().any(|c| ALWAYS.contains(&c.as_str()))
-                    || (is_cpuset && limits.cpuset.is_some());
+                    || (is_cpuset && limits.cpuset.is_some())
+                    || (need_cpu && ctrls.iter().any(|c| c == "cpu"));
                 if !wanted {
                     continue;
                 }
@@ -196,7 +198,7 @@ mod tests {
                 ("pids", "pids.max", "20".to_string()),
                 ("memory", "memory.limit_in_bytes", "67108864".to_string()),
                 ("memory", "memory.memsw.limit_in_bytes", "100663296".to_string()),
-                ("cpu", "cpu.shares", "2623".to_string()),
+                ("cpu", "cpu.shares", "2597".to_string()),
                 ("cpu", "cpu.cfs_period_us", "100000".to_string()),
                 ("cpu", "cpu.cfs_quota_us", "50000".to_string()),
             ]

@@ -208,6 +208,7 @@ pub fn demo_report(r: &Report) {
         vec!["clone".into(), f(r.clone_ms.median, "ms"), f(r.clone_ms.p99, "ms"), "≤ 4 ms median".into()],
         vec!["boot".into(), f(r.boot_ms.median, "ms"), f(r.boot_ms.p99, "ms"), "≤ 5 ms median".into()],
         vec!["host memory per zone".into(), f(r.mem_per_zone_mib, "MiB"), "-".into(), "≤ 0.4 MiB".into()],
+        vec!["  (MemAvailable drop)".into(), f(r.mem_available_per_zone_mib, "MiB"), "-".into(), "-".into()],
         vec!["disk per zone".into(), f(r.disk_per_zone_kib, "KiB"), "-".into(), "≤ 32 KiB".into()],
         vec!["idle CPU, all zones".into(), f(r.idle_cpu_pct, "%"), "-".into(), "-".into()],
         vec!["halt".into(), f(r.halt_ms.median, "ms"), f(r.halt_ms.p99, "ms"), "-".into()],
