@@ -27,7 +27,7 @@ pub fn fs_magic(path: &Path) -> io::Result<i64> {
     // SAFETY: `c` is NUL-terminated; statfs fills `st` on success.
     cvt(unsafe { libc::statfs(c.as_ptr(), st.as_mut_ptr()) })?;
     // SAFETY: statfs succeeded, so `st` is initialised.
-    Ok(unsafe { st.assume_init() }.f_type as i64)
+    Ok(unsafe { st.assume_init() }.f_type)
 }
 
 pub const BTRFS_MAGIC: i64 = 0x9123_683E;

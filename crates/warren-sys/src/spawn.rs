@@ -172,7 +172,9 @@ fn opt_ptr(s: &Option<CString>) -> *const libc::c_char {
 }
 
 fn errno() -> i32 {
-    io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO)
+    io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }
 
 /// The child's side: returns only on failure, with (step index, errno).
@@ -253,8 +255,10 @@ fn run_step(step: &Step) -> Result<(), ()> {
         }
         // SAFETY: `path` is a NUL-terminated CString owned by the plan.
         Step::Mknod { path, mode, dev } => ok(unsafe { libc::mknod(path.as_ptr(), *mode, *dev) }),
-        // SAFETY: both are NUL-terminated CStrings owned by the plan.
-        Step::Symlink { target, link } => ok(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) }),
+        Step::Symlink { target, link } => {
+            // SAFETY: both are NUL-terminated CStrings owned by the plan.
+            ok(unsafe { libc::symlink(target.as_ptr(), link.as_ptr()) })
+        }
         Step::CreateFile { path, mode } => {
             // SAFETY: `path` is a NUL-terminated CString; the fd is closed right after.
             let fd = unsafe {
@@ -271,8 +275,10 @@ fn run_step(step: &Step) -> Result<(), ()> {
             unsafe { libc::close(fd) };
             Ok(())
         }
-        // SAFETY: the slice is valid for its length.
-        Step::Sethostname(name) => ok(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) }),
+        Step::Sethostname(name) => {
+            // SAFETY: the slice is valid for its length.
+            ok(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })
+        }
         Step::LoopbackUp => loopback_up(),
         Step::PivotRoot { new_root } => {
             let dot = c".";

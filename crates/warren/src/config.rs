@@ -234,7 +234,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
 /// Format a size the way a person writes it in a config ("512M").
 pub fn format_size(bytes: u64) -> String {
     for (unit, shift) in [("T", 40), ("G", 30), ("M", 20), ("K", 10)] {
-        if bytes >= (1 << shift) && bytes % (1 << shift) == 0 {
+        if bytes >= (1 << shift) && bytes.is_multiple_of(1 << shift) {
             return format!("{}{unit}", bytes >> shift);
         }
     }
@@ -314,7 +314,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "init",
-        help: "PID 1: a command (string for /bin/sh -c, or an argv array); default: warren's own init",
+        help:
+            "PID 1: a command (string for /bin/sh -c, or an argv array); default: warren's own init",
         example: "[\"/bin/sleep\", \"infinity\"]",
         apply: |c, v| {
             let cmd = want_command(v)?;
@@ -447,9 +448,10 @@ pub static KEYS: &[Key] = &[
             let f = match v {
                 toml::Value::Float(f) => *f,
                 toml::Value::Integer(i) => *i as f64,
-                toml::Value::String(s) => s.trim().parse::<f64>().map_err(|_| {
-                    format!("{s:?}: expected a number of CPUs such as 0.5 or 2")
-                })?,
+                toml::Value::String(s) => s
+                    .trim()
+                    .parse::<f64>()
+                    .map_err(|_| format!("{s:?}: expected a number of CPUs such as 0.5 or 2"))?,
                 other => {
                     return Err(format!(
                         "{}: expected a number of CPUs such as 0.5 or 2",
@@ -472,7 +474,12 @@ pub static KEYS: &[Key] = &[
             let s = match v {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(i) => i.to_string(),
-                other => return Err(format!("{}: expected a CPU list such as \"0-1\"", short(other))),
+                other => {
+                    return Err(format!(
+                        "{}: expected a CPU list such as \"0-1\"",
+                        short(other)
+                    ))
+                }
             };
             let cpus = parse_cpu_list(&s)
                 .ok_or_else(|| format!("{s:?}: expected a CPU list such as \"0-1\" or \"0,2\""))?;
@@ -598,7 +605,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 
 fn unknown_key(name: &str) -> String {
     match suggest(name) {
-        Some(s) => format!("unknown config key '{name}' (did you mean '{s}'?); see 'warren config keys'"),
+        Some(s) => {
+            format!("unknown config key '{name}' (did you mean '{s}'?); see 'warren config keys'")
+        }
         None => format!("unknown config key '{name}'; see 'warren config keys' for the list"),
     }
 }
@@ -655,7 +664,10 @@ fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
     }
     if let Some(cs) = &l.cpuset {
         if cs.0.is_empty() {
-            return Err(Error::config(zone, "cpuset is empty; name at least one CPU"));
+            return Err(Error::config(
+                zone,
+                "cpuset is empty; name at least one CPU",
+            ));
         }
     }
     Ok(())
@@ -691,9 +703,12 @@ pub fn check_host(zone: &str, c: &ZoneConfig, online: &[u32]) -> Result<()> {
 
 /// Parse a config file's text.
 pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
-    let table: toml::Table = text
-        .parse()
-        .map_err(|e: toml::de::Error| Error::config(zone, format!("config is not valid TOML: {}", e.message().trim())))?;
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        Error::config(
+            zone,
+            format!("config is not valid TOML: {}", e.message().trim()),
+        )
+    })?;
     from_table(zone, &table)
 }
 
@@ -709,7 +724,12 @@ pub fn set_value(raw: &str) -> toml::Value {
 }
 
 /// Set dotted `key` to `value` in `table` (creating sub-tables).
-pub fn set_in_table(zone: &str, table: &mut toml::Table, key: &str, value: toml::Value) -> Result<()> {
+pub fn set_in_table(
+    zone: &str,
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+) -> Result<()> {
     if find_key(key).is_none() {
         return Err(Error::config(zone, unknown_key(key)));
     }
@@ -722,7 +742,12 @@ pub fn set_in_table(zone: &str, table: &mut toml::Table, key: &str, value: toml:
             .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         t = match entry {
             toml::Value::Table(t) => t,
-            _ => return Err(Error::config(zone, format!("config key '{p}' is not a table"))),
+            _ => {
+                return Err(Error::config(
+                    zone,
+                    format!("config key '{p}' is not a table"),
+                ))
+            }
         };
     }
     t.insert(last.to_string(), value);
@@ -735,7 +760,10 @@ pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<
         return Err(Error::config(zone, unknown_key(key)));
     }
     if key == "template" {
-        return Err(Error::config(zone, "template cannot be unset; set another one instead"));
+        return Err(Error::config(
+            zone,
+            "template cannot be unset; set another one instead",
+        ));
     }
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
@@ -753,7 +781,10 @@ pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<
 /// Parse `key=value` pairs from the command line.
 pub fn parse_assignment(zone: &str, s: &str) -> Result<(String, toml::Value)> {
     let (k, v) = s.split_once('=').ok_or_else(|| {
-        Error::config(zone, format!("--set {s:?}: expected key=value, e.g. memory.max=512M"))
+        Error::config(
+            zone,
+            format!("--set {s:?}: expected key=value, e.g. memory.max=512M"),
+        )
     })?;
     Ok((k.trim().to_string(), set_value(v.trim())))
 }
@@ -787,7 +818,10 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
         put("init", cmd(i));
     }
     if !c.services.is_empty() {
-        put("services", toml::Value::Array(c.services.iter().map(cmd).collect()));
+        put(
+            "services",
+            toml::Value::Array(c.services.iter().map(cmd).collect()),
+        );
     }
     if c.autoboot {
         put("autoboot", true.into());
@@ -886,13 +920,20 @@ max = 0.5
 
     #[test]
     fn bad_size_names_field_and_fix() {
-        let e = p("template = \"host\"\nmemory.max = \"12X\"").unwrap_err().to_string();
-        assert_eq!(e, "zone 'web1': memory.max \"12X\": expected a size such as 512M or 2G");
+        let e = p("template = \"host\"\nmemory.max = \"12X\"")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "zone 'web1': memory.max \"12X\": expected a size such as 512M or 2G"
+        );
     }
 
     #[test]
     fn unknown_key_suggests() {
-        let e = p("template = \"host\"\n[memory]\nmaxx = \"1G\"").unwrap_err().to_string();
+        let e = p("template = \"host\"\n[memory]\nmaxx = \"1G\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unknown config key 'memory.maxx'"), "{e}");
         assert!(e.contains("did you mean 'memory.max'"), "{e}");
     }
@@ -900,13 +941,28 @@ max = 0.5
     #[test]
     fn wrong_types_and_ranges() {
         for (text, needle) in [
-            ("max-processes = \"many\"", "max-processes \"many\": expected a whole number"),
-            ("max-processes = 0", "max-processes 0: expected a whole number from 1"),
-            ("max-processes = 99999999999", "expected a whole number from 1 to 4194304"),
+            (
+                "max-processes = \"many\"",
+                "max-processes \"many\": expected a whole number",
+            ),
+            (
+                "max-processes = 0",
+                "max-processes 0: expected a whole number from 1",
+            ),
+            (
+                "max-processes = 99999999999",
+                "expected a whole number from 1 to 4194304",
+            ),
             ("cpu.max = 0", "cpu.max 0: expected between 0.01"),
-            ("cpu.max = \"half\"", "cpu.max \"half\": expected a number of CPUs"),
+            (
+                "cpu.max = \"half\"",
+                "cpu.max \"half\": expected a number of CPUs",
+            ),
             ("cpuset = \"3-1\"", "cpuset \"3-1\": expected a CPU list"),
-            ("net = \"bridged\"", "net \"bridged\": expected \"none\" or \"host\""),
+            (
+                "net = \"bridged\"",
+                "net \"bridged\": expected \"none\" or \"host\"",
+            ),
             ("memory.max = \"1K\"", "at least 4M"),
             ("memory.max = \"99999999T\"", "expected a size"),
             ("autoboot = 3", "autoboot 3: expected true or false"),
@@ -930,7 +986,9 @@ max = 0.5
             ("max-processes = 10\nmax-threads = 5", "below max-processes"),
             ("init = \"sleep 1\"\nservices = [\"x\"]", "drop one of them"),
         ] {
-            let e = p(&format!("template = \"host\"\n{text}")).unwrap_err().to_string();
+            let e = p(&format!("template = \"host\"\n{text}"))
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
         let e = p("template = \"../x\"").unwrap_err().to_string();
@@ -945,7 +1003,10 @@ max = 0.5
     fn host_checks() {
         let c = p("template = \"host\"\ncpuset = \"0,5\"").unwrap();
         let e = check_host("web1", &c, &[0, 1]).unwrap_err().to_string();
-        assert!(e.contains("names CPU 5") && e.contains("online: 0-1"), "{e}");
+        assert!(
+            e.contains("names CPU 5") && e.contains("online: 0-1"),
+            "{e}"
+        );
         let c = p("template = \"host\"\ncpu.max = 4").unwrap();
         assert!(check_host("web1", &c, &[0, 1]).is_err());
         let c = p("template = \"host\"\ncpu.max = 1.5\ncpuset = \"1\"").unwrap();

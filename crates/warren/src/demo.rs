@@ -61,8 +61,8 @@ pub struct Report {
     pub cgroup_version: String,
     pub clone_ms: Summary,
     pub boot_ms: Summary,
-    /// Host memory per running idle zone: the rise of unreclaimable memory in use
-    /// (see `mem_sample`) divided by N.
+    /// Host memory per running idle zone: the rise of unreclaimable kernel and
+    /// process memory (see `mem_sample`) divided by N.
     pub mem_per_zone_mib: f64,
     /// The same from the MemAvailable drop (moves with unrelated page cache).
     pub mem_available_per_zone_mib: f64,
@@ -93,19 +93,28 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// (memory in use that the kernel cannot reclaim, MemAvailable), in bytes.
-/// The first is MemTotal - MemFree - Buffers - (Cached - Shmem) - SReclaimable: unlike
-/// MemAvailable it does not move when unrelated page cache comes and goes.
+/// (memory zones pin, MemAvailable), in bytes.
+///
+/// "Pinned" is AnonPages + Shmem + SUnreclaim + KernelStack + PageTables + Percpu: the
+/// memory the kernel cannot reclaim, summed from the counters that zones add to (their
+/// processes' pages, namespaces, cgroups, mounts). MemFree and MemAvailable also move
+/// with page cache and per-CPU free lists that have nothing to do with the zones, which
+/// makes them noisy at a few hundred KiB per zone; both are reported.
 fn mem_sample(ctx: &Context) -> (u64, u64) {
     let m = stats::meminfo(&ctx.host.proc);
     let g = |k: &str| m.get(k).copied().unwrap_or(0);
-    let cache = g("Cached").saturating_sub(g("Shmem"));
-    let used = g("MemTotal")
-        .saturating_sub(g("MemFree"))
-        .saturating_sub(g("Buffers"))
-        .saturating_sub(cache)
-        .saturating_sub(g("SReclaimable"));
-    (used, g("MemAvailable"))
+    let pinned = [
+        "AnonPages",
+        "Shmem",
+        "SUnreclaim",
+        "KernelStack",
+        "PageTables",
+        "Percpu",
+    ]
+    .iter()
+    .map(|k| g(k))
+    .sum();
+    (pinned, g("MemAvailable"))
 }
 
 /// Remove every zone the demo owns (leftovers of an interrupted run, or this run's).

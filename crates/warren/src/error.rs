@@ -72,7 +72,9 @@ pub enum Error {
     TemplateInUse { name: String, zones: String },
     #[error("{0}")]
     Unsupported(String),
-    #[error("warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo")]
+    #[error(
+        "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
+    )]
     NotRoot,
     /// An I/O error with what warren was doing.
     #[error("{context}")]

@@ -192,8 +192,14 @@ mod tests {
         assert_eq!(fs::read(dst.join("sub/file")).unwrap(), b"data");
         let m = fs::metadata(dst.join("sub/file")).unwrap();
         assert_eq!(m.mode() & 0o777, 0o640);
-        assert_eq!(fs::read_link(dst.join("link")).unwrap(), Path::new("/etc/passwd"));
-        assert_eq!(fs::read_link(dst.join("dangling")).unwrap(), Path::new("../nowhere"));
+        assert_eq!(
+            fs::read_link(dst.join("link")).unwrap(),
+            Path::new("/etc/passwd")
+        );
+        assert_eq!(
+            fs::read_link(dst.join("dangling")).unwrap(),
+            Path::new("../nowhere")
+        );
         assert!(disk_usage(&dst).unwrap() > 0);
     }
 }

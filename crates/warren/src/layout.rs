@@ -56,7 +56,10 @@ impl Layout {
         if self.root == Path::new(DEFAULT_ROOT) {
             return "warren".into();
         }
-        format!("warren-{:08x}", fnv1a(self.root.as_os_str().as_encoded_bytes()) as u32)
+        format!(
+            "warren-{:08x}",
+            fnv1a(self.root.as_os_str().as_encoded_bytes()) as u32
+        )
     }
 }
 

@@ -14,7 +14,13 @@ pub struct Lock {
 }
 
 fn open(path: &Path) -> Result<File> {
-    let opts = || OpenOptions::new().create(true).truncate(false).write(true).open(path);
+    let opts = || {
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(path)
+    };
     let file = match opts() {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if let Some(dir) = path.parent() {
@@ -31,8 +37,7 @@ fn open(path: &Path) -> Result<File> {
 pub fn exclusive(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
     let path = layout.lock_file(kind, name);
     let file = open(&path)?;
-    file.lock()
-        .ctx(|| format!("locking {}", path.display()))?;
+    file.lock().ctx(|| format!("locking {}", path.display()))?;
     Ok(Lock { _file: file })
 }
 

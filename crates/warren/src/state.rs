@@ -327,17 +327,33 @@ mod tests {
 
     #[test]
     fn verbs_are_idempotent_where_solaris_is() {
-        assert_eq!(decide(Verb::Boot, ZoneState::Running), Decision::AlreadyDone("already running"));
-        assert!(matches!(decide(Verb::Halt, ZoneState::Installed), Decision::AlreadyDone(_)));
-        assert!(matches!(decide(Verb::Install, ZoneState::Installed), Decision::AlreadyDone(_)));
-        assert!(matches!(decide(Verb::Uninstall, ZoneState::Configured), Decision::AlreadyDone(_)));
+        assert_eq!(
+            decide(Verb::Boot, ZoneState::Running),
+            Decision::AlreadyDone("already running")
+        );
+        assert!(matches!(
+            decide(Verb::Halt, ZoneState::Installed),
+            Decision::AlreadyDone(_)
+        ));
+        assert!(matches!(
+            decide(Verb::Install, ZoneState::Installed),
+            Decision::AlreadyDone(_)
+        ));
+        assert!(matches!(
+            decide(Verb::Uninstall, ZoneState::Configured),
+            Decision::AlreadyDone(_)
+        ));
     }
 
     #[test]
     fn refusals_say_what_is_needed() {
-        let e = check("db3", Verb::Boot, ZoneState::Configured).unwrap_err().to_string();
+        let e = check("db3", Verb::Boot, ZoneState::Configured)
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "zone 'db3' is configured; install it before boot");
-        let e = check("db3", Verb::Delete, ZoneState::Running).unwrap_err().to_string();
+        let e = check("db3", Verb::Delete, ZoneState::Running)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("halt and uninstall it"), "{e}");
         // Every refusal has a remedy.
         for v in [
@@ -406,11 +422,24 @@ mod tests {
         std::fs::write(state_path(d.path()), b"").unwrap();
         let e = load_lifecycle(d.path()).unwrap_err();
         assert!(matches!(e, Error::Corrupt { .. }));
-        assert!(e.to_string().contains("state.json") && e.to_string().contains("truncated"), "{e}");
+        assert!(
+            e.to_string().contains("state.json") && e.to_string().contains("truncated"),
+            "{e}"
+        );
         std::fs::write(state_path(d.path()), b"{\"version\":1,\"state\":\"bogus\"}").unwrap();
-        assert!(load_lifecycle(d.path()).unwrap_err().to_string().contains("not valid"));
-        std::fs::write(state_path(d.path()), b"{\"version\":9,\"state\":\"installed\"}").unwrap();
-        assert!(load_lifecycle(d.path()).unwrap_err().to_string().contains("newer"));
+        assert!(load_lifecycle(d.path())
+            .unwrap_err()
+            .to_string()
+            .contains("not valid"));
+        std::fs::write(
+            state_path(d.path()),
+            b"{\"version\":9,\"state\":\"installed\"}",
+        )
+        .unwrap();
+        assert!(load_lifecycle(d.path())
+            .unwrap_err()
+            .to_string()
+            .contains("newer"));
         let lc = Lifecycle::configured();
         save_lifecycle(d.path(), &lc).unwrap();
         assert_eq!(load_lifecycle(d.path()).unwrap(), Some(lc));

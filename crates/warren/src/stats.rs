@@ -52,7 +52,9 @@ pub fn online_cpus(sys_root: &Path) -> Vec<u32> {
     std::fs::read_to_string(sys_root.join("devices/system/cpu/online"))
         .ok()
         .and_then(|s| crate::config::parse_cpu_list(&s))
-        .unwrap_or_else(|| (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect())
+        .unwrap_or_else(|| {
+            (0..std::thread::available_parallelism().map_or(1, |n| n.get() as u32)).collect()
+        })
 }
 
 /// Total CPU time of the host in clock ticks (user..steal from /proc/stat's "cpu" line)
@@ -60,7 +62,11 @@ pub fn online_cpus(sys_root: &Path) -> Vec<u32> {
 pub fn cpu_ticks(proc_root: &Path) -> Option<(u64, u64)> {
     let text = std::fs::read_to_string(proc_root.join("stat")).ok()?;
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line.split_whitespace().skip(1).filter_map(|x| x.parse().ok()).collect();
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
     let total = v.iter().take(8).sum();
     let idle = v.get(3)? + v.get(4).unwrap_or(&0);
     Some((total, idle))
@@ -79,7 +85,9 @@ mod tests {
 
     #[test]
     fn meminfo_in_bytes() {
-        let m = parse_meminfo("MemTotal:       24000000 kB\nMemAvailable:   1000 kB\nHugePages_Total:       0\n");
+        let m = parse_meminfo(
+            "MemTotal:       24000000 kB\nMemAvailable:   1000 kB\nHugePages_Total:       0\n",
+        );
         assert_eq!(m["MemTotal"], 24_000_000 * 1024);
         assert_eq!(m["MemAvailable"], 1_024_000);
         assert_eq!(m["HugePages_Total"], 0);

@@ -6,7 +6,11 @@ use common::Env;
 
 fn zones_dir_entries(env: &Env) -> Vec<String> {
     std::fs::read_dir(env.root().join("zones"))
-        .map(|d| d.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -17,7 +21,8 @@ fn bad_names_are_refused_before_touching_disk() {
     for name in ["../x", "", &long, "Web1", "zöne", "a/b", "-x", "a.b", "a b"] {
         // After "--", even "-x" reaches warren as a name rather than a flag.
         env.run(&["create", "--", name]).fails(5, "is invalid");
-        env.run(&["template", "create", "--from", "host", "--", name]).fails(5, "is invalid");
+        env.run(&["template", "create", "--from", "host", "--", name])
+            .fails(5, "is invalid");
         env.run(&["boot", "--", name]).fails(5, "is invalid");
     }
     assert!(!env.root().join("zones").exists() || zones_dir_entries(&env).is_empty());
@@ -29,20 +34,56 @@ fn bad_config_is_refused_with_the_field_and_the_fix() {
     let env = Env::new();
     env.ok(&["template", "create", "host", "--from", "host"]);
     let cases: &[(&[&str], i32, &str)] = &[
-        (&["--set", "memory.max=12X"], 5, "zone 'z': memory.max \"12X\": expected a size such as 512M or 2G"),
-        (&["--set", "memroy.max=1G"], 5, "unknown config key 'memroy.max' (did you mean 'memory.max'?)"),
-        (&["--set", "cpuset=7"], 5, "names CPU 7, which this host does not have online"),
+        (
+            &["--set", "memory.max=12X"],
+            5,
+            "zone 'z': memory.max \"12X\": expected a size such as 512M or 2G",
+        ),
+        (
+            &["--set", "memroy.max=1G"],
+            5,
+            "unknown config key 'memroy.max' (did you mean 'memory.max'?)",
+        ),
+        (
+            &["--set", "cpuset=7"],
+            5,
+            "names CPU 7, which this host does not have online",
+        ),
         (&["--set", "cpuset=1-0"], 5, "expected a CPU list"),
-        (&["--set", "cpu.max=-1"], 5, "cpu.max -1: expected between 0.01"),
+        (
+            &["--set", "cpu.max=-1"],
+            5,
+            "cpu.max -1: expected between 0.01",
+        ),
         (&["--set", "cpu.max=64"], 5, "more than the"),
-        (&["--set", "max-processes=0"], 5, "max-processes 0: expected a whole number from 1"),
-        (&["--set", "max-processes=lots"], 5, "expected a whole number"),
-        (&["--set", "memory.swap=1G"], 5, "memory.swap is set without memory.max"),
-        (&["--set", "net=bridge0"], 5, "expected \"none\" or \"host\""),
+        (
+            &["--set", "max-processes=0"],
+            5,
+            "max-processes 0: expected a whole number from 1",
+        ),
+        (
+            &["--set", "max-processes=lots"],
+            5,
+            "expected a whole number",
+        ),
+        (
+            &["--set", "memory.swap=1G"],
+            5,
+            "memory.swap is set without memory.max",
+        ),
+        (
+            &["--set", "net=bridge0"],
+            5,
+            "expected \"none\" or \"host\"",
+        ),
         (&["--set", "brand=microvm"], 5, "not available yet"),
         (&["--set", "nonsense"], 5, "expected key=value"),
         (&["--template", "nope"], 3, "template 'nope' does not exist"),
-        (&["--set", "template=nope"], 3, "template 'nope' does not exist"),
+        (
+            &["--set", "template=nope"],
+            3,
+            "template 'nope' does not exist",
+        ),
     ];
     for (args, code, needle) in cases {
         let mut a = vec!["create", "z"];
@@ -57,30 +98,46 @@ fn bad_config_is_refused_with_the_field_and_the_fix() {
         p.to_string_lossy().into_owned()
     };
     let empty = write("empty.toml", "");
-    env.run(&["create", "z", "--config", &empty]).fails(5, "template is missing");
+    env.run(&["create", "z", "--config", &empty])
+        .fails(5, "template is missing");
     let garbage = write("garbage.toml", "template = \n[[[");
-    env.run(&["create", "z", "--config", &garbage]).fails(5, "is not valid TOML");
+    env.run(&["create", "z", "--config", &garbage])
+        .fails(5, "is not valid TOML");
     let types = write("types.toml", "template = \"host\"\nautoboot = \"maybe\"\n");
-    env.run(&["create", "z", "--config", &types]).fails(5, "autoboot \"maybe\": expected true or false");
-    env.run(&["create", "z", "--config", "/nonexistent.toml"]).fails(5, "--config /nonexistent.toml");
-    assert!(zones_dir_entries(&env).is_empty(), "something was created: {:?}", zones_dir_entries(&env));
+    env.run(&["create", "z", "--config", &types])
+        .fails(5, "autoboot \"maybe\": expected true or false");
+    env.run(&["create", "z", "--config", "/nonexistent.toml"])
+        .fails(5, "--config /nonexistent.toml");
+    assert!(
+        zones_dir_entries(&env).is_empty(),
+        "something was created: {:?}",
+        zones_dir_entries(&env)
+    );
 }
 
 #[test]
 fn wrong_states_and_missing_zones() {
     let env = Env::new();
-    env.run(&["boot", "ghost"]).fails(3, "zone 'ghost' does not exist");
+    env.run(&["boot", "ghost"])
+        .fails(3, "zone 'ghost' does not exist");
     env.run(&["login", "ghost"]).fails(3, "does not exist");
     env.host_zone("z", &[]);
-    env.run(&["create", "z"]).fails(6, "zone 'z' already exists");
+    env.run(&["create", "z"])
+        .fails(6, "zone 'z' already exists");
     env.run(&["clone", "z", "z"]).fails(5, "onto itself");
-    env.run(&["clone", "ghost", "y"]).fails(3, "zone 'ghost' does not exist");
+    env.run(&["clone", "ghost", "y"])
+        .fails(3, "zone 'ghost' does not exist");
     env.ok(&["boot", "z"]);
-    env.run(&["uninstall", "z"]).fails(4, "halt it before uninstall");
-    env.run(&["delete", "z"]).fails(4, "halt and uninstall it before delete");
-    env.run(&["config", "set", "z", "template=other"]).fails(4, "can change only while it is configured");
-    env.run(&["template", "delete", "host"]).fails(6, "is used by zone(s) z");
-    env.run(&["template", "create", "host", "--from", "host"]).fails(6, "already exists");
+    env.run(&["uninstall", "z"])
+        .fails(4, "halt it before uninstall");
+    env.run(&["delete", "z"])
+        .fails(4, "halt and uninstall it before delete");
+    env.run(&["config", "set", "z", "template=other"])
+        .fails(4, "can change only while it is configured");
+    env.run(&["template", "delete", "host"])
+        .fails(6, "is used by zone(s) z");
+    env.run(&["template", "create", "host", "--from", "host"])
+        .fails(6, "already exists");
     // --force takes a running zone all the way out.
     env.ok(&["delete", "--force", "z"]);
     assert_eq!(env.state("z"), "absent");
@@ -127,7 +184,10 @@ fn concurrent_commands_serialize_per_zone() {
             std::thread::spawn(move || c.output().unwrap())
         })
         .collect();
-    let codes: Vec<i32> = handles.into_iter().map(|h| h.join().unwrap().status.code().unwrap()).collect();
+    let codes: Vec<i32> = handles
+        .into_iter()
+        .map(|h| h.join().unwrap().status.code().unwrap())
+        .collect();
     assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
     assert_eq!(codes.iter().filter(|c| **c == 6).count(), 5, "{codes:?}");
 }
@@ -146,7 +206,8 @@ fn json_list_schema() {
     assert_eq!(z["net"], "none");
     assert!(z["init_pid"].as_i64().unwrap() > 1);
     assert_eq!(z["config"]["limits"]["memory-max"], 128 << 20);
-    let info: serde_json::Value = serde_json::from_str(&env.ok(&["info", "--json"]).stdout).unwrap();
+    let info: serde_json::Value =
+        serde_json::from_str(&env.ok(&["info", "--json"]).stdout).unwrap();
     assert!(["v1", "v2"].contains(&info["cgroup_version"].as_str().unwrap()));
     assert!(info["storage_backend"].is_string());
     assert!(info["kernel"].as_str().unwrap().len() > 1);

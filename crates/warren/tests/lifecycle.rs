@@ -10,7 +10,10 @@ fn lifecycle(env: &Env, template_args: &[&str], zone: &str) {
     env.ok(template_args);
     env.ok(&["create", zone, "--template", template_args[2]]);
     assert_eq!(env.state(zone), "configured");
-    env.run(&["boot", zone]).fails(4, &format!("zone '{zone}' is configured; install it before boot"));
+    env.run(&["boot", zone]).fails(
+        4,
+        &format!("zone '{zone}' is configured; install it before boot"),
+    );
     env.ok(&["install", zone]);
     assert_eq!(env.state(zone), "installed");
     let r = env.ok(&["boot", zone]);
@@ -24,13 +27,29 @@ fn lifecycle(env: &Env, template_args: &[&str], zone: &str) {
     let r = env.ok(&["login", zone, "--", "hostname"]);
     assert_eq!(r.stdout.trim(), zone);
     let r = env.sh(zone, "cat /proc/1/cmdline | tr '\\0' ' '").ok();
-    assert!(r.stdout.starts_with("warren-init"), "pid 1 is {:?}", r.stdout);
+    assert!(
+        r.stdout.starts_with("warren-init"),
+        "pid 1 is {:?}",
+        r.stdout
+    );
     let r = env.sh(zone, "ls /proc | grep -c '^[0-9]'").ok();
     let visible: usize = r.stdout.trim().parse().unwrap();
-    assert!(visible <= 5, "the zone sees {visible} processes; host processes leak in");
+    assert!(
+        visible <= 5,
+        "the zone sees {visible} processes; host processes leak in"
+    );
     let me = std::process::id();
-    let r = env.sh(zone, &format!("test -e /proc/{me} && echo visible || echo hidden")).ok();
-    assert_eq!(r.stdout.trim(), "hidden", "the test process (host pid {me}) is visible");
+    let r = env
+        .sh(
+            zone,
+            &format!("test -e /proc/{me} && echo visible || echo hidden"),
+        )
+        .ok();
+    assert_eq!(
+        r.stdout.trim(),
+        "hidden",
+        "the test process (host pid {me}) is visible"
+    );
     let r = env.sh(zone, "cat /proc/net/dev | grep -c :").ok();
     assert_eq!(r.stdout.trim(), "1", "a net=none zone has only lo");
 
@@ -45,12 +64,21 @@ fn lifecycle(env: &Env, template_args: &[&str], zone: &str) {
     for (_, d) in &cgroups {
         assert!(!d.exists(), "cgroup {} survived halt", d.display());
     }
-    assert!(env.group_dirs().is_empty(), "group cgroups left: {:?}", env.group_dirs());
-    assert!(host_mounts_under(env.root()).is_empty(), "host mounts left: {:?}", host_mounts_under(env.root()));
+    assert!(
+        env.group_dirs().is_empty(),
+        "group cgroups left: {:?}",
+        env.group_dirs()
+    );
+    assert!(
+        host_mounts_under(env.root()).is_empty(),
+        "host mounts left: {:?}",
+        host_mounts_under(env.root())
+    );
     let again = env.ok(&["halt", zone]);
     assert!(again.stdout.contains("not running"), "{}", again.stdout);
 
-    env.run(&["delete", zone]).fails(4, "uninstall it before delete");
+    env.run(&["delete", zone])
+        .fails(4, "uninstall it before delete");
     env.ok(&["uninstall", zone]);
     assert_eq!(env.state(zone), "configured");
     env.ok(&["delete", zone]);
@@ -61,11 +89,16 @@ fn lifecycle(env: &Env, template_args: &[&str], zone: &str) {
 #[test]
 fn host_template_lifecycle() {
     let env = Env::new();
-    lifecycle(&env, &["template", "create", "host", "--from", "host"], "web1");
+    lifecycle(
+        &env,
+        &["template", "create", "host", "--from", "host"],
+        "web1",
+    );
     // /usr is the host's, read-only.
     env.host_zone("ro", &[]);
     env.ok(&["boot", "ro"]);
-    env.sh("ro", "touch /usr/warren-test").fails(1, "Read-only file system");
+    env.sh("ro", "touch /usr/warren-test")
+        .fails(1, "Read-only file system");
     let r = env.sh("ro", "test -x /usr/bin/env && echo shared").ok();
     assert_eq!(r.stdout.trim(), "shared");
     // Writes elsewhere land in the zone's private layer only.
@@ -95,11 +128,14 @@ fn clones_are_independent() {
     env.sh("c1", "echo mine > /root/only-c1").ok();
     env.sh("c1", "cat /root/only-c1").ok();
     for other in ["base", "c2"] {
-        let r = env.sh(other, "test -e /root/only-c1 && echo seen || echo absent").ok();
+        let r = env
+            .sh(other, "test -e /root/only-c1 && echo seen || echo absent")
+            .ok();
         assert_eq!(r.stdout.trim(), "absent", "{other} sees c1's file");
     }
     // A running zone cannot be a clone source.
-    env.run(&["clone", "base", "c3"]).fails(4, "halt it before cloning it");
+    env.run(&["clone", "base", "c3"])
+        .fails(4, "halt it before cloning it");
     env.ok(&["halt", "--all"]);
     // Disk per untouched clone: tens of KiB, not MiB.
     let du = warren::fsutil::disk_usage(&env.root().join("zones/c2")).unwrap();
@@ -114,10 +150,16 @@ fn login_propagates_exit_status_and_runs_in_the_zone_cgroup() {
     let r = env.sh("z", "exit 7");
     assert_eq!(r.code, 7);
     let r = env.sh("z", "cat /proc/self/cgroup | grep memory").ok();
-    assert!(r.stdout.trim().ends_with(":/"), "cgroup namespace root: {}", r.stdout);
-    env.run(&["login", "z", "--", "no-such-command"]).fails(5, "command not found");
+    assert!(
+        r.stdout.trim().ends_with(":/"),
+        "cgroup namespace root: {}",
+        r.stdout
+    );
+    env.run(&["login", "z", "--", "no-such-command"])
+        .fails(5, "command not found");
     env.ok(&["halt", "z"]);
-    env.run(&["login", "z", "--", "true"]).fails(4, "boot it before login");
+    env.run(&["login", "z", "--", "true"])
+        .fails(4, "boot it before login");
 }
 
 #[test]
@@ -125,7 +167,10 @@ fn net_host_shares_the_host_stack() {
     let env = Env::new();
     env.host_zone("h", &["net=host"]);
     env.ok(&["boot", "h"]);
-    let host_ifaces = std::fs::read_to_string("/proc/net/dev").unwrap().matches(':').count();
+    let host_ifaces = std::fs::read_to_string("/proc/net/dev")
+        .unwrap()
+        .matches(':')
+        .count();
     let r = env.sh("h", "grep -c : /proc/net/dev").ok();
     assert_eq!(r.stdout.trim().parse::<usize>().unwrap(), host_ifaces);
 }
@@ -133,12 +178,23 @@ fn net_host_shares_the_host_stack() {
 #[test]
 fn services_run_under_warren_init_and_stop_on_halt() {
     let env = Env::new();
-    env.host_zone("svc", &["services=[\"sleep 1000\", [\"/bin/sleep\", \"999\"]]"]);
+    env.host_zone(
+        "svc",
+        &["services=[\"sleep 1000\", [\"/bin/sleep\", \"999\"]]"],
+    );
     env.ok(&["boot", "svc"]);
     let r = env.sh("svc", "ps -eo args").ok();
-    assert!(r.stdout.contains("sleep 1000") && r.stdout.contains("/bin/sleep 999"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("sleep 1000") && r.stdout.contains("/bin/sleep 999"),
+        "{}",
+        r.stdout
+    );
     let r = env.ok(&["halt", "svc", "--timeout", "5"]);
-    assert!(r.stdout.contains("halted") && !r.stdout.contains("killed"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("halted") && !r.stdout.contains("killed"),
+        "{}",
+        r.stdout
+    );
 }
 
 #[test]
@@ -148,7 +204,11 @@ fn custom_init_that_ignores_sigterm_is_killed_after_the_timeout() {
     env.ok(&["boot", "stubborn"]);
     let pid = env.init_pid("stubborn");
     let r = env.ok(&["halt", "stubborn", "--timeout", "1"]);
-    assert!(r.stdout.contains("killed after the stop timeout"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("killed after the stop timeout"),
+        "{}",
+        r.stdout
+    );
     assert!(!alive(pid));
     assert!(env.group_dirs().is_empty());
 }
@@ -182,8 +242,20 @@ fn tar_and_dir_templates() {
         .status()
         .unwrap();
     assert!(st.success());
-    env.ok(&["template", "create", "fromtar", "--from-tar", tarball.to_str().unwrap()]);
-    env.ok(&["template", "create", "fromdir", "--from-dir", root.to_str().unwrap()]);
+    env.ok(&[
+        "template",
+        "create",
+        "fromtar",
+        "--from-tar",
+        tarball.to_str().unwrap(),
+    ]);
+    env.ok(&[
+        "template",
+        "create",
+        "fromdir",
+        "--from-dir",
+        root.to_str().unwrap(),
+    ]);
     for t in ["fromtar", "fromdir"] {
         let z = format!("z-{t}");
         env.ok(&["create", &z, "--template", t]);
@@ -193,7 +265,8 @@ fn tar_and_dir_templates() {
         assert_eq!(r.stdout.trim(), format!("ok from {z}"));
     }
     // A template in use cannot be deleted.
-    env.run(&["template", "delete", "fromtar"]).fails(6, "used by zone(s) z-fromtar");
+    env.run(&["template", "delete", "fromtar"])
+        .fails(6, "used by zone(s) z-fromtar");
     let list = env.ok(&["template", "list", "--json"]).stdout;
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3);

@@ -12,7 +12,10 @@ fn max_processes_stops_the_21st() {
     assert_eq!(env.cgroup_file("p", "pids", "pids.max"), "20");
     // Start far more sleepers than the cap allows; the shell exits without waiting, so
     // the sleepers that got in stay behind (reparented to the zone's init).
-    let _ = env.sh("p", "for i in $(seq 1 40); do sleep 300 >/dev/null 2>&1 & done");
+    let _ = env.sh(
+        "p",
+        "for i in $(seq 1 40); do sleep 300 >/dev/null 2>&1 & done",
+    );
     let events = env.cgroup_file("p", "pids", "pids.events");
     let refused: u64 = events
         .lines()
@@ -24,7 +27,10 @@ fn max_processes_stops_the_21st() {
     assert!(refused >= 1, "no fork was refused: {events}");
     // What is left: init + the sleepers that got in. While the loop ran, the login
     // process and its shell were also in the zone, so 20 - 3 sleepers fit.
-    let current: u64 = env.cgroup_file("p", "pids", "pids.current").parse().unwrap();
+    let current: u64 = env
+        .cgroup_file("p", "pids", "pids.current")
+        .parse()
+        .unwrap();
     assert_eq!(current, 18, "init + 17 sleepers should remain");
     // The host and other zones are unaffected.
     env.host_zone("q", &[]);
@@ -37,8 +43,14 @@ fn memory_max_kills_the_hog_inside_its_zone_only() {
     let env = Env::new();
     env.host_zone("m", &["memory.max=32M", "memory.swap=0"]);
     env.ok(&["boot", "m"]);
-    assert_eq!(env.cgroup_file("m", "memory", "memory.limit_in_bytes"), (32u64 << 20).to_string());
-    let canary = std::process::Command::new("sleep").arg("60").spawn().unwrap();
+    assert_eq!(
+        env.cgroup_file("m", "memory", "memory.limit_in_bytes"),
+        (32u64 << 20).to_string()
+    );
+    let canary = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
     let init = env.init_pid("m");
     // dd's 128 MiB buffer is touched as it reads: four times the cap.
     let r = env.sh("m", "dd if=/dev/zero of=/dev/null bs=128M count=1");
@@ -62,7 +74,16 @@ fn memory_max_kills_the_hog_inside_its_zone_only() {
 #[test]
 fn cpu_and_cpuset_limits_reach_the_kernel() {
     let env = Env::new();
-    env.host_zone("c", &["cpu.max=0.5", "cpuset=0", "cpu.shares=512", "max-threads=50", "max-processes=10"]);
+    env.host_zone(
+        "c",
+        &[
+            "cpu.max=0.5",
+            "cpuset=0",
+            "cpu.shares=512",
+            "max-threads=50",
+            "max-processes=10",
+        ],
+    );
     env.ok(&["boot", "c"]);
     assert_eq!(env.cgroup_file("c", "cpu", "cpu.cfs_quota_us"), "50000");
     assert_eq!(env.cgroup_file("c", "cpu", "cpu.cfs_period_us"), "100000");

@@ -67,7 +67,9 @@ fn unescape(s: &str) -> String {
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;
     while i < b.len() {
-        let octal = b.get(i + 1..i + 4).filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
+        let octal = b
+            .get(i + 1..i + 4)
+            .filter(|d| d.iter().all(|c| (b'0'..=b'7').contains(c)));
         if let (b'\\', Some(d)) = (b[i], octal) {
             out.push((d[0] - b'0') * 64 + (d[1] - b'0') * 8 + (d[2] - b'0'));
             i += 4;
@@ -124,17 +126,23 @@ pub fn discover(
     group: &str,
 ) -> Result<(Box<dyn CgroupDriver>, Hierarchy), CgroupError> {
     let mi_path = proc_root.join("self/mountinfo");
-    let mountinfo = std::fs::read_to_string(&mi_path).map_err(super::io_err("reading", &mi_path))?;
+    let mountinfo =
+        std::fs::read_to_string(&mi_path).map_err(super::io_err("reading", &mi_path))?;
     let cg_path = proc_root.join("self/cgroup");
     let own = std::fs::read_to_string(&cg_path).map_err(super::io_err("reading", &cg_path))?;
     let forced = std::env::var("WARREN_CGROUP").ok();
-    choose(&parse_mountinfo(&mountinfo), &parse_proc_cgroup(&own), group, forced.as_deref())
-        .map_err(|e| match e {
-            CgroupError::NoHierarchy { .. } => CgroupError::NoHierarchy {
-                mountinfo: mi_path.display().to_string(),
-            },
-            e => e,
-        })
+    choose(
+        &parse_mountinfo(&mountinfo),
+        &parse_proc_cgroup(&own),
+        group,
+        forced.as_deref(),
+    )
+    .map_err(|e| match e {
+        CgroupError::NoHierarchy { .. } => CgroupError::NoHierarchy {
+            mountinfo: mi_path.display().to_string(),
+        },
+        e => e,
+    })
 }
 
 /// The pure part of [`discover`].
@@ -297,7 +305,10 @@ mod tests {
             None,
         )
         .unwrap();
-        assert_eq!(d.parents()[0].1, PathBuf::from("/sys/fs/cgroup/inner/warren"));
+        assert_eq!(
+            d.parents()[0].1,
+            PathBuf::from("/sys/fs/cgroup/inner/warren")
+        );
     }
 
     #[test]

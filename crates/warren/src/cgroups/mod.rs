@@ -118,7 +118,10 @@ impl CgroupSet {
 
     /// The `cgroup.procs` files a process writes itself into to join the zone.
     pub fn procs_files(&self) -> Vec<PathBuf> {
-        self.dirs.iter().map(|(_, d)| d.join("cgroup.procs")).collect()
+        self.dirs
+            .iter()
+            .map(|(_, d)| d.join("cgroup.procs"))
+            .collect()
     }
 
     /// Processes in the zone's cgroups (host pids), deduplicated.

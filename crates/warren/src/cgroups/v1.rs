@@ -35,7 +35,10 @@ impl V1Driver {
 
 /// (controller, file, value) writes that apply `limits`, in order. cpuset is handled by
 /// the driver because its files must be filled before anything else works.
-pub fn writes(limits: &Limits, memsw: bool) -> Result<Vec<(&'static str, &'static str, String)>, CgroupError> {
+pub fn writes(
+    limits: &Limits,
+    memsw: bool,
+) -> Result<Vec<(&'static str, &'static str, String)>, CgroupError> {
     let mut w = Vec::new();
     if let Some(n) = limits.pids_max() {
         w.push(("pids", "pids.max", n.to_string()));
@@ -49,7 +52,11 @@ pub fn writes(limits: &Limits, memsw: bool) -> Result<Vec<(&'static str, &'stati
                     hint: "boot the kernel with swapaccount=1, or unset memory.swap".into(),
                 });
             }
-            w.push(("memory", "memory.memsw.limit_in_bytes", (max + swap).to_string()));
+            w.push((
+                "memory",
+                "memory.memsw.limit_in_bytes",
+                (max + swap).to_string(),
+            ));
         }
     }
     let shares = limits
@@ -71,7 +78,10 @@ impl CgroupDriver for V1Driver {
     }
 
     fn controllers(&self) -> Vec<String> {
-        self.hierarchies.iter().flat_map(|(c, _)| c.clone()).collect()
+        self.hierarchies
+            .iter()
+            .flat_map(|(c, _)| c.clone())
+            .collect()
     }
 
     fn parents(&self) -> Vec<(String, PathBuf)> {
@@ -90,11 +100,13 @@ impl CgroupDriver for V1Driver {
                 });
             }
         }
-        let need_cpu = limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some();
+        let need_cpu =
+            limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some();
         if need_cpu && !self.has("cpu") {
             return Err(CgroupError::MissingController {
                 controller: "cpu".into(),
-                hint: "unset cpu.shares / cpu.weight / cpu.max or mount the v1 cpu hierarchy".into(),
+                hint: "unset cpu.shares / cpu.weight / cpu.max or mount the v1 cpu hierarchy"
+                    .into(),
             });
         }
         if limits.cpuset.is_some() && !self.has("cpuset") {
@@ -131,10 +143,9 @@ impl CgroupDriver for V1Driver {
                     }
                 }
             }
-            let memsw = set
-                .dirs
-                .iter()
-                .any(|(c, d)| c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists());
+            let memsw = set.dirs.iter().any(|(c, d)| {
+                c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists()
+            });
             for (ctrl, file, value) in writes(limits, memsw)? {
                 let (_, dir) = set
                     .dirs
@@ -197,7 +208,11 @@ mod tests {
             vec![
                 ("pids", "pids.max", "20".to_string()),
                 ("memory", "memory.limit_in_bytes", "67108864".to_string()),
-                ("memory", "memory.memsw.limit_in_bytes", "100663296".to_string()),
+                (
+                    "memory",
+                    "memory.memsw.limit_in_bytes",
+                    "100663296".to_string()
+                ),
                 ("cpu", "cpu.shares", "2597".to_string()),
                 ("cpu", "cpu.cfs_period_us", "100000".to_string()),
                 ("cpu", "cpu.cfs_quota_us", "50000".to_string()),

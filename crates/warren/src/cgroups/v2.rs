@@ -44,7 +44,9 @@ pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
     if let Some(swap) = limits.memory_swap {
         w.push(("memory.swap.max", swap.to_string()));
     }
-    let weight = limits.cpu_weight.or(limits.cpu_shares.map(shares_to_weight));
+    let weight = limits
+        .cpu_weight
+        .or(limits.cpu_shares.map(shares_to_weight));
     if let Some(wt) = weight {
         w.push(("cpu.weight", wt.to_string()));
     }
@@ -143,13 +145,24 @@ mod tests {
         let cg = tmp.path().join("cgroup");
         let own = cg.join("user.slice/warren.scope");
         fs::create_dir_all(&own).unwrap();
-        fs::write(own.join("cgroup.controllers"), "cpuset cpu io memory pids\n").unwrap();
-        fs::write(own.join("cgroup.subtree_control"), "cpu memory pids cpuset\n").unwrap();
+        fs::write(
+            own.join("cgroup.controllers"),
+            "cpuset cpu io memory pids\n",
+        )
+        .unwrap();
+        fs::write(
+            own.join("cgroup.subtree_control"),
+            "cpu memory pids cpuset\n",
+        )
+        .unwrap();
         let proc_ = tmp.path().join("proc/self");
         fs::create_dir_all(&proc_).unwrap();
         fs::write(
             proc_.join("mountinfo"),
-            format!("30 24 0:26 / {} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n", cg.display()),
+            format!(
+                "30 24 0:26 / {} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n",
+                cg.display()
+            ),
         )
         .unwrap();
         fs::write(proc_.join("cgroup"), "0::/user.slice/warren.scope\n").unwrap();
@@ -185,7 +198,11 @@ mod tests {
         fs::write(dir.join("memory.current"), "1048576\n").unwrap();
         fs::write(dir.join("cpu.stat"), "usage_usec 1500\nuser_usec 1000\n").unwrap();
         fs::write(dir.join("pids.current"), "3\n").unwrap();
-        fs::write(dir.join("memory.events"), "low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\n").unwrap();
+        fs::write(
+            dir.join("memory.events"),
+            "low 0\nhigh 0\nmax 2\noom 1\noom_kill 1\n",
+        )
+        .unwrap();
         assert_eq!(set.memory_bytes(), Some(1 << 20));
         assert_eq!(set.cpu_ns(), Some(1_500_000));
         assert_eq!(set.tasks(), Some(3));
@@ -213,7 +230,10 @@ mod tests {
         };
         assert_eq!(
             writes(&limits),
-            vec![("pids.max", "100".to_string()), ("cpu.weight", "50".to_string())]
+            vec![
+                ("pids.max", "100".to_string()),
+                ("cpu.weight", "50".to_string())
+            ]
         );
     }
 }

@@ -63,7 +63,9 @@ pub enum Command {
     #[command(subcommand)]
     Template(TemplateCmd),
     /// Create a zone (state: configured).
-    #[command(after_help = "Example: warren create db1 --template host --set memory.max=1G --set cpu.max=0.5")]
+    #[command(
+        after_help = "Example: warren create db1 --template host --set memory.max=1G --set cpu.max=0.5"
+    )]
     Create {
         zone: String,
         /// Template to make the zone from [default: host].
@@ -104,7 +106,9 @@ pub enum Command {
         timeout: Option<u64>,
     },
     /// Run a command (default: a login shell) inside a running zone.
-    #[command(after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'")]
+    #[command(
+        after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'"
+    )]
     Login {
         zone: String,
         /// The command and its arguments (after --).
@@ -152,7 +156,9 @@ pub struct Targets {
 #[derive(Subcommand, Debug)]
 pub enum TemplateCmd {
     /// Create a template.
-    #[command(after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz")]
+    #[command(
+        after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz"
+    )]
     Create {
         name: String,
         /// "host": a sparse root sharing the host's read-only /usr.
@@ -201,7 +207,11 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() { ExitCode::Usage as i32 } else { 0 };
+            return if e.use_stderr() {
+                ExitCode::Usage as i32
+            } else {
+                0
+            };
         }
     };
     match run(cli) {
@@ -248,10 +258,16 @@ fn say(json: bool, zone: &str, outcome: &Outcome, done: &str) {
     }
 }
 
-fn targets(ctx: &Context, t: &Targets, want: fn(crate::state::ZoneState) -> bool) -> Result<Vec<String>> {
+fn targets(
+    ctx: &Context,
+    t: &Targets,
+    want: fn(crate::state::ZoneState) -> bool,
+) -> Result<Vec<String>> {
     if !t.all {
         if t.zones.is_empty() {
-            return Err(Error::Invalid("name at least one zone, or use --all".into()));
+            return Err(Error::Invalid(
+                "name at least one zone, or use --all".into(),
+            ));
         }
         return Ok(t.zones.clone());
     }
@@ -297,14 +313,20 @@ fn run(cli: Cli) -> Result<i32> {
             each(&zones, |z| {
                 let (o, r) = zone::boot(&ctx, z)?;
                 if o == Outcome::Done && !json {
-                    println!("zone '{z}' booted in {:.1} ms", r.total.as_secs_f64() * 1000.0);
+                    println!(
+                        "zone '{z}' booted in {:.1} ms",
+                        r.total.as_secs_f64() * 1000.0
+                    );
                 } else {
                     say(json, z, &o, "booted");
                 }
                 Ok(())
             })?
         }
-        Command::Halt { targets: t, timeout } => {
+        Command::Halt {
+            targets: t,
+            timeout,
+        } => {
             let zones = targets(&ctx, &t, |s| s >= crate::state::ZoneState::Ready)?;
             each(&zones, |z| {
                 let (o, graceful) = zone::halt(&ctx, z, secs(timeout))?;
@@ -391,7 +413,10 @@ fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<()> {
             if json {
                 output::json(&m);
             } else {
-                println!("template '{name}' created ({:?}, {} backend)", m.kind, m.backend);
+                println!(
+                    "template '{name}' created ({:?}, {} backend)",
+                    m.kind, m.backend
+                );
             }
         }
         TemplateCmd::List => {
@@ -428,7 +453,10 @@ fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> {
                 print!("{}", config::to_toml(&zn.config));
             }
         }
-        ConfigCmd::Set { zone: z, assignments } => {
+        ConfigCmd::Set {
+            zone: z,
+            assignments,
+        } => {
             let (cfg, st) = zone::config_set(ctx, &z, &assignments)?;
             if json {
                 output::json(&cfg);

@@ -24,7 +24,10 @@ pub fn print_error(e: &Error) {
 }
 
 pub fn json<T: Serialize + ?Sized>(v: &T) {
-    println!("{}", serde_json::to_string_pretty(v).expect("API objects serialise"));
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("API objects serialise")
+    );
 }
 
 /// Print rows as columns aligned to their widest cell.
@@ -136,7 +139,9 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
         .collect();
     if verbose {
         table(
-            &["NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "LIMITS", "ROOT"],
+            &[
+                "NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "LIMITS", "ROOT",
+            ],
             &rows,
         );
     } else {
@@ -183,15 +188,27 @@ pub fn host_info(i: &HostInfo) {
     }
     println!("storage backend: {} ({})", i.storage_backend, i.storage_why);
     println!("cpus:            {}", i.online_cpus);
-    println!("memory:          {} (swap {})", mib(i.mem_total_bytes), mib(i.swap_total_bytes));
-    println!("open files:      {} soft / {} hard (warren keeps no descriptor per zone)", i.nofile_soft, i.nofile_hard);
+    println!(
+        "memory:          {} (swap {})",
+        mib(i.mem_total_bytes),
+        mib(i.swap_total_bytes)
+    );
+    println!(
+        "open files:      {} soft / {} hard (warren keeps no descriptor per zone)",
+        i.nofile_soft, i.nofile_hard
+    );
     println!(
         "zone init:       {}",
-        i.init_exe.as_ref().map_or("not found".into(), |p| p.display().to_string())
+        i.init_exe
+            .as_ref()
+            .map_or("not found".into(), |p| p.display().to_string())
     );
     println!(
         "static busybox:  {}",
-        i.static_busybox.as_ref().map_or("not installed (apt-get install busybox-static)".into(), |p| p.display().to_string())
+        i.static_busybox.as_ref().map_or(
+            "not installed (apt-get install busybox-static)".into(),
+            |p| p.display().to_string()
+        )
     );
     if !i.is_root {
         println!("note:            not running as root; most verbs need root");
@@ -205,17 +222,60 @@ pub fn demo_report(r: &Report) {
     );
     let f = |v: f64, unit: &str| format!("{v:.2} {unit}");
     let rows = vec![
-        vec!["clone".into(), f(r.clone_ms.median, "ms"), f(r.clone_ms.p99, "ms"), "≤ 4 ms median".into()],
-        vec!["boot".into(), f(r.boot_ms.median, "ms"), f(r.boot_ms.p99, "ms"), "≤ 5 ms median".into()],
-        vec!["host memory per zone".into(), f(r.mem_per_zone_mib, "MiB"), "-".into(), "≤ 0.4 MiB".into()],
-        vec!["  (MemAvailable drop)".into(), f(r.mem_available_per_zone_mib, "MiB"), "-".into(), "-".into()],
-        vec!["disk per zone".into(), f(r.disk_per_zone_kib, "KiB"), "-".into(), "≤ 32 KiB".into()],
-        vec!["idle CPU, all zones".into(), f(r.idle_cpu_pct, "%"), "-".into(), "-".into()],
-        vec!["halt".into(), f(r.halt_ms.median, "ms"), f(r.halt_ms.p99, "ms"), "-".into()],
-        vec!["delete".into(), f(r.delete_ms.median, "ms"), f(r.delete_ms.p99, "ms"), "-".into()],
+        vec![
+            "clone".into(),
+            f(r.clone_ms.median, "ms"),
+            f(r.clone_ms.p99, "ms"),
+            "≤ 4 ms median".into(),
+        ],
+        vec![
+            "boot".into(),
+            f(r.boot_ms.median, "ms"),
+            f(r.boot_ms.p99, "ms"),
+            "≤ 5 ms median".into(),
+        ],
+        vec![
+            "host memory per zone".into(),
+            f(r.mem_per_zone_mib, "MiB"),
+            "-".into(),
+            "≤ 0.4 MiB".into(),
+        ],
+        vec![
+            "  (MemAvailable drop)".into(),
+            f(r.mem_available_per_zone_mib, "MiB"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "disk per zone".into(),
+            f(r.disk_per_zone_kib, "KiB"),
+            "-".into(),
+            "≤ 32 KiB".into(),
+        ],
+        vec![
+            "idle CPU, all zones".into(),
+            f(r.idle_cpu_pct, "%"),
+            "-".into(),
+            "-".into(),
+        ],
+        vec![
+            "halt".into(),
+            f(r.halt_ms.median, "ms"),
+            f(r.halt_ms.p99, "ms"),
+            "-".into(),
+        ],
+        vec![
+            "delete".into(),
+            f(r.delete_ms.median, "ms"),
+            f(r.delete_ms.p99, "ms"),
+            "-".into(),
+        ],
     ];
     table(&["MEASURE", "MEDIAN", "P99", "TARGET"], &rows);
-    println!("total {:.1} s; all demo zones halted and removed", r.total_s);
+    println!(
+        "total {:.1} s; all demo zones halted and removed",
+        r.total_s
+    );
 }
 
 /// Progress bars on stderr (hidden when it is not a terminal or with --json).

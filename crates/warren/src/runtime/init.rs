@@ -138,7 +138,11 @@ mod tests {
         assert_eq!(
             decoded,
             vec![
-                vec!["/bin/sh".to_string(), "-c".into(), "sleep 1 && echo 'a b'".into()],
+                vec![
+                    "/bin/sh".to_string(),
+                    "-c".into(),
+                    "sleep 1 && echo 'a b'".into()
+                ],
                 vec!["/bin/x".to_string(), "--flag=1 2".into()],
             ]
         );

@@ -24,7 +24,13 @@ const NAMESPACES: [&str; 6] = ["cgroup", "ipc", "uts", "net", "pid", "mnt"];
 
 /// Join the zone whose init is `init`, then run `argv` (or root's login shell).
 /// Returns the command's exit status (128 + signal if it was killed).
-pub fn login(zone: &str, init: InitId, cgroups: &CgroupSet, argv: &[String], proc_root: &Path) -> Result<i32> {
+pub fn login(
+    zone: &str,
+    init: InitId,
+    cgroups: &CgroupSet,
+    argv: &[String],
+    proc_root: &Path,
+) -> Result<i32> {
     let gone = || Error::WrongState {
         zone: zone.into(),
         state: crate::state::ZoneState::Installed,
@@ -56,7 +62,8 @@ pub fn login(zone: &str, init: InitId, cgroups: &CgroupSet, argv: &[String], pro
             .ctx(|| format!("zone '{zone}': joining cgroup {}", f.display()))?;
     }
     for (ns, f) in &fds {
-        warren_sys::proc::setns(f.as_fd()).ctx(|| format!("zone '{zone}': joining its {ns} namespace"))?;
+        warren_sys::proc::setns(f.as_fd())
+            .ctx(|| format!("zone '{zone}': joining its {ns} namespace"))?;
     }
     std::env::set_current_dir("/").ctx(|| format!("zone '{zone}': chdir /"))?;
 
@@ -67,7 +74,10 @@ pub fn login(zone: &str, init: InitId, cgroups: &CgroupSet, argv: &[String], pro
         argv.to_vec()
     };
     let program = resolve(&argv[0]).ok_or_else(|| {
-        Error::Invalid(format!("zone '{zone}': {}: command not found in the zone's PATH", argv[0]))
+        Error::Invalid(format!(
+            "zone '{zone}': {}: command not found in the zone's PATH",
+            argv[0]
+        ))
     })?;
     let mut env = vec![
         ("PATH".to_string(), super::ZONE_PATH.to_string()),
@@ -91,7 +101,9 @@ pub fn login(zone: &str, init: InitId, cgroups: &CgroupSet, argv: &[String], pro
             .status()
             .ctx(|| format!("zone '{zone}': running {}", program.display()))?;
         use std::os::unix::process::ExitStatusExt;
-        Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        Ok(status
+            .code()
+            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
     }
 }
 
@@ -119,15 +131,24 @@ fn resolve(program: &str) -> Option<PathBuf> {
     super::ZONE_PATH
         .split(':')
         .map(|d| Path::new(d).join(program))
-        .find(|p| p.metadata().is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0))
+        .find(|p| {
+            p.metadata()
+                .is_ok_and(|m| m.is_file() && m.mode() & 0o111 != 0)
+        })
 }
 
 fn cstr(s: &str) -> Result<CString> {
     CString::new(s).map_err(|_| Error::Invalid(format!("{s:?} contains a NUL byte")))
 }
 
-fn run_on_pty(zone: &str, program: &Path, argv: &[String], env: &[(String, String)]) -> Result<i32> {
-    let (master, slave) = warren_sys::pty::open_master().ctx(|| format!("zone '{zone}': opening a pty"))?;
+fn run_on_pty(
+    zone: &str,
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+) -> Result<i32> {
+    let (master, slave) =
+        warren_sys::pty::open_master().ctx(|| format!("zone '{zone}': opening a pty"))?;
     let _ = warren_sys::pty::copy_winsize(0, master.as_raw_fd());
     let c_argv = argv.iter().map(|a| cstr(a)).collect::<Result<Vec<_>>>()?;
     let c_env = env
@@ -167,6 +188,7 @@ fn run_on_pty(zone: &str, program: &Path, argv: &[String], env: &[(String, Strin
         }
     }
     drop(raw);
-    let status = warren_sys::proc::waitpid_blocking(pid).ctx(|| "waiting for the command".to_string())?;
+    let status =
+        warren_sys::proc::waitpid_blocking(pid).ctx(|| "waiting for the command".to_string())?;
     Ok(status.code())
 }

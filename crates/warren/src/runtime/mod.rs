@@ -80,7 +80,14 @@ impl Plan {
         self.spawn.steps.push(step);
         self.what.push(what);
     }
-    fn mount(&mut self, src: Option<&str>, target: &Path, fstype: Option<&str>, flags: libc::c_ulong, data: Option<&str>) {
+    fn mount(
+        &mut self,
+        src: Option<&str>,
+        target: &Path,
+        fstype: Option<&str>,
+        flags: libc::c_ulong,
+        data: Option<&str>,
+    ) {
         let what = format!(
             "mount {} on {}",
             fstype.or(src).unwrap_or("(remount)"),
@@ -121,7 +128,8 @@ pub fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String
 fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let root = spec.root.target().to_path_buf();
     let own_net = spec.config.net == NetMode::None;
-    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+    let mut flags =
+        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
     if own_net {
         flags |= libc::CLONE_NEWNET;
     }
@@ -131,7 +139,12 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             (ExecTarget::Path(cs(&argv[0])), argv)
         }
         None => (
-            ExecTarget::Fd(fds.init.as_ref().expect("opened for warren-init").as_raw_fd()),
+            ExecTarget::Fd(
+                fds.init
+                    .as_ref()
+                    .expect("opened for warren-init")
+                    .as_raw_fd(),
+            ),
             vec![init::ARGV0.to_string()],
         ),
     };
@@ -147,7 +160,10 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     }
     for s in argv.iter().chain(env.iter()) {
         if s.contains('\0') {
-            return Err(Error::config(spec.zone, "init and services may not contain NUL bytes"));
+            return Err(Error::config(
+                spec.zone,
+                "init and services may not contain NUL bytes",
+            ));
         }
     }
     let mut p = Plan {
@@ -169,8 +185,17 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             format!("join cgroup {}", path.display()),
         );
     }
-    p.push(Step::Unshare(libc::CLONE_NEWCGROUP), "create the cgroup namespace".into());
-    p.mount(None, Path::new("/"), None, libc::MS_REC | libc::MS_PRIVATE, None);
+    p.push(
+        Step::Unshare(libc::CLONE_NEWCGROUP),
+        "create the cgroup namespace".into(),
+    );
+    p.mount(
+        None,
+        Path::new("/"),
+        None,
+        libc::MS_REC | libc::MS_PRIVATE,
+        None,
+    );
     // Before the root is mounted over the zone directory, which hides console.log.
     p.push(
         Step::Open {
@@ -199,7 +224,13 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     for b in spec.binds {
         let target = root.join(&b.target);
         let src = b.source.to_string_lossy();
-        p.mount(Some(&src), &target, None, libc::MS_BIND | libc::MS_REC, None);
+        p.mount(
+            Some(&src),
+            &target,
+            None,
+            libc::MS_BIND | libc::MS_REC,
+            None,
+        );
         if b.readonly {
             p.mount(
                 None,
@@ -212,12 +243,24 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     }
     p.push(Step::Umask(0), "set umask".into());
     let nosuid_nodev_noexec = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
-    p.mount(Some("proc"), &root.join("proc"), Some("proc"), nosuid_nodev_noexec, None);
     p.mount(
-        Some("sysfs"),
-        &root.join("sys"),
-        Some("sysfs"),
-        nosuid_nodev_noexec | libc::MS_RDONLY,
+        Some("proc"),
+        &root.join("proc"),
+        Some("proc"),
+        nosuid_nodev_noexec,
+        None,
+    );
+    // /sys is the host's sysfs, bound read-only and without its submounts, rather than
+    // a new sysfs instance: every superblock registers a shrinker, and every memory
+    // cgroup keeps per-shrinker state, so per-zone superblocks cost O(zones²) kernel
+    // memory. The price: /sys/class/net lists the host's devices (read-only).
+    let sys = root.join("sys");
+    p.mount(Some("/sys"), &sys, None, libc::MS_BIND, None);
+    p.mount(
+        None,
+        &sys,
+        None,
+        libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | nosuid_nodev_noexec,
         None,
     );
     let dev = root.join("dev");
@@ -226,7 +269,8 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         &dev,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("mode=755,size=64k,nr_inodes=64"),
+        // One tmpfs for the device nodes and /dev/shm (see /sys above for why not two).
+        Some("mode=755,size=65536k,nr_inodes=4096"),
     );
     for (name, major, minor) in [
         ("null", 1, 3),
@@ -263,13 +307,6 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
     );
-    p.mount(
-        Some("tmpfs"),
-        &dev.join("shm"),
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NODEV,
-        Some("mode=1777,size=65536k"),
-    );
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
         ("fd", "/proc/self/fd"),
@@ -303,7 +340,10 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     if own_net {
         p.push(Step::LoopbackUp, "bring up lo".into());
     }
-    p.push(Step::PivotRoot { new_root: c(&root) }, format!("pivot_root into {}", root.display()));
+    p.push(
+        Step::PivotRoot { new_root: c(&root) },
+        format!("pivot_root into {}", root.display()),
+    );
     p.push(Step::Umask(0o022), "set umask".into());
     for (from, to, what) in [
         (fds.null.as_raw_fd(), 0, "stdin"),
@@ -348,9 +388,14 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         init,
     };
     let plan = build(spec, &fds)?;
-    let pid = warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| spawn_error(spec.zone, &plan, e))?;
+    let pid =
+        warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| spawn_error(spec.zone, &plan, e))?;
     let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
-        context: format!("zone '{}': its init (pid {pid}) exited right after starting; see its console log {}", spec.zone, spec.console.display()),
+        context: format!(
+            "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",
+            spec.zone,
+            spec.console.display()
+        ),
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })?;
     Ok(InitId { pid, start_time })
@@ -412,7 +457,12 @@ pub struct StopOutcome {
 
 /// Stop a zone: SIGTERM to its init, wait up to `timeout`, then SIGKILL everything in
 /// its cgroups, reap init if it is our child, and remove the cgroups.
-pub fn stop(init: Option<InitId>, cgroups: &CgroupSet, timeout: Duration, proc_root: &Path) -> Result<StopOutcome> {
+pub fn stop(
+    init: Option<InitId>,
+    cgroups: &CgroupSet,
+    timeout: Duration,
+    proc_root: &Path,
+) -> Result<StopOutcome> {
     let mut graceful = true;
     let pidfd = init.and_then(|i| {
         let fd = warren_sys::proc::pidfd_open(i.pid).ok()?;

@@ -124,7 +124,10 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
             )))
         }
         Source::Tar(p) if !p.is_file() => {
-            return Err(Error::Invalid(format!("--from-tar {}: no such file", p.display())))
+            return Err(Error::Invalid(format!(
+                "--from-tar {}: no such file",
+                p.display()
+            )))
         }
         _ => None,
     };
@@ -143,11 +146,19 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
         let root = tmp.join("root");
         be.new_template_root(&root)?;
         let (tkind, src, binds) = match source {
-            Source::Host => (TemplateKind::Host, None, populate_host(&root, Path::new("/"))?),
+            Source::Host => (
+                TemplateKind::Host,
+                None,
+                populate_host(&root, Path::new("/"))?,
+            ),
             Source::Busybox => {
                 let bb = busybox.as_ref().expect("found above");
                 populate_busybox(&root, bb)?;
-                (TemplateKind::Busybox, Some(bb.display().to_string()), Vec::new())
+                (
+                    TemplateKind::Busybox,
+                    Some(bb.display().to_string()),
+                    Vec::new(),
+                )
             }
             Source::Dir(p) => {
                 copy_contents(p, &root)?;
@@ -261,7 +272,11 @@ fn write_etc(root: &Path, shell: &str) -> Result<()> {
         "root:x:0:\ntty:x:5:\nnogroup:x:65534:\n",
         0o644,
     )?;
-    write_file(&etc.join("shadow"), "root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n", 0o640)?;
+    write_file(
+        &etc.join("shadow"),
+        "root:*:19000:0:99999:7:::\nnobody:*:19000:0:99999:7:::\n",
+        0o640,
+    )?;
     write_file(
         &etc.join("hosts"),
         "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n",
@@ -423,7 +438,9 @@ fn copy_contents(src: &Path, root: &Path) -> Result<()> {
 fn unpack_tar(path: &Path, root: &Path) -> Result<()> {
     let mut f = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
     let mut magic = [0u8; 2];
-    let n = f.read(&mut magic).ctx(|| format!("reading {}", path.display()))?;
+    let n = f
+        .read(&mut magic)
+        .ctx(|| format!("reading {}", path.display()))?;
     drop(f);
     let file = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
     let reader: Box<dyn Read> = if n == 2 && magic == [0x1f, 0x8b] {
@@ -458,7 +475,9 @@ mod tests {
         assert_eq!(binds[0].target, "usr");
         assert!(binds.iter().all(|b| b.readonly));
         assert!(root.join("usr").is_dir());
-        assert!(fs::read_to_string(root.join("etc/passwd")).unwrap().starts_with("root:x:0:0"));
+        assert!(fs::read_to_string(root.join("etc/passwd"))
+            .unwrap()
+            .starts_with("root:x:0:0"));
         assert_eq!(
             fs::read_link(root.join("etc/hostname")).unwrap(),
             Path::new("/proc/sys/kernel/hostname")
@@ -477,7 +496,10 @@ mod tests {
         assert!(is_static_elf(&me).unwrap());
         assert!(!is_static_elf(Path::new("/etc/passwd")).unwrap());
         if Path::new("/usr/bin/ls").exists() {
-            assert!(!is_static_elf(Path::new("/usr/bin/ls")).unwrap(), "ls is dynamic");
+            assert!(
+                !is_static_elf(Path::new("/usr/bin/ls")).unwrap(),
+                "ls is dynamic"
+            );
         }
     }
 }

@@ -44,7 +44,8 @@ fn load_locked(ctx: &Context, name: &str) -> Result<Zone> {
 
 fn write_config(dir: &Path, cfg: &ZoneConfig) -> Result<()> {
     let path = super::config_path(dir);
-    atomic_write(&path, config::to_toml(cfg).as_bytes(), true).ctx(|| format!("writing {}", path.display()))
+    atomic_write(&path, config::to_toml(cfg).as_bytes(), true)
+        .ctx(|| format!("writing {}", path.display()))
 }
 
 fn validate_for_host(ctx: &Context, name: &str, cfg: &ZoneConfig) -> Result<()> {
@@ -62,10 +63,18 @@ pub fn create(
     names::zone(name)?;
     let mut table = match config_file {
         Some(path) => {
-            let text = fs::read_to_string(path)
-                .map_err(|e| Error::Invalid(format!("zone '{name}': --config {}: {e}", path.display())))?;
+            let text = fs::read_to_string(path).map_err(|e| {
+                Error::Invalid(format!("zone '{name}': --config {}: {e}", path.display()))
+            })?;
             text.parse::<toml::Table>().map_err(|e| {
-                Error::config(name, format!("{} is not valid TOML: {}", path.display(), e.message().trim()))
+                Error::config(
+                    name,
+                    format!(
+                        "{} is not valid TOML: {}",
+                        path.display(),
+                        e.message().trim()
+                    ),
+                )
             })?
         }
         None => config::to_table(&ZoneConfig::new("host")),
@@ -94,7 +103,8 @@ pub fn create(
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         write_config(&tmp, &cfg)?;
         state::save_lifecycle(&tmp, &Lifecycle::configured())?;
-        fs::rename(&tmp, &dir).ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
+        fs::rename(&tmp, &dir)
+            .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
         sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
     })();
     if result.is_err() {
@@ -139,7 +149,9 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     names::zone(src)?;
     names::zone(dst)?;
     if src == dst {
-        return Err(Error::Invalid(format!("zone '{src}': cannot clone a zone onto itself")));
+        return Err(Error::Invalid(format!(
+            "zone '{src}': cannot clone a zone onto itself"
+        )));
     }
     // Lock in name order so two opposite clones cannot deadlock.
     let (_l1, _l2) = if src < dst {
@@ -176,7 +188,8 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
-        fs::rename(&tmp, &dir).ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
+        fs::rename(&tmp, &dir)
+            .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
         sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
     })();
     if let Err(e) = result {
@@ -223,7 +236,9 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let cgroups = driver
         .create(&z.name, &z.config.limits)
         .map_err(|e| match e {
-            CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => Error::Cgroup(e),
+            CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
+                Error::Cgroup(e)
+            }
             e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
         })?;
     let t_cg = t0.elapsed();
@@ -329,7 +344,10 @@ pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
     ctx.require_root()?;
     let z = load(ctx, name)?;
     state::check(name, Verb::Login, z.state(ctx))?;
-    let rt = z.runtime.as_ref().expect("a running zone has a runtime record");
+    let rt = z
+        .runtime
+        .as_ref()
+        .expect("a running zone has a runtime record");
     let init = rt.init.expect("a running zone has an init");
     runtime::login::login(name, init, &rt.cgroups, argv, &ctx.host.proc)
 }
@@ -384,11 +402,11 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
                 rt.cgroups.kill_all(Duration::from_secs(5))?;
                 rt.cgroups.remove(Duration::from_secs(5))?;
             }
-            for sub in ["root"] {
-                let p = dir.join(sub);
-                if warren_sys::fs::is_btrfs_subvol(&p) {
-                    warren_sys::fs::btrfs_subvol_delete(&p).ctx(|| format!("deleting {}", p.display()))?;
-                }
+            // A btrfs zone's root is a subvolume, which a plain tree removal cannot delete.
+            let root = dir.join("root");
+            if warren_sys::fs::is_btrfs_subvol(&root) {
+                warren_sys::fs::btrfs_subvol_delete(&root)
+                    .ctx(|| format!("deleting {}", root.display()))?;
             }
         }
         Err(e) => return Err(e),
@@ -418,7 +436,8 @@ fn edit_config(
             return Err(Error::WrongState {
                 zone: name.into(),
                 state: st,
-                remedy: "its template can change only while it is configured; uninstall it first".into(),
+                remedy: "its template can change only while it is configured; uninstall it first"
+                    .into(),
             });
         }
         template::load(&ctx.layout, &cfg.template)?;
@@ -428,7 +447,11 @@ fn edit_config(
 }
 
 /// `warren config set ZONE key=value...`. Changes apply at the next boot.
-pub fn config_set(ctx: &Context, name: &str, assignments: &[String]) -> Result<(ZoneConfig, ZoneState)> {
+pub fn config_set(
+    ctx: &Context,
+    name: &str,
+    assignments: &[String],
+) -> Result<(ZoneConfig, ZoneState)> {
     edit_config(ctx, name, |t| {
         for a in assignments {
             let (k, v) = config::parse_assignment(name, a)?;

@@ -14,8 +14,8 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use lifecycle::{
-    boot, clone, config_set, config_unset, create, delete, halt, install, login, reboot,
-    uninstall, BootReport, Outcome,
+    boot, clone, config_set, config_unset, create, delete, halt, install, login, reboot, uninstall,
+    BootReport, Outcome,
 };
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
@@ -103,7 +103,8 @@ pub(crate) fn config_path(dir: &Path) -> PathBuf {
 /// Read a zone's config table from its file.
 pub(crate) fn read_config_table(name: &str, dir: &Path) -> Result<toml::Table> {
     let path = config_path(dir);
-    let text = fs::read_to_string(&path).ctx(|| format!("zone '{name}': reading {}", path.display()))?;
+    let text =
+        fs::read_to_string(&path).ctx(|| format!("zone '{name}': reading {}", path.display()))?;
     text.parse().map_err(|e: toml::de::Error| Error::Corrupt {
         path,
         message: format!("not valid TOML: {}", e.message().trim()),
@@ -261,5 +262,8 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
 
 /// Describe all zones.
 pub fn list(ctx: &Context) -> Result<Vec<ZoneInfo>> {
-    Ok(names_in(&ctx.layout)?.iter().map(|n| info(ctx, n)).collect())
+    Ok(names_in(&ctx.layout)?
+        .iter()
+        .map(|n| info(ctx, n))
+        .collect())
 }

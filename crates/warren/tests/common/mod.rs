@@ -30,7 +30,9 @@ fn unsafe_free_euid() -> u32 {
 
 pub fn require_busybox() -> PathBuf {
     let p = warren::storage::template::find_static_busybox();
-    p.unwrap_or_else(|e| panic!("this test needs busybox-static (the README's test command installs it): {e}"))
+    p.unwrap_or_else(|e| {
+        panic!("this test needs busybox-static (the README's test command installs it): {e}")
+    })
 }
 
 /// One test's state root.
@@ -56,12 +58,20 @@ impl Run {
     }
     #[track_caller]
     pub fn ok(self) -> Run {
-        assert_eq!(self.code, 0, "expected success; stdout: {} stderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, 0,
+            "expected success; stdout: {} stderr: {}",
+            self.stdout, self.stderr
+        );
         self
     }
     #[track_caller]
     pub fn fails(self, code: i32, needle: &str) -> Run {
-        assert_eq!(self.code, code, "exit code; stdout: {} stderr: {}", self.stdout, self.stderr);
+        assert_eq!(
+            self.code, code,
+            "exit code; stdout: {} stderr: {}",
+            self.stdout, self.stderr
+        );
         assert!(
             self.stderr.contains(needle),
             "stderr should contain {needle:?}: {}",
@@ -75,7 +85,10 @@ impl Env {
     pub fn new() -> Env {
         require_root();
         Env {
-            dir: tempfile::Builder::new().prefix("warren-test-").tempdir_in("/tmp").unwrap(),
+            dir: tempfile::Builder::new()
+                .prefix("warren-test-")
+                .tempdir_in("/tmp")
+                .unwrap(),
         }
     }
 
@@ -85,7 +98,9 @@ impl Env {
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(WARREN);
-        c.env("WARREN_ROOT", self.root()).env_remove("WARREN_CGROUP").env_remove("WARREN_STORAGE");
+        c.env("WARREN_ROOT", self.root())
+            .env_remove("WARREN_CGROUP")
+            .env_remove("WARREN_STORAGE");
         c
     }
 
@@ -98,7 +113,11 @@ impl Env {
     #[track_caller]
     pub fn ok(&self, args: &[&str]) -> Run {
         let r = self.run(args);
-        assert_eq!(r.code, 0, "warren {args:?} failed: {} {}", r.stdout, r.stderr);
+        assert_eq!(
+            r.code, 0,
+            "warren {args:?} failed: {} {}",
+            r.stdout, r.stderr
+        );
         r
     }
 
@@ -133,7 +152,12 @@ impl Env {
             .as_array()
             .unwrap()
             .iter()
-            .map(|d| (d[0].as_str().unwrap().to_string(), PathBuf::from(d[1].as_str().unwrap())))
+            .map(|d| {
+                (
+                    d[0].as_str().unwrap().to_string(),
+                    PathBuf::from(d[1].as_str().unwrap()),
+                )
+            })
             .collect()
     }
 
@@ -143,7 +167,10 @@ impl Env {
             .into_iter()
             .find(|(c, _)| c.split(',').any(|x| x == controller))
             .unwrap_or_else(|| panic!("no {controller} cgroup for {zone}"));
-        std::fs::read_to_string(dir.join(file)).unwrap().trim().to_string()
+        std::fs::read_to_string(dir.join(file))
+            .unwrap()
+            .trim()
+            .to_string()
     }
 
     pub fn init_pid(&self, zone: &str) -> i32 {
