@@ -271,3 +271,23 @@ fn tar_and_dir_templates() {
     let v: serde_json::Value = serde_json::from_str(&list).unwrap();
     assert_eq!(v.as_array().unwrap().len(), 3);
 }
+
+#[test]
+fn interactive_login_gets_a_pty_from_the_zone() {
+    let env = Env::new();
+    env.host_zone("tty", &[]);
+    env.ok(&["boot", "tty"]);
+    // script(1) gives warren a terminal on stdin and stdout, as a person's shell would.
+    let cmd = format!("{} login tty -- /bin/sh -c 'tty; exit 3'", common::WARREN);
+    let out = std::process::Command::new("script")
+        .args(["-qec", &cmd, "/dev/null"])
+        .env("WARREN_ROOT", env.root())
+        .output()
+        .expect("script(1) from bsdutils");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("/dev/pts/0"),
+        "no pty of the zone's own devpts: {stdout:?}"
+    );
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+}
