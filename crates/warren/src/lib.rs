@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod demo;
 pub mod error;
+pub mod fault;
 pub mod fsutil;
 pub mod host;
 pub mod layout;

@@ -49,3 +49,15 @@ pub fn shared(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
         .ctx(|| format!("locking {}", path.display()))?;
     Ok(Lock { _file: file })
 }
+
+/// Take the exclusive lock on the lock file `path` if nobody holds it; `None` if held.
+pub fn try_exclusive_path(path: &Path) -> Result<Option<Lock>> {
+    let file = open(path)?;
+    match file.try_lock() {
+        Ok(()) => Ok(Some(Lock { _file: file })),
+        Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).ctx(|| format!("locking {}", path.display()))
+        }
+    }
+}

@@ -212,3 +212,70 @@ fn json_list_schema() {
     assert!(info["storage_backend"].is_string());
     assert!(info["kernel"].as_str().unwrap().len() > 1);
 }
+
+#[test]
+fn twenty_parallel_clones_of_one_source() {
+    let env = Env::new();
+    env.host_zone("src", &[]);
+    let handles: Vec<_> = (0..20)
+        .map(|i| {
+            let mut c = env.cmd();
+            c.args(["clone", "src", &format!("c{i}")]);
+            std::thread::spawn(move || c.output().unwrap())
+        })
+        .collect();
+    for h in handles {
+        let o = h.join().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    for i in 0..20 {
+        assert_eq!(env.state(&format!("c{i}")), "installed");
+    }
+}
+
+#[test]
+fn parallel_boot_and_halt_of_100_zones() {
+    let env = Env::new();
+    env.host_zone("base", &[]);
+    let names: Vec<String> = (0..100).map(|i| format!("p{i:03}")).collect();
+    for n in &names {
+        env.ok(&["clone", "base", n]);
+    }
+    let run_all = |verb: &'static str| {
+        let handles: Vec<_> = names
+            .chunks(10)
+            .map(|chunk| {
+                let mut c = env.cmd();
+                c.arg(verb).args(chunk);
+                std::thread::spawn(move || c.output().unwrap())
+            })
+            .collect();
+        for h in handles {
+            let o = h.join().unwrap();
+            assert!(
+                o.status.success(),
+                "{verb}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        }
+    };
+    run_all("boot");
+    let listed: serde_json::Value =
+        serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+    let running = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|z| z["state"] == "running")
+        .count();
+    assert_eq!(running, 100);
+    run_all("halt");
+    let listed: serde_json::Value =
+        serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+    assert!(listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|z| z["state"] == "installed"));
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+}

@@ -89,7 +89,16 @@ pub enum Command {
     /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted).
     Clone { src: String, new: String },
     /// Boot zones (installed → running).
-    Boot(Targets),
+    #[command(
+        after_help = "--autoboot boots every installed zone with autoboot = true (the systemd unit contrib/warren-autoboot.service runs it at host start)."
+    )]
+    Boot {
+        #[command(flatten)]
+        targets: Targets,
+        /// Boot the zones whose config says autoboot = true.
+        #[arg(long, conflicts_with_all = ["zones", "all"])]
+        autoboot: bool,
+    },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
     Halt {
         #[command(flatten)]
@@ -136,6 +145,9 @@ pub enum Command {
     },
     /// The host as warren sees it: kernel, cgroups, storage backend and why.
     Info,
+    /// Remove what interrupted commands left: temp dirs and files, stale runtime
+    /// records, orphaned cgroups, unused lock files.
+    Gc,
     /// The main job: clone and boot N zones from the host template, measure, clean up.
     Demo {
         /// How many zones.
@@ -308,8 +320,18 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("zone '{new}' installed as a clone of '{src}'");
             }
         }
-        Command::Boot(t) => {
-            let zones = targets(&ctx, &t, |s| s == crate::state::ZoneState::Installed)?;
+        Command::Boot {
+            targets: t,
+            autoboot,
+        } => {
+            let zones = if autoboot {
+                zone::boot_autoboot(&ctx)?
+            } else {
+                targets(&ctx, &t, |s| s == crate::state::ZoneState::Installed)?
+            };
+            if zones.is_empty() && (autoboot || t.all) && !json {
+                println!("no zone to boot");
+            }
             each(&zones, |z| {
                 let (o, r) = zone::boot(&ctx, z)?;
                 if o == Outcome::Done && !json {
@@ -361,6 +383,22 @@ fn run(cli: Cli) -> Result<i32> {
                 output::json(&infos);
             } else {
                 output::zone_table(&infos, verbose);
+            }
+        }
+        Command::Gc => {
+            let report = zone::gc(&ctx)?;
+            if json {
+                output::json(&report);
+            } else {
+                for r in &report.removed {
+                    println!("removed {r}");
+                }
+                for i in &report.incomplete {
+                    println!("incomplete: {i}");
+                }
+                if report.removed.is_empty() && report.incomplete.is_empty() {
+                    println!("nothing to collect");
+                }
             }
         }
         Command::Info => {

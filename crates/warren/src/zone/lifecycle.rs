@@ -14,11 +14,11 @@ use crate::config::{self, ZoneConfig};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
 use crate::lock::{self, Lock};
-use crate::names;
 use crate::runtime::{self, BootSpec};
 use crate::state::{self, Decision, Lifecycle, Runtime, Verb, ZoneState};
 use crate::stats;
 use crate::storage::{backend, template};
+use crate::{fault, names};
 
 /// What a verb did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,7 +101,9 @@ pub fn create(
     let tmp = zones.join(format!(".new-{name}-{}", unique_suffix()));
     let result = (|| {
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
+        fault::point("create.after-mkdir");
         write_config(&tmp, &cfg)?;
+        fault::point("create.after-config");
         state::save_lifecycle(&tmp, &Lifecycle::configured())?;
         fs::rename(&tmp, &dir)
             .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
@@ -128,6 +130,7 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     z.lifecycle.incomplete_op = Some("install".into());
     z.lifecycle.backend = Some(manifest.backend);
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    fault::point("install.after-incomplete");
     let troot = template::root_of(&ctx.layout, &z.config.template);
     if let Err(e) = be.install(&troot, &z.dir) {
         // Roll back to configured; if that fails too, incomplete tells the next command.
@@ -137,6 +140,7 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
         });
         return Err(e.with_cleanup(cleanup.err()));
     }
+    fault::point("install.after-backend");
     z.lifecycle.state = ZoneState::Installed;
     z.lifecycle.incomplete_op = None;
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
@@ -180,14 +184,17 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     let tmp = zones.join(format!(".new-{dst}-{}", unique_suffix()));
     let result = (|| {
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
+        fault::point("clone.after-mkdir");
         write_config(&tmp, &cfg)?;
         be.clone_zone(&source.dir, &tmp)?;
+        fault::point("clone.after-copy");
         let lc = Lifecycle {
             state: ZoneState::Installed,
             backend: Some(kind),
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
+        fault::point("clone.after-state");
         fs::rename(&tmp, &dir)
             .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
         sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
@@ -242,6 +249,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
             e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
         })?;
     let t_cg = t0.elapsed();
+    fault::point("boot.after-cgroups");
     let mut rt = Runtime {
         state: ZoneState::Ready,
         boot_id: ctx.boot_id().to_string(),
@@ -261,6 +269,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
         return Err(undo(&rt, e));
     }
+    fault::point("boot.after-runtime");
     let spec = BootSpec {
         zone: &z.name,
         config: &z.config,
@@ -277,6 +286,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         Err(e) => return Err(undo(&rt, e)),
     };
     let t_spawn = t1.elapsed();
+    fault::point("boot.after-spawn");
     rt.state = ZoneState::Running;
     rt.init = Some(init);
     rt.booted_at_ms = now_ms();
@@ -303,16 +313,18 @@ pub fn boot(ctx: &Context, name: &str) -> Result<(Outcome, BootReport)> {
     Ok((Outcome::Done, report))
 }
 
-fn halt_locked(ctx: &Context, z: &mut Zone, timeout: Option<Duration>) -> Result<bool> {
+pub(super) fn halt_locked(ctx: &Context, z: &mut Zone, timeout: Option<Duration>) -> Result<bool> {
     let Some(mut rt) = z.runtime.take() else {
         return Ok(true);
     };
     rt.state = ZoneState::ShuttingDown;
     state::save_runtime(&z.dir, &rt)?;
+    fault::point("halt.after-shutting-down");
     let timeout = timeout
         .or(z.config.stop_timeout.map(Duration::from_secs))
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
     let outcome = runtime::stop(rt.init, &rt.cgroups, timeout, &ctx.host.proc)?;
+    fault::point("halt.after-stop");
     state::remove_runtime(&z.dir)?;
     Ok(outcome.graceful)
 }
@@ -357,7 +369,9 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         z.lifecycle.state = ZoneState::Incomplete;
         z.lifecycle.incomplete_op = Some("uninstall".into());
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
+        fault::point("uninstall.after-incomplete");
         backend(kind).uninstall(&z.dir)?;
+        fault::point("uninstall.after-backend");
     }
     let console = z.dir.join("console.log");
     remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
@@ -415,6 +429,7 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     let trash = zones.join(format!(".del-{name}-{}", unique_suffix()));
     fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
     sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
+    fault::point("delete.after-rename");
     remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))
 }
 
@@ -469,4 +484,16 @@ pub fn config_unset(ctx: &Context, name: &str, keys: &[String]) -> Result<(ZoneC
         }
         Ok(())
     })
+}
+
+/// The zones `warren boot --autoboot` starts: installed zones with `autoboot = true`.
+/// Zones that were running before a host reboot are recorded with the old boot id and
+/// so show as installed; this boots those that asked for it.
+pub fn boot_autoboot(ctx: &Context) -> Result<Vec<String>> {
+    Ok(super::list(ctx)?
+        .into_iter()
+        .filter(|i| i.state == Some(ZoneState::Installed))
+        .filter(|i| i.config.as_ref().is_some_and(|c| c.autoboot))
+        .map(|i| i.name)
+        .collect())
 }

@@ -5,6 +5,7 @@
 //! whether the verb applies, and then acts. Reading verbs (`list`) take no lock and
 //! report the state derived from the files and the kernel.
 
+mod gc;
 mod lifecycle;
 
 use std::cell::OnceCell;
@@ -13,9 +14,10 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, clone, config_set, config_unset, create, delete, halt, install, login, reboot, uninstall,
-    BootReport, Outcome,
+    boot, boot_autoboot, clone, config_set, config_unset, create, delete, halt, install, login,
+    reboot, uninstall, BootReport, Outcome,
 };
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
@@ -237,7 +239,12 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             error: Some(e.to_string()),
         },
         Ok(z) => {
-            let st = z.state(ctx);
+            let mut st = z.state(ctx);
+            if st == ZoneState::Ready && !boot_in_progress(ctx, name) {
+                // A boot that died before its init ran: nobody holds the lock, so the
+                // record is stale and the zone is, in effect, installed.
+                st = ZoneState::Installed;
+            }
             let up = st >= ZoneState::Ready;
             let rt = z.runtime.as_ref().filter(|_| up);
             ZoneInfo {
@@ -258,6 +265,14 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             }
         }
     }
+}
+
+/// Whether another command holds the zone's lock (cheap: one flock attempt).
+fn boot_in_progress(ctx: &Context, name: &str) -> bool {
+    !matches!(
+        crate::lock::try_exclusive_path(&ctx.layout.lock_file("zone", name)),
+        Ok(Some(_))
+    )
 }
 
 /// Describe all zones.

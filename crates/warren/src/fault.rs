@@ -1,0 +1,37 @@
+//! Fault injection for crash-consistency tests.
+//!
+//! Every step of install, clone, boot, halt, uninstall, delete and create that leaves a
+//! different picture on disk or in the kernel has a named point. When the environment
+//! variable `WARREN_FAULT` names a point, warren kills itself with SIGKILL there, as a
+//! crash or an operator's `kill -9` would. Nothing else reads the variable; unset, a
+//! point costs one environment lookup.
+
+/// The variable tests set.
+pub const ENV: &str = "WARREN_FAULT";
+
+/// Every point, in the order the verbs pass them (tests iterate over this).
+pub const POINTS: &[&str] = &[
+    "create.after-mkdir",
+    "create.after-config",
+    "install.after-incomplete",
+    "install.after-backend",
+    "clone.after-mkdir",
+    "clone.after-copy",
+    "clone.after-state",
+    "boot.after-cgroups",
+    "boot.after-runtime",
+    "boot.after-spawn",
+    "halt.after-shutting-down",
+    "halt.after-stop",
+    "uninstall.after-incomplete",
+    "uninstall.after-backend",
+    "delete.after-rename",
+];
+
+/// Die here if the test asked for it.
+pub fn point(name: &str) {
+    debug_assert!(POINTS.contains(&name), "unregistered fault point {name}");
+    if std::env::var_os(ENV).is_some_and(|v| v == name) {
+        let _ = warren_sys::proc::kill(warren_sys::getpid(), warren_sys::libc::SIGKILL);
+    }
+}

@@ -1,0 +1,184 @@
+//! Crash consistency: warren is SIGKILLed at every fault point of every verb; the next
+//! command finds the zone in its old state, its new one, or incomplete and repairable;
+//! `warren gc` removes every leftover (cgroups, temp dirs and files); the zone can then
+//! be finished or removed cleanly.
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+
+use common::{host_mounts_under, Env};
+
+/// Set the zone up so that `verb` is the next step, and return the faulted command.
+fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str]) {
+    let verb = point.split('.').next().unwrap();
+    env.ok(&["template", "create", "host", "--from", "host"]);
+    match verb {
+        "create" => (vec!["create", "z"], &["absent"]),
+        "install" => {
+            env.ok(&["create", "z"]);
+            (vec!["install", "z"], &["incomplete"])
+        }
+        "clone" => {
+            env.host_zone("base", &[]);
+            (vec!["clone", "base", "z"], &["absent"])
+        }
+        "boot" => {
+            env.host_zone("z", &[]);
+            (vec!["boot", "z"], &["installed", "running"])
+        }
+        "halt" => {
+            env.host_zone("z", &[]);
+            env.ok(&["boot", "z"]);
+            (
+                vec!["halt", "z"],
+                &["running", "shutting_down", "installed"],
+            )
+        }
+        "uninstall" => {
+            env.host_zone("z", &[]);
+            (vec!["uninstall", "z"], &["incomplete"])
+        }
+        "delete" => {
+            env.ok(&["create", "z"]);
+            (vec!["delete", "z"], &["absent"])
+        }
+        other => panic!("no scenario for verb {other}"),
+    }
+}
+
+fn dot_entries(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            out.push(e.path().display().to_string());
+        } else if e.file_type().unwrap().is_dir() && dir.ends_with("zones") {
+            out.extend(dot_entries(&e.path()));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_fault_point_is_recoverable() {
+    for point in warren::fault::POINTS {
+        let env = Env::new();
+        let (args, allowed) = prepare(&env, point);
+        let out = env
+            .cmd()
+            .args(&args)
+            .env(warren::fault::ENV, point)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.signal(),
+            Some(9),
+            "{point}: warren {args:?} was not killed at the fault point: {:?} {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let state = env.state("z");
+        assert!(
+            allowed.contains(&state.as_str()),
+            "{point}: zone is {state}, expected one of {allowed:?}"
+        );
+
+        let gc = env.ok(&["gc"]);
+        let state = env.state("z");
+        assert!(
+            allowed.contains(&state.as_str()) || state == "installed",
+            "{point}: after gc the zone is {state}"
+        );
+        assert!(
+            host_mounts_under(env.root()).is_empty(),
+            "{point}: host mounts left"
+        );
+        let leftovers: Vec<String> = dot_entries(&env.root().join("zones"))
+            .into_iter()
+            .chain(dot_entries(&env.root().join("templates")))
+            .collect();
+        assert!(
+            leftovers.is_empty(),
+            "{point}: left after gc: {leftovers:?}\n{}",
+            gc.stdout
+        );
+        if state != "running" {
+            assert!(
+                env.group_dirs().is_empty(),
+                "{point}: cgroups left: {:?}",
+                env.group_dirs()
+            );
+        }
+
+        // Whatever state it is in, the zone can be finished and removed.
+        match state.as_str() {
+            "incomplete" => {
+                env.ok(&["install", "z"]);
+                assert_eq!(env.state("z"), "installed", "{point}");
+            }
+            "shutting_down" | "running" => {
+                env.ok(&["halt", "z"]);
+            }
+            _ => {}
+        }
+        if state != "absent" {
+            env.ok(&["delete", "--force", "z"]);
+        }
+        assert_eq!(env.state("z"), "absent");
+        assert!(
+            env.group_dirs().is_empty(),
+            "{point}: cgroups left at the end"
+        );
+    }
+}
+
+#[test]
+fn zones_survive_a_killed_warren_and_a_new_one_sees_them() {
+    let env = Env::new();
+    env.host_zone("z", &[]);
+    env.ok(&["boot", "z"]);
+    let pid = env.init_pid("z");
+    // Kill a warren in the middle of an unrelated verb on the same zone.
+    let out = env
+        .cmd()
+        .args(["halt", "z"])
+        .env(warren::fault::ENV, "halt.after-shutting-down")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.signal(), Some(9));
+    assert!(common::alive(pid), "the zone died with warren");
+    let r = env.ok(&["list", "-v"]);
+    assert!(r.stdout.contains(&pid.to_string()), "{}", r.stdout);
+    // A runtime record whose pid now names another process is not trusted.
+    let rt = env.root().join("zones/z/runtime.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rt).unwrap()).unwrap();
+    v["init"]["start_time"] = serde_json::json!(1);
+    std::fs::write(&rt, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(env.state("z"), "installed", "a recycled pid was trusted");
+}
+
+#[test]
+fn autoboot_boots_the_zones_that_ask_for_it() {
+    let env = Env::new();
+    env.host_zone("auto", &["autoboot=true"]);
+    env.host_zone("manual", &[]);
+    // A record from another host boot counts as not running.
+    env.ok(&["boot", "auto"]);
+    let rt = env.root().join("zones/auto/runtime.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&rt).unwrap()).unwrap();
+    v["boot_id"] = serde_json::json!("a-previous-boot");
+    std::fs::write(&rt, serde_json::to_vec(&v).unwrap()).unwrap();
+    assert_eq!(env.state("auto"), "installed");
+    // The leftover cgroups of "the previous boot" belong to no zone now; gc takes them.
+    env.ok(&["gc"]);
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+    env.ok(&["boot", "--autoboot"]);
+    assert_eq!(env.state("auto"), "running");
+    assert_eq!(env.state("manual"), "installed");
+}
