@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as root, on a fresh Debian 12 machine: installs what the tests
-# need from Debian's packages (busybox-static for busybox roots, btrfs-progs for the
-# btrfs backend test), then runs every unit and integration test.
+# need (Debian's busybox-static for busybox roots and btrfs-progs for the btrfs backend
+# test, with apt-get; cargo-fuzz with cargo install), runs every unit and integration
+# test, then a bounded fuzzing run (about a minute) of the parsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
@@ -20,4 +21,13 @@ if [ ${#need[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 
-cargo test --workspace --no-fail-fast
+bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
+
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+status=0
+cargo test --workspace --lib --bins --tests --no-fail-fast 2>&1 | tee "$log" || status=$?
+passed=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+failed=$(grep -Eo '^test result: .* ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
+echo "tests: $passed passed, $failed failed"
+exit "$status"

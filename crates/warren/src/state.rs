@@ -105,16 +105,45 @@ fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx(|| format!("reading {}", path.display())),
     };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|e| Error::Corrupt {
+    parse_json(path, &bytes).map(Some)
+}
+
+/// Parse a state file's bytes; `path` names the file in the error.
+pub fn parse_json<T: for<'de> Deserialize<'de>>(path: &Path, bytes: &[u8]) -> Result<T> {
+    serde_json::from_slice(bytes).map_err(|e| Error::Corrupt {
+        path: path.to_path_buf(),
+        message: if bytes.is_empty() {
+            "the file is empty (truncated)".into()
+        } else {
+            format!("not valid: {e}")
+        },
+    })
+}
+
+/// Parse and check `state.json` bytes (what [`load_lifecycle`] does after reading).
+pub fn parse_lifecycle(path: &Path, bytes: &[u8]) -> Result<Lifecycle> {
+    let lc: Lifecycle = parse_json(path, bytes)?;
+    check_lifecycle(path, &lc)?;
+    Ok(lc)
+}
+
+fn check_lifecycle(path: &Path, lc: &Lifecycle) -> Result<()> {
+    if lc.version > STATE_VERSION {
+        return Err(Error::Corrupt {
             path: path.to_path_buf(),
-            message: if bytes.is_empty() {
-                "the file is empty (truncated)".into()
-            } else {
-                format!("not valid: {e}")
-            },
-        })
+            message: format!(
+                "format version {} is newer than this warren understands ({STATE_VERSION}); upgrade warren",
+                lc.version
+            ),
+        });
+    }
+    if lc.state > ZoneState::Installed {
+        return Err(Error::Corrupt {
+            path: path.to_path_buf(),
+            message: format!("it records the runtime state {}", lc.state),
+        });
+    }
+    Ok(())
 }
 
 pub fn state_path(zone_dir: &Path) -> PathBuf {
@@ -130,21 +159,7 @@ pub fn load_lifecycle(zone_dir: &Path) -> Result<Option<Lifecycle>> {
     let path = state_path(zone_dir);
     let lc: Option<Lifecycle> = read_json(&path)?;
     if let Some(lc) = &lc {
-        if lc.version > STATE_VERSION {
-            return Err(Error::Corrupt {
-                path,
-                message: format!(
-                    "format version {} is newer than this warren understands ({STATE_VERSION}); upgrade warren",
-                    lc.version
-                ),
-            });
-        }
-        if lc.state > ZoneState::Installed {
-            return Err(Error::Corrupt {
-                path,
-                message: format!("it records the runtime state {}", lc.state),
-            });
-        }
+        check_lifecycle(&path, lc)?;
     }
     Ok(lc)
 }
