@@ -21,7 +21,7 @@ pub fn atomic_write(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
             .create(true)
             .truncate(true)
             .mode(0o644)
-            .custom_flags(libc_o_nofollow())
+            .custom_flags(warren_sys::libc::O_NOFOLLOW)
             .open(&tmp)?;
         f.write_all(data)?;
         if durable {
@@ -37,10 +37,6 @@ pub fn atomic_write(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
-}
-
-const fn libc_o_nofollow() -> i32 {
-    0o400000 // O_NOFOLLOW on Linux
 }
 
 /// fsync a directory, making renames and creations inside it durable.
@@ -89,7 +85,7 @@ fn copy_entry(src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
 fn copy_file(src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
     let mut from = OpenOptions::new()
         .read(true)
-        .custom_flags(libc_o_nofollow())
+        .custom_flags(warren_sys::libc::O_NOFOLLOW)
         .open(src)?;
     let mut to = OpenOptions::new()
         .write(true)

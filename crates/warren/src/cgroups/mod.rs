@@ -90,6 +90,34 @@ pub struct CgroupSet {
     pub dirs: Vec<(String, PathBuf)>,
 }
 
+fn mkdir_ok_if_exists(dir: &Path) -> Result<(), CgroupError> {
+    match std::fs::create_dir(dir) {
+        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io_err("creating", dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// Create the group directory (then run `init_group` on it) and the zone's directory in
+/// it. A halt of the group's last other zone may remove the group between the two
+/// mkdirs; then the zone's mkdir fails with ENOENT and both are made again.
+pub(crate) fn make_group_and_zone(
+    group: &Path,
+    zone: &Path,
+    init_group: impl Fn() -> Result<(), CgroupError>,
+) -> Result<(), CgroupError> {
+    let mut attempts = 0;
+    loop {
+        mkdir_ok_if_exists(group)?;
+        init_group()?;
+        match std::fs::create_dir(zone) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => return Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && attempts < 10 => attempts += 1,
+            Err(e) => return Err(io_err("creating", zone)(e)),
+        }
+    }
+}
+
 /// Write one control file.
 pub(crate) fn write_file(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
     let path = dir.join(file);
@@ -152,7 +180,7 @@ impl CgroupSet {
                 return Ok(());
             }
             for pid in pids {
-                let _ = warren_sys::proc::kill(pid, libc_sigkill());
+                let _ = warren_sys::proc::kill(pid, warren_sys::libc::SIGKILL);
             }
             if Instant::now() >= deadline {
                 let path = self.dirs[0].1.clone();
@@ -171,8 +199,11 @@ impl CgroupSet {
                 match std::fs::remove_dir(d) {
                     Ok(()) => break,
                     Err(e) if e.kind() == io::ErrorKind::NotFound => break,
-                    Err(e) if e.raw_os_error() == Some(16) && Instant::now() < deadline => {
-                        // EBUSY: tasks are still exiting.
+                    Err(e)
+                        if e.raw_os_error() == Some(warren_sys::libc::EBUSY)
+                            && Instant::now() < deadline =>
+                    {
+                        // Tasks are still exiting.
                         std::thread::sleep(Duration::from_millis(2));
                     }
                     Err(e) => return Err(io_err("removing", d)(e)),
@@ -238,10 +269,6 @@ impl CgroupSet {
 
 fn read_u64(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
-}
-
-const fn libc_sigkill() -> i32 {
-    9
 }
 
 /// cgroup v1 cpu.shares ↔ v2 cpu.weight, as the kernel documentation and OCI runtimes

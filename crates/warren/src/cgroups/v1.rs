@@ -129,12 +129,13 @@ impl CgroupDriver for V1Driver {
                     continue;
                 }
                 let parent = own.join(&self.group);
-                mkdir_ok_if_exists(&parent)?;
-                if is_cpuset {
-                    inherit_cpuset(own, &parent)?;
-                }
                 let dir = parent.join(zone);
-                mkdir_ok_if_exists(&dir)?;
+                super::make_group_and_zone(&parent, &dir, || {
+                    if is_cpuset {
+                        inherit_cpuset(own, &parent)?;
+                    }
+                    Ok(())
+                })?;
                 set.dirs.push((ctrls.join(","), dir.clone()));
                 if is_cpuset {
                     inherit_cpuset(&parent, &dir)?;
@@ -163,13 +164,6 @@ impl CgroupDriver for V1Driver {
                 Err(e)
             }
         }
-    }
-}
-
-fn mkdir_ok_if_exists(dir: &std::path::Path) -> Result<(), CgroupError> {
-    match std::fs::create_dir(dir) {
-        Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => Err(io_err("creating", dir)(e)),
-        _ => Ok(()),
     }
 }
 

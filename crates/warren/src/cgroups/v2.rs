@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{
-    cpu_quota_us, io_err, shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet,
+    cpu_quota_us, shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet,
     CgroupVersion, CPU_PERIOD_US,
 };
 use crate::config::Limits;
@@ -97,26 +97,16 @@ impl CgroupDriver for V2Driver {
             });
         }
         let parent = self.own.join(&self.group);
-        match std::fs::create_dir(&parent) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                return Err(io_err("creating", &parent)(e))
-            }
-            _ => {}
-        }
         // Enable for the zones every controller we were given that they may use.
         let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids", "io"]
             .iter()
             .filter(|c| delegated.iter().any(|d| d == *c))
             .map(|c| format!("+{c}"))
             .collect();
-        write_file(&parent, "cgroup.subtree_control", &enable.join(" "))?;
         let dir = parent.join(zone);
-        match std::fs::create_dir(&dir) {
-            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
-                return Err(io_err("creating", &dir)(e))
-            }
-            _ => {}
-        }
+        super::make_group_and_zone(&parent, &dir, || {
+            write_file(&parent, "cgroup.subtree_control", &enable.join(" "))
+        })?;
         let set = CgroupSet {
             version: CgroupVersion::V2,
             dirs: vec![("unified".into(), dir.clone())],
