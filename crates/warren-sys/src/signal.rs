@@ -99,3 +99,66 @@ pub fn ignore(sig: i32) {
     // SAFETY: setting a standard disposition for a valid signal number.
     unsafe { libc::signal(sig, libc::SIG_IGN) };
 }
+
+/// Fork and exec `path` with `argv`/`envp`, with every signal unblocked and at its
+/// default action in the child, stdin on /dev/null, in its own session, cwd "/".
+/// (A zone's init blocks all signals; its services must not inherit that mask.)
+/// The caller must be single-threaded. Returns the child's pid.
+pub fn spawn_with_default_signals(
+    path: &std::ffi::CStr,
+    argv: &[std::ffi::CString],
+    envp: &[std::ffi::CString],
+) -> io::Result<i32> {
+    let argv_p: Vec<*const libc::c_char> = argv
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let envp_p: Vec<*const libc::c_char> = envp
+        .iter()
+        .map(|s| s.as_ptr())
+        .chain(std::iter::once(std::ptr::null()))
+        .collect();
+    let devnull = c"/dev/null";
+    let root = c"/";
+    let (rd, wr) = crate::spawn::pipe_cloexec()?;
+    let pid = crate::proc::fork()?;
+    if pid == 0 {
+        // Child: raw syscalls on pre-built data only.
+        // SAFETY: every pointer is NUL-terminated and alive; failures end in _exit after
+        // reporting errno on the close-on-exec pipe.
+        unsafe {
+            let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(empty.as_mut_ptr());
+            for sig in 1..libc::SIGRTMIN() {
+                libc::signal(sig, libc::SIG_DFL);
+            }
+            libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
+            libc::setsid();
+            libc::chdir(root.as_ptr());
+            let fd = libc::open(devnull.as_ptr(), libc::O_RDONLY);
+            if fd >= 0 && fd != 0 {
+                libc::dup2(fd, 0);
+                libc::close(fd);
+            }
+            libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
+            let errno = *libc::__errno_location();
+            libc::write(
+                std::os::fd::AsRawFd::as_raw_fd(&wr),
+                (&errno as *const i32).cast(),
+                4,
+            );
+            libc::_exit(127);
+        }
+    }
+    drop(wr);
+    let mut buf = [0u8; 4];
+    let mut file = std::fs::File::from(rd);
+    match std::io::Read::read(&mut file, &mut buf) {
+        Ok(4) => {
+            let _ = crate::proc::waitpid_blocking(pid);
+            Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)))
+        }
+        _ => Ok(pid),
+    }
+}

@@ -183,9 +183,29 @@ fn services_run_under_warren_init_and_stop_on_halt() {
         &["services=[\"sleep 1000\", [\"/bin/sleep\", \"999\"]]"],
     );
     env.ok(&["boot", "svc"]);
-    let r = env.sh("svc", "ps -eo args").ok();
+    // init starts the services just after boot returns: give it a moment.
+    let mut seen = String::new();
+    for _ in 0..50 {
+        seen = env.sh("svc", "ps -eo args").ok().stdout;
+        if seen.contains("sleep 1000") && seen.contains("/bin/sleep 999") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(
-        r.stdout.contains("sleep 1000") && r.stdout.contains("/bin/sleep 999"),
+        seen.contains("sleep 1000") && seen.contains("/bin/sleep 999"),
+        "{seen}"
+    );
+    // Services do not inherit init's blocked signals.
+    let r = env
+        .sh(
+            "svc",
+            "for p in $(pgrep -x sleep); do grep SigBlk /proc/$p/status; done",
+        )
+        .ok();
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    assert!(
+        r.stdout.lines().all(|l| l.ends_with("0000000000000000")),
         "{}",
         r.stdout
     );
@@ -290,4 +310,15 @@ fn interactive_login_gets_a_pty_from_the_zone() {
         "no pty of the zone's own devpts: {stdout:?}"
     );
     assert_eq!(out.status.code(), Some(3), "{stdout}");
+}
+
+/// Regression: warren-init run by hand outside a zone once took SIGTERM as a shutdown
+/// and sent kill(-1, SIGTERM) to every process on the host. It must refuse to start.
+#[test]
+fn warren_init_refuses_to_run_outside_a_zone() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_warren-init"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("only runs as PID 1"));
 }

@@ -8,7 +8,6 @@
 //! Services arrive in the environment as `WARREN_SERVICE_<n>`, each an argv joined by
 //! the unit separator (0x1f); they are removed before the services start.
 
-use std::process::{Command as Proc, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::config::Command;
@@ -43,6 +42,20 @@ pub fn decode_services(env: impl Iterator<Item = (String, String)>) -> Vec<Vec<S
     found.into_iter().map(|(_, v)| v).collect()
 }
 
+/// Find `prog` in `path_var` (a PATH value) unless it names a path itself.
+fn resolve(prog: &str, path_var: &str) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    if prog.contains('/') {
+        return Some(prog.to_string());
+    }
+    path_var
+        .split(':')
+        .map(|d| format!("{d}/{prog}"))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
 fn log(msg: &str) {
     eprintln!("warren-init: {msg}");
 }
@@ -54,6 +67,11 @@ fn reap_all() {
 /// Run as PID 1. Never returns.
 pub fn main() -> ! {
     use warren_sys::libc;
+    // Outside a zone, shutting down would kill(-1) every process of the caller's user.
+    if warren_sys::getpid() != 1 {
+        eprintln!("warren-init: refusing to run: this is a zone's PID 1 and only runs as PID 1 of a new pid namespace (warren boot starts it)");
+        std::process::exit(2);
+    }
     if let Err(e) = warren_sys::signal::block_all() {
         log(&format!("cannot block signals: {e}"));
     }
@@ -66,19 +84,33 @@ pub fn main() -> ! {
     let keep: Vec<(String, String)> = std::env::vars()
         .filter(|(k, _)| !k.starts_with(PREFIX) && k != GRACE_ENV)
         .collect();
+    let env: Vec<std::ffi::CString> = keep
+        .iter()
+        .filter_map(|(k, v)| std::ffi::CString::new(format!("{k}={v}")).ok())
+        .collect();
+    let path_var = keep
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_else(|| super::ZONE_PATH.to_string());
     for argv in services {
-        let Some((prog, args)) = argv.split_first() else {
+        let Some(prog) = argv.first() else {
             continue;
         };
-        let spawned = Proc::new(prog)
-            .args(args)
-            .env_clear()
-            .envs(keep.iter().cloned())
-            .current_dir("/")
-            .stdin(Stdio::null())
-            .spawn();
-        match spawned {
-            Ok(child) => log(&format!("started {prog} (pid {})", child.id())),
+        let Some(path) = resolve(prog, &path_var) else {
+            log(&format!("cannot start {prog}: not found in PATH"));
+            continue;
+        };
+        let c_argv: Option<Vec<std::ffi::CString>> = argv
+            .iter()
+            .map(|a| std::ffi::CString::new(a.as_str()).ok())
+            .collect();
+        let (Ok(c_path), Some(c_argv)) = (std::ffi::CString::new(path), c_argv) else {
+            log(&format!("cannot start {prog}: NUL byte in the command"));
+            continue;
+        };
+        match warren_sys::signal::spawn_with_default_signals(&c_path, &c_argv, &env) {
+            Ok(pid) => log(&format!("started {prog} (pid {pid})")),
             Err(e) => log(&format!("cannot start {prog}: {e}")),
         }
     }
