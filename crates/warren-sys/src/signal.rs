@@ -137,7 +137,7 @@ pub fn spawn_with_default_signals(
             libc::setsid();
             libc::chdir(root.as_ptr());
             let fd = libc::open(devnull.as_ptr(), libc::O_RDONLY);
-            if fd >= 0 && fd != 0 {
+            if fd > 0 {
                 libc::dup2(fd, 0);
                 libc::close(fd);
             }
