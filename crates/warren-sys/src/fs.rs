@@ -30,6 +30,35 @@ pub fn fs_magic(path: &Path) -> io::Result<i64> {
     Ok(unsafe { st.assume_init() }.f_type)
 }
 
+/// Space of the filesystem holding `path`, from `statvfs(2)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FsSpace {
+    /// Bytes an unprivileged user may still allocate (f_bavail × f_frsize).
+    pub avail_bytes: u64,
+    /// Bytes free including the root reserve (f_bfree × f_frsize).
+    pub free_bytes: u64,
+    pub total_bytes: u64,
+    /// Inodes still free (f_favail); 0 on filesystems without a fixed inode table.
+    pub avail_inodes: u64,
+}
+
+/// `statvfs(path)`.
+pub fn statvfs(path: &Path) -> io::Result<FsSpace> {
+    let c = cpath(path)?;
+    let mut st = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c` is NUL-terminated; statvfs fills `st` on success.
+    cvt(unsafe { libc::statvfs(c.as_ptr(), st.as_mut_ptr()) })?;
+    // SAFETY: statvfs succeeded, so `st` is initialised.
+    let st = unsafe { st.assume_init() };
+    let unit = st.f_frsize;
+    Ok(FsSpace {
+        avail_bytes: st.f_bavail.saturating_mul(unit),
+        free_bytes: st.f_bfree.saturating_mul(unit),
+        total_bytes: st.f_blocks.saturating_mul(unit),
+        avail_inodes: st.f_favail,
+    })
+}
+
 pub const BTRFS_MAGIC: i64 = 0x9123_683E;
 pub const OVERLAYFS_MAGIC: i64 = 0x794C_7630;
 pub const TMPFS_MAGIC: i64 = 0x0102_1994;
@@ -260,4 +289,18 @@ pub fn is_btrfs_subvol(path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     matches!(fs_magic(path), Ok(BTRFS_MAGIC))
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir() && m.ino() == 256)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_of_the_root_filesystem() {
+        let s = statvfs(Path::new("/")).unwrap();
+        assert!(
+            s.total_bytes > 0 && s.avail_bytes <= s.free_bytes && s.free_bytes <= s.total_bytes
+        );
+        assert!(statvfs(Path::new("/no/such/path")).is_err());
+    }
 }

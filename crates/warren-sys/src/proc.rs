@@ -146,6 +146,27 @@ pub fn set_child_subreaper() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) }).map(drop)
 }
 
+/// `prctl(PR_SET_PDEATHSIG, sig)`: the kernel sends `sig` to this process when the thread
+/// that forked it exits. Check [`getppid`] afterwards: the parent may already be gone.
+pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
+    // SAFETY: plain integer arguments; an invalid signal makes prctl fail with EINVAL.
+    cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// `getppid()`.
+pub fn getppid() -> i32 {
+    // SAFETY: getppid has no preconditions and cannot fail.
+    unsafe { libc::getppid() }
+}
+
+/// Sleep until killed: `pause()` in a loop (a caught signal only wakes it up).
+pub fn pause_forever() -> ! {
+    loop {
+        // SAFETY: pause has no arguments; it returns only when a handler ran.
+        unsafe { libc::pause() };
+    }
+}
+
 /// `execve(path, argv, envp)`; returns only on failure.
 pub fn execve(
     path: &std::ffi::CStr,

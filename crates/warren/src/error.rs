@@ -72,10 +72,22 @@ pub enum Error {
     TemplateInUse { name: String, zones: String },
     #[error("{0}")]
     Unsupported(String),
+    /// A host limit leaves no room for the zone (checked at boot, before any cgroup).
+    #[error("zone '{zone}': {limit} is {current} and {tasks} tasks exist; raise it with 'warren doctor --fix' or sysctl -w {limit}={suggested}")]
+    HostLimit {
+        zone: String,
+        limit: &'static str,
+        current: u64,
+        tasks: u64,
+        suggested: u64,
+    },
     #[error(
         "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
     )]
     NotRoot,
+    /// The kernel refused an operation; the message names it and the remedy.
+    #[error("{0}")]
+    Refused(String),
     /// An I/O error with what warren was doing.
     #[error("{context}")]
     Io {
@@ -111,9 +123,9 @@ impl Error {
             Error::ZoneExists(_) | Error::TemplateExists(_) | Error::TemplateInUse { .. } => {
                 ExitCode::Conflict
             }
-            Error::Unsupported(_) => ExitCode::Unsupported,
+            Error::Unsupported(_) | Error::HostLimit { .. } => ExitCode::Unsupported,
             Error::NotRoot => ExitCode::Permission,
-            Error::Io { .. } | Error::Cgroup(_) => ExitCode::System,
+            Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,
             Error::Corrupt { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } => ExitCode::Failure,

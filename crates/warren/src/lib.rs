@@ -4,6 +4,7 @@
 //! - [`cli`]: argument parsing, tables and `--json`; no logic of its own.
 //! - [`zone`]: the lifecycle and its state machine; takes per-zone locks.
 //! - [`storage`], [`runtime`], [`cgroups`], [`stats`]: the effects.
+//! - [`doctor`]: host limits against a planned density (pure verdicts), fixes, probes.
 //! - `warren_sys`: the audited unsafe syscalls.
 //!
 //! Pure decisions ([`state::decide`], [`config`] validation, cgroup file values) are plain
@@ -15,6 +16,7 @@ pub mod cgroups;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod doctor;
 pub mod error;
 pub mod fault;
 pub mod fsutil;

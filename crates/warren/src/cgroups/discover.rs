@@ -119,6 +119,30 @@ fn own_dir(mount: &CgroupMount, own_path: &str) -> PathBuf {
     }
 }
 
+/// warren's own cgroup directory in every hierarchy: (version, controllers, directory).
+/// v2's entry has no controllers listed (read its `cgroup.controllers`).
+pub fn own_dirs(
+    mounts: &[CgroupMount],
+    own: &[(Vec<String>, String)],
+) -> Vec<(CgroupVersion, Vec<String>, PathBuf)> {
+    mounts
+        .iter()
+        .map(|m| {
+            let own_path = own
+                .iter()
+                .find(|(c, _)| match m.version {
+                    CgroupVersion::V2 => c.is_empty(),
+                    CgroupVersion::V1 => {
+                        !c.is_empty() && m.controllers.iter().all(|x| c.contains(x))
+                    }
+                })
+                .map(|(_, p)| p.as_str())
+                .unwrap_or("/");
+            (m.version, m.controllers.clone(), own_dir(m, own_path))
+        })
+        .collect()
+}
+
 /// Probe the host and build the driver for it. `group` is the per-state-root group name.
 /// `WARREN_CGROUP=v1|v2` forces a version.
 pub fn discover(
@@ -275,6 +299,21 @@ mod tests {
         assert!(parents.contains(&(
             "cpu,cpuacct".into(),
             PathBuf::from("/sys/fs/cgroup/cpu,cpuacct/warren-x")
+        )));
+    }
+
+    #[test]
+    fn own_dirs_per_hierarchy() {
+        let dirs = own_dirs(&parse_mountinfo(HYBRID), &parse_proc_cgroup(HYBRID_OWN));
+        assert!(dirs.contains(&(
+            CgroupVersion::V2,
+            vec![],
+            PathBuf::from("/sys/fs/cgroup/unified/init.scope")
+        )));
+        assert!(dirs.contains(&(
+            CgroupVersion::V1,
+            vec!["pids".to_string()],
+            PathBuf::from("/sys/fs/cgroup/pids/user.slice")
         )));
     }
 

@@ -23,7 +23,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-pub use discover::{discover, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy};
+pub use discover::{
+    discover, own_dirs, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy,
+};
 
 use crate::config::Limits;
 

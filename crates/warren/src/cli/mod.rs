@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::doctor::{self, fix, probe, NetPlan, Plan};
 use crate::error::{Error, ExitCode, Result};
 use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
 use crate::storage::template::{self, Source};
@@ -37,7 +38,38 @@ Examples:
   warren clone web1 web2
   warren list -v
   warren halt web1 && warren uninstall web1 && warren delete web1
-  warren demo --zones 100";
+  warren demo --zones 100
+  warren doctor --zones 5000 --procs-per-zone 3";
+
+const DOCTOR_HELP: &str = "\
+Checks every kernel, cgroup and process limit that caps density (pids, threads,
+namespaces, inotify, neighbour tables, conntrack, memory, disk, ...) against the planned
+number of zones: its current value, what the plan needs, a verdict and the fix.
+Verdicts: 'will fail' when the need exceeds the limit, 'tight' above 80 % of it, 'ok'
+otherwise, 'unknown' when the limit cannot be read (the note says why).
+
+--fix raises the sysctls the plan needs (never lowers one): now, through /proc/sys, and
+at every boot, in /etc/sysctl.d/90-warren.conf. --dry-run shows the changes only.
+
+--probe creates processes or threads (at a bounded rate, up to --max) inside a
+throwaway pids cgroup capped at --cap (default --max + 8) and reports how many it got
+and which limit stopped it. It always kills what it made and removes the cgroup, also
+on Ctrl-C; if warren is killed, its probe dies with it and the next 'warren doctor'
+removes the empty cgroup.
+
+Exit codes:
+  0    nothing will fail (tight and unknown limits are reported, not failed);
+       --probe: it ran and cleaned up
+  1    some limit will fail for this plan
+  130  --probe was interrupted (Ctrl-C), after cleaning up
+  other codes as for every verb (8: not root, needed for --fix and --probe)
+
+Examples:
+  warren doctor --zones 20000
+  warren doctor --zones 2000 --procs-per-zone 4 --threads-per-zone 20 --net bridge
+  warren doctor --zones 20000 --fix --dry-run
+  warren doctor --probe procs --max 2000
+  warren doctor --probe threads --max 5000 --cap 1000";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -148,6 +180,9 @@ pub enum Command {
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
     /// records, orphaned cgroups, unused lock files.
     Gc,
+    /// Check the host's limits against a planned density; --fix them or --probe them.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor(DoctorArgs),
     /// The main job: clone and boot N zones from the host template, measure, clean up.
     Demo {
         /// How many zones.
@@ -163,6 +198,46 @@ pub struct Targets {
     /// Every zone (boot: installed ones; halt: running ones).
     #[arg(long, conflicts_with = "zones")]
     pub all: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Zones planned on this host.
+    #[arg(long, default_value_t = 1000)]
+    pub zones: u64,
+    /// Processes per zone besides its init.
+    #[arg(long, default_value_t = 1)]
+    pub procs_per_zone: u64,
+    /// Tasks (threads) per zone, all processes included [default: 1 + procs-per-zone].
+    #[arg(long)]
+    pub threads_per_zone: Option<u64>,
+    /// Memory each zone's programs use, on top of warren's 0.5 MiB per zone (e.g. 64M).
+    #[arg(long, value_name = "SIZE")]
+    pub mem_per_zone: Option<String>,
+    /// How the zones are networked.
+    #[arg(long, value_enum, default_value_t = NetPlan::None)]
+    pub net: NetPlan,
+    /// Show the note of every limit, not only of those that are not ok.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Raise the sysctls the plan needs, now and at boot (never lowers a value).
+    #[arg(long, conflicts_with = "probe")]
+    pub fix: bool,
+    /// With --fix: print the changes without making them.
+    #[arg(long, requires = "fix")]
+    pub dry_run: bool,
+    /// Where --fix writes 90-warren.conf.
+    #[arg(long, hide = true, value_name = "DIR", default_value = fix::DEFAULT_SYSCTL_DIR)]
+    pub sysctl_dir: PathBuf,
+    /// Measure instead: create processes or threads until --max or the first failure.
+    #[arg(long, value_enum)]
+    pub probe: Option<probe::ProbeKind>,
+    /// With --probe: how many to create at most.
+    #[arg(long, default_value_t = 1000, requires = "probe")]
+    pub max: u64,
+    /// With --probe: the pids.max of the probe's cgroup [default: --max + 8].
+    #[arg(long, requires = "probe")]
+    pub cap: Option<u64>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -409,6 +484,7 @@ fn run(cli: Cli) -> Result<i32> {
                 output::host_info(&info);
             }
         }
+        Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
         Command::Demo { zones } => {
             if zones == 0 {
                 return Err(Error::Invalid("--zones must be at least 1".into()));
@@ -423,6 +499,79 @@ fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32> {
+    for msg in probe::sweep(ctx) {
+        eprintln!("warren: {msg}");
+    }
+    if let Some(kind) = a.probe {
+        let r = probe::run(ctx, kind, a.max, a.cap)?;
+        if json {
+            output::json(&r);
+        } else {
+            output::probe_report(&r);
+        }
+        return Ok(r.interrupted_by.map_or(0, |s| 128 + s));
+    }
+    let mem = match &a.mem_per_zone {
+        None => 0,
+        Some(s) => config::parse_size(s).ok_or_else(|| {
+            Error::Invalid(format!(
+                "--mem-per-zone {s:?}: expected a size such as 64M or 1G"
+            ))
+        })?,
+    };
+    let plan = Plan::new(a.zones, a.procs_per_zone, a.threads_per_zone, mem, a.net)?;
+    let snapshot = || {
+        let version = ctx
+            .cgroups()
+            .map(|(_, h)| h.version)
+            .map_err(|e| e.to_string());
+        doctor::snapshot::read(&ctx.host.proc, ctx.layout.root(), version)
+    };
+    let mut findings = doctor::assess(&snapshot(), &plan);
+    let mut refused = None;
+    if a.fix {
+        if !a.dry_run {
+            ctx.require_root()?;
+        }
+        let changes = fix::changes(&findings);
+        let advice = findings
+            .iter()
+            .filter_map(|f| match &f.fix {
+                Some(doctor::Fix::Advice { text }) => Some((f.limit.clone(), text.clone())),
+                _ => None,
+            })
+            .collect();
+        let done = fix::apply(&ctx.host.proc, &a.sysctl_dir, &changes, advice, a.dry_run)?;
+        refused = fix::refused(&done);
+        if !a.dry_run {
+            findings = doctor::assess(&snapshot(), &plan);
+        }
+        let after = doctor::Report::new(plan, findings.clone());
+        if json {
+            output::json(&serde_json::json!({ "fix": done, "report": after }));
+        } else {
+            output::fix_report(&done);
+            println!();
+            output::doctor_report(&after, a.verbose);
+        }
+    } else {
+        let report = doctor::Report::new(plan, findings.clone());
+        if json {
+            output::json(&report);
+        } else {
+            output::doctor_report(&report, a.verbose);
+        }
+    }
+    if let Some(e) = refused {
+        return Err(e);
+    }
+    let fails = findings
+        .iter()
+        .any(|f| f.verdict == doctor::Verdict::WillFail);
+    Ok(if fails { ExitCode::Failure as i32 } else { 0 })
 }
 
 fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<()> {

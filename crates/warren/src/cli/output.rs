@@ -6,6 +6,7 @@ use serde::Serialize;
 
 use crate::config::{format_size, ZoneConfig};
 use crate::demo::{Progress, Report};
+use crate::doctor;
 use crate::error::Error;
 use crate::host::HostInfo;
 use crate::storage::template::Manifest;
@@ -318,4 +319,140 @@ impl Progress for Bars {
             b.finish();
         }
     }
+}
+
+/// Bytes for people: "9.8 GiB", "28.0 KiB".
+fn human_bytes(b: u64) -> String {
+    let mut v = b as f64;
+    for unit in ["B", "KiB", "MiB", "GiB", "TiB"] {
+        if v < 1024.0 || unit == "TiB" {
+            return if unit == "B" {
+                format!("{b} B")
+            } else {
+                format!("{v:.1} {unit}")
+            };
+        }
+        v /= 1024.0;
+    }
+    unreachable!("the loop returns at TiB")
+}
+
+fn doctor_value(v: u64, unit: doctor::Unit) -> String {
+    match unit {
+        doctor::Unit::Count => v.to_string(),
+        doctor::Unit::Bytes => human_bytes(v),
+    }
+}
+
+/// The doctor's table (LIMIT, CURRENT, NEEDED, VERDICT, FIX), notes, and a summary line.
+pub fn doctor_report(r: &doctor::Report, verbose: bool) {
+    let rows: Vec<Vec<String>> = r
+        .findings
+        .iter()
+        .map(|f| {
+            vec![
+                f.limit.clone(),
+                match &f.current {
+                    doctor::Current::Value(v) => doctor_value(*v, f.unit),
+                    doctor::Current::Unlimited => "unlimited".into(),
+                    doctor::Current::Unknown(_) => "unknown".into(),
+                },
+                doctor_value(f.needed, f.unit),
+                f.verdict.to_string(),
+                f.fix.as_ref().map_or("-".into(), |x| x.to_string()),
+            ]
+        })
+        .collect();
+    table(&["LIMIT", "CURRENT", "NEEDED", "VERDICT", "FIX"], &rows);
+    let notes: Vec<String> = r
+        .findings
+        .iter()
+        .filter(|f| verbose || f.verdict != doctor::Verdict::Ok)
+        .flat_map(|f| {
+            let mut lines = Vec::new();
+            if let doctor::Current::Unknown(why) = &f.current {
+                lines.push(format!("  {}: unknown: {why}", f.limit));
+            }
+            if !f.note.is_empty() {
+                lines.push(format!("  {}: {}", f.limit, f.note));
+            }
+            lines
+        })
+        .collect();
+    if !notes.is_empty() {
+        println!("\nnotes:");
+        for n in notes {
+            println!("{n}");
+        }
+    }
+    let p = &r.plan;
+    let s = &r.summary;
+    println!(
+        "\nplan: {} zones × (init + {} processes, {} tasks), net {}, {} each for programs",
+        p.zones,
+        p.procs_per_zone,
+        p.threads_per_zone,
+        format!("{:?}", p.net).to_lowercase(),
+        human_bytes(p.mem_per_zone)
+    );
+    let advice = if s.will_fail > 0 || s.tight > 0 {
+        "; 'warren doctor --fix' raises the sysctls (FIX column), the rest needs the advice"
+    } else {
+        ""
+    };
+    println!(
+        "{} ok, {} tight, {} will fail, {} unknown{advice}",
+        s.ok, s.tight, s.will_fail, s.unknown
+    );
+}
+
+/// What `--fix` changed (or would change).
+pub fn fix_report(r: &doctor::fix::FixReport) {
+    let (verb, file_verb) = if r.dry_run {
+        ("would set", "would write")
+    } else {
+        ("set", "wrote")
+    };
+    if r.applied.is_empty() && r.failed.is_empty() {
+        println!("no sysctl needs raising for this plan");
+    }
+    for c in &r.applied {
+        println!("{verb} {c}");
+    }
+    for (c, e) in &r.failed {
+        println!("refused {c}: {e}");
+    }
+    if let Some(f) = &r.file {
+        println!("{file_verb} {}", f.display());
+    }
+    for (limit, text) in &r.advice {
+        println!("not fixed by warren: {limit}: {text}");
+    }
+}
+
+/// What `--probe` found.
+pub fn probe_report(r: &doctor::probe::ProbeReport) {
+    let kind = format!("{:?}", r.kind).to_lowercase();
+    if let Some(sig) = r.interrupted_by {
+        println!(
+            "probe {kind}: interrupted by signal {sig}; everything it made was killed and {} removed",
+            r.cgroup.display()
+        );
+        return;
+    }
+    println!(
+        "probe {kind}: created {} of {} in {:.2} s (probe cgroup pids.max {})",
+        r.created,
+        r.max,
+        r.elapsed_ms as f64 / 1000.0,
+        r.cap
+    );
+    match &r.error {
+        Some(e) => println!("stopped by: {} ({e})", r.stopped_by),
+        None => println!("stopped by: {}", r.stopped_by),
+    }
+    println!(
+        "cleaned up: every probe task killed, {} removed",
+        r.cgroup.display()
+    );
 }

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use super::{load, read_config_table, reconcile, Context, Zone};
 use crate::cgroups::CgroupError;
 use crate::config::{self, ZoneConfig};
+use crate::doctor;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
 use crate::lock::{self, Lock};
@@ -239,6 +240,14 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let troot = template::root_of(&ctx.layout, &z.config.template);
     let root = backend(kind).root_mount(&troot, &z.dir);
     let init_exe = runtime::init_exe()?;
+    // Admission: refuse before any cgroup exists when the host has no tasks left for
+    // the zone's init and services (three small reads; see doctor::admit).
+    let zone_tasks = 1 + z.config.services.len() as u64;
+    doctor::admit(
+        &z.name,
+        &doctor::snapshot::read_admit(&ctx.host.proc),
+        zone_tasks,
+    )?;
     let (driver, _) = ctx.cgroups()?;
     let cgroups = driver
         .create(&z.name, &z.config.limits)

@@ -1,0 +1,279 @@
+//! `warren doctor`: find the limits that cap density before they bite.
+//!
+//! # Why
+//!
+//! A host runs out of something long before it runs out of CPU or memory when it holds
+//! thousands of zones: pids (`kernel.pid_max` is 32,768 by default, and every thread of
+//! every zone takes one), tasks (`kernel.threads-max`), namespaces of each kind
+//! (`user.max_*_namespaces`), inotify instances (all zones run as root, so they share
+//! root's 128), neighbour-table entries when zones sit on a bridge, conntrack entries, the
+//! 65,535 ids the kernel has for memory cgroups. Each of these fails late and obscurely
+//! (`fork: Resource temporarily unavailable` in the 32,001st process). The doctor turns
+//! a planned density (`--zones N --procs-per-zone P ...`) into what every limit must
+//! hold, compares it with the host, and says what to change before the first zone boots.
+//!
+//! # How
+//!
+//! Three parts, kept apart so the decisions are testable without a kernel:
+//!
+//! 1. [`snapshot`] reads the host into a [`LimitSnapshot`]: plain numbers (or the reason
+//!    a number could not be read). Every path hangs off an injected /proc root.
+//! 2. [`assess()`] is a pure function of (snapshot, [`Plan`]) → [`Finding`]s: for each
+//!    limit its current value, what the plan needs, a [`Verdict`] and a [`Fix`]. The
+//!    verdict rule is the same everywhere: *will fail* when the need exceeds the limit,
+//!    *tight* when it exceeds 80 % of it, else *ok*; a limit that could not be read is
+//!    *unknown*, with the reason. The fix for a sysctl is the next power of two at or
+//!    above 1.25 × the need, capped at the kernel's maximum; for what warren cannot
+//!    change (memory, disk, a hard rlimit without CAP_SYS_RESOURCE) it is advice.
+//! 3. Effects: [`fix`] raises sysctls (never lowers them) in /proc/sys and persists
+//!    them in a sysctl.d file warren owns; [`probe`] measures instead of estimating, with
+//!    a "limited fork bomb" inside a throwaway pids cgroup that caps it by construction.
+//!
+//! `warren boot` uses the same pieces cheaply: [`assess::admit`] refuses a zone when
+//! `kernel.pid_max` or `kernel.threads-max` leave no room for it, before any cgroup is
+//! made, and names the limit and the fix.
+//!
+//! # What a zone needs
+//!
+//! The per-zone needs are estimates, written down as the constants below so that they
+//! can be argued with: a zone is an init plus P processes (T tasks in all, T ≥ 1 + P),
+//! one mount, pid, uts, ipc and cgroup namespace, and one network namespace unless it
+//! shares the host's (`net = "host"`). Its mounts (about 8) live in its own mount
+//! namespace, so `fs.mount-max`, which is per namespace, compares against the host's
+//! mount count plus 8, not against N × 8. On a bridge, each zone adds a neighbour entry
+//! per address family on the host side and some conntrack entries.
+
+pub mod assess;
+pub mod fix;
+pub mod probe;
+pub mod snapshot;
+
+use serde::Serialize;
+
+pub use assess::{admit, assess, AdmitSnapshot};
+pub use snapshot::{CgroupLimits, LimitSnapshot, Reading};
+
+use crate::error::{Error, Result};
+
+/// Host memory an idle zone costs beyond its own programs (SPEC.md: 0.45 MiB at 1,000
+/// zones; namespaces, cgroups, init, page tables), rounded up.
+pub const ZONE_BASE_MEMORY: u64 = 512 << 10;
+/// Disk of an untouched clone (SPEC.md: 28 KiB).
+pub const ZONE_DISK: u64 = 28 << 10;
+/// Kernel stack per task on x86_64 (THREAD_SIZE); unswappable.
+pub const KERNEL_STACK: u64 = 16 << 10;
+/// Mounts in a zone's own mount namespace (root, /usr, /proc, /sys, /dev, devpts, ...).
+pub const MOUNTS_PER_ZONE: u64 = 8;
+/// Open files per process, system-wide estimate (stdio, a log, a socket or two).
+pub const FILES_PER_PROCESS: u64 = 16;
+/// inotify instances per zone: a service manager or a file watcher inside it. All zones
+/// run as root today, so they share root's per-user limit. warren-init uses none.
+pub const INOTIFY_INSTANCES_PER_ZONE: u64 = 1;
+/// inotify watches per zone, for the same watcher.
+pub const INOTIFY_WATCHES_PER_ZONE: u64 = 32;
+/// Memory mappings a large dynamically linked service holds (vm.max_map_count is per
+/// process, so the number of zones does not change it).
+pub const MAPS_PER_PROCESS: u64 = 1024;
+/// Conntrack entries per bridged zone (a few idle connections each way).
+pub const CONNTRACK_PER_ZONE: u64 = 16;
+/// Neighbour entries per bridged zone and address family (its address on the bridge).
+pub const NEIGH_PER_ZONE: u64 = 1;
+/// Subordinate ids per zone once zones get user namespaces (a later feature).
+pub const IDS_PER_ZONE: u64 = 65536;
+/// Descriptors warren itself holds at its peak; it keeps none per zone.
+pub const WARREN_FDS: u64 = 64;
+/// Memory cgroup ids the kernel has (MEM_CGROUP_ID_MAX), dying cgroups included.
+pub const MEM_CGROUP_IDS: u64 = 65535;
+
+/// How the planned zones are networked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum NetPlan {
+    /// Own network namespace with loopback only (warren's default).
+    None,
+    /// Own network namespace with a veth on a host bridge.
+    Bridge,
+    /// The host's network stack, shared: no network namespace.
+    Host,
+}
+
+/// The density to check the host against.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Plan {
+    pub zones: u64,
+    /// Processes per zone besides init.
+    pub procs_per_zone: u64,
+    /// Tasks (threads, each process's main thread included) per zone.
+    pub threads_per_zone: u64,
+    /// Memory per zone for its programs, on top of [`ZONE_BASE_MEMORY`].
+    pub mem_per_zone: u64,
+    pub net: NetPlan,
+}
+
+impl Plan {
+    /// Build a plan; `threads` defaults to the process count (one thread each).
+    pub fn new(
+        zones: u64,
+        procs_per_zone: u64,
+        threads: Option<u64>,
+        mem_per_zone: u64,
+        net: NetPlan,
+    ) -> Result<Plan> {
+        if zones == 0 {
+            return Err(Error::Invalid("--zones must be at least 1".into()));
+        }
+        let procs = 1 + procs_per_zone;
+        let threads_per_zone = threads.unwrap_or(procs);
+        if threads_per_zone < procs {
+            return Err(Error::Invalid(format!(
+                "--threads-per-zone {threads_per_zone} is below the zone's {procs} processes (init + {procs_per_zone}); it counts every task, so give at least {procs}"
+            )));
+        }
+        Ok(Plan {
+            zones,
+            procs_per_zone,
+            threads_per_zone,
+            mem_per_zone,
+            net,
+        })
+    }
+
+    /// Processes per zone: init + P.
+    pub fn procs(&self) -> u64 {
+        1 + self.procs_per_zone
+    }
+
+    /// Tasks of all planned zones.
+    pub fn total_tasks(&self) -> u64 {
+        self.zones.saturating_mul(self.threads_per_zone)
+    }
+
+    /// Network namespaces per zone.
+    pub fn netns_per_zone(&self) -> u64 {
+        match self.net {
+            NetPlan::Host => 0,
+            NetPlan::None | NetPlan::Bridge => 1,
+        }
+    }
+}
+
+/// How a limit compares with the plan's need.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Ok,
+    /// Need above 80 % of the limit: it holds, with little room.
+    Tight,
+    /// Need above the limit.
+    WillFail,
+    /// The limit could not be read (the finding says why).
+    Unknown,
+}
+
+impl std::fmt::Display for Verdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Verdict::Ok => "ok",
+            Verdict::Tight => "tight",
+            Verdict::WillFail => "will fail",
+            Verdict::Unknown => "unknown",
+        })
+    }
+}
+
+/// A limit's value now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Current {
+    Value(u64),
+    /// No limit is set ("max", RLIM_INFINITY, no control file at the root cgroup).
+    Unlimited,
+    /// Could not be read; the reason.
+    Unknown(String),
+}
+
+/// What the numbers count, for printing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    Count,
+    Bytes,
+}
+
+/// What to do about a limit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Fix {
+    /// Raise a sysctl (`warren doctor --fix` does it).
+    Sysctl { key: String, value: u64 },
+    /// Something warren cannot change for you.
+    Advice { text: String },
+}
+
+impl std::fmt::Display for Fix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Fix::Sysctl { key, value } => write!(f, "sysctl -w {key}={value}"),
+            Fix::Advice { text } => f.write_str(text),
+        }
+    }
+}
+
+/// One limit, checked against the plan. The JSON form is the API object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// The sysctl key, or a name such as "RLIMIT_NOFILE" or "memory".
+    pub limit: String,
+    pub current: Current,
+    pub needed: u64,
+    pub unit: Unit,
+    pub verdict: Verdict,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
+    /// How the need was counted, or why the limit matters (or does not).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// Counts of verdicts, for the summary line and the exit code.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Summary {
+    pub ok: usize,
+    pub tight: usize,
+    pub will_fail: usize,
+    pub unknown: usize,
+}
+
+impl Summary {
+    pub fn of(findings: &[Finding]) -> Summary {
+        let mut s = Summary::default();
+        for f in findings {
+            match f.verdict {
+                Verdict::Ok => s.ok += 1,
+                Verdict::Tight => s.tight += 1,
+                Verdict::WillFail => s.will_fail += 1,
+                Verdict::Unknown => s.unknown += 1,
+            }
+        }
+        s
+    }
+}
+
+/// What `warren doctor` reports (its `--json`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub plan: Plan,
+    pub findings: Vec<Finding>,
+    pub summary: Summary,
+}
+
+impl Report {
+    pub fn new(plan: Plan, findings: Vec<Finding>) -> Report {
+        let summary = Summary::of(&findings);
+        Report {
+            plan,
+            findings,
+            summary,
+        }
+    }
+}
