@@ -52,3 +52,27 @@ pub fn ignore(sig: i32) {
     // SAFETY: setting a standard disposition for a valid signal number.
     unsafe { libc::signal(sig, libc::SIG_IGN) };
 }
+
+/// Make `cmd`'s child start with no signal blocked. A process inherits its parent's
+/// signal mask across fork and exec, std's `Command` does not reset it, and a zone's
+/// init blocks everything ([`block_all`]): without this, its services would never see
+/// the SIGTERM of a halt and would be killed only when the stop grace ran out.
+pub fn unblock_all_in_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    let unblock = || {
+        let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        // SAFETY: sigemptyset initialises `set`; sigprocmask reads the initialised set
+        // and is given no old-mask pointer.
+        let rc = unsafe {
+            libc::sigemptyset(set.as_mut_ptr());
+            libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut())
+        };
+        crate::cvt(rc).map(drop)
+    };
+    // SAFETY: `unblock` runs in the child between fork and exec, where only
+    // async-signal-safe functions may be called; it calls sigemptyset and sigprocmask
+    // (both async-signal-safe in POSIX), allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(unblock);
+    }
+}
