@@ -4,6 +4,7 @@
 //! - [`cli`]: argument parsing, tables and `--json`; no logic of its own.
 //! - [`zone`]: the lifecycle and its state machine; takes per-zone locks.
 //! - [`storage`], [`runtime`], [`cgroups`], [`stats`]: the effects.
+//! - [`stat`]: what zones cost (`warren stat`, `warren memstat`), read from cgroups and /proc.
 //! - `warren_sys`: the audited unsafe syscalls.
 //!
 //! Pure decisions ([`state::decide`], [`config`] validation, cgroup file values) are plain
@@ -22,6 +23,7 @@ pub mod layout;
 pub mod lock;
 pub mod names;
 pub mod runtime;
+pub mod stat;
 pub mod state;
 pub mod stats;
 pub mod storage;
