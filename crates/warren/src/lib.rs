@@ -5,6 +5,7 @@
 //! - [`zone`]: the lifecycle and its state machine; takes per-zone locks.
 //! - [`storage`], [`runtime`], [`cgroups`], [`stats`]: the effects.
 //! - [`doctor`]: host limits against a planned density (pure verdicts), fixes, probes.
+//! - [`stat`]: what zones cost (`warren stat`, `warren memstat`), read from cgroups and /proc.
 //! - `warren_sys`: the audited unsafe syscalls.
 //!
 //! Pure decisions ([`state::decide`], [`config`] validation, cgroup file values) are plain
@@ -25,6 +26,7 @@ pub mod layout;
 pub mod lock;
 pub mod names;
 pub mod runtime;
+pub mod stat;
 pub mod state;
 pub mod stats;
 pub mod storage;

@@ -2,15 +2,18 @@
 //! tables for people or `--json` (the API objects) for scripts. No logic of its own.
 
 mod output;
+mod stat;
 
 use std::path::PathBuf;
 use std::time::Duration;
 
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::doctor::{self, fix, probe, NetPlan, Plan};
 use crate::error::{Error, ExitCode, Result};
 use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
+use crate::stat::SortKey;
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context, Outcome};
 use crate::{config, demo, host, storage};
@@ -37,6 +40,7 @@ Examples:
   warren login web1 -- ps ax
   warren clone web1 web2
   warren list -v
+  warren stat --interval 2 --sort mem
   warren halt web1 && warren uninstall web1 && warren delete web1
   warren demo --zones 100
   warren doctor --zones 5000 --procs-per-zone 3";
@@ -175,6 +179,31 @@ pub enum Command {
         #[arg(long, short)]
         verbose: bool,
     },
+    /// What zones cost now: CPU, memory, processes, pressure, disk (prstat -Z, zonestat).
+    #[command(after_help = stat::STAT_HELP)]
+    Stat {
+        /// Zones to show [default: every booted zone].
+        zones: Vec<String>,
+        /// Refresh every S seconds: a live table, CPU % over each interval.
+        #[arg(long, short, value_name = "S")]
+        interval: Option<f64>,
+        /// Stop after N reports.
+        #[arg(long, short, value_name = "N", requires = "interval")]
+        count: Option<u64>,
+        /// Order zones by cpu, mem (charged memory) or procs, highest first.
+        #[arg(long, short, value_name = "KEY", default_value = "cpu",
+              value_parser = PossibleValuesParser::new(SortKey::NAMES)
+                  .map(|s| s.parse::<SortKey>().expect("one of NAMES")))]
+        sort: SortKey,
+        /// Also sum PSS and USS (unique memory) over every zone process from
+        /// /proc/PID/smaps_rollup. Slow: the kernel walks each process's page tables
+        /// to answer, so it costs in proportion to the zones' mapped memory.
+        #[arg(long)]
+        pss: bool,
+    },
+    /// The host's memory by kind (mdb's ::memstat), with what the zones are charged.
+    #[command(after_help = stat::MEMSTAT_HELP)]
+    Memstat,
     /// The host as warren sees it: kernel, cgroups, storage backend and why.
     Info,
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
@@ -476,6 +505,20 @@ fn run(cli: Cli) -> Result<i32> {
                 }
             }
         }
+        Command::Stat {
+            zones,
+            interval,
+            count,
+            sort,
+            pss,
+        } => stat::stat(
+            &ctx,
+            json,
+            crate::stat::Options { zones, sort, pss },
+            interval,
+            count,
+        )?,
+        Command::Memstat => stat::memstat(&ctx, json)?,
         Command::Info => {
             let info = host::info(&ctx)?;
             if json {
