@@ -197,6 +197,7 @@ impl CgroupSet {
     pub fn remove(&self, timeout: Duration) -> Result<(), CgroupError> {
         let deadline = Instant::now() + timeout;
         for (_, d) in self.dirs.iter().rev() {
+            self.drop_charges(d);
             loop {
                 match std::fs::remove_dir(d) {
                     Ok(()) => break,
@@ -217,6 +218,26 @@ impl CgroupSet {
             }
         }
         Ok(())
+    }
+
+    /// Reclaim the page cache still charged to an emptied memory cgroup before it is
+    /// removed. Otherwise the removed cgroup lingers in the kernel as an offline
+    /// ("zombie") memcg until those pages are reclaimed, and each one keeps per-cgroup
+    /// state that grows with the host's superblocks: thousands of them made every new
+    /// zone cost more. Best effort: failures only mean a slower release.
+    fn drop_charges(&self, dir: &Path) {
+        match self.version {
+            CgroupVersion::V1 => {
+                if dir.join("memory.force_empty").exists() {
+                    let _ = write_file(dir, "memory.force_empty", "0");
+                }
+            }
+            CgroupVersion::V2 => {
+                if dir.join("memory.reclaim").exists() {
+                    let _ = write_file(dir, "memory.reclaim", "1G");
+                }
+            }
+        }
     }
 
     /// Bytes of memory charged to the zone (v1 memory.usage_in_bytes, v2 memory.current).
