@@ -166,24 +166,3 @@ pub fn pause_forever() -> ! {
         unsafe { libc::pause() };
     }
 }
-
-/// `execve(path, argv, envp)`; returns only on failure.
-pub fn execve(
-    path: &std::ffi::CStr,
-    argv: &[std::ffi::CString],
-    envp: &[std::ffi::CString],
-) -> io::Error {
-    let argv_p: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp_p: Vec<*const libc::c_char> = envp
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    // SAFETY: NULL-terminated arrays of pointers into CStrings alive for the call.
-    unsafe { libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
-    io::Error::last_os_error()
-}

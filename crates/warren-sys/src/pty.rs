@@ -87,16 +87,8 @@ pub fn spawn_on_pty(
     argv: &[CString],
     envp: &[CString],
 ) -> io::Result<i32> {
-    let argv_p: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp_p: Vec<*const libc::c_char> = envp
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let argv_p = crate::spawn::pointer_array(argv);
+    let envp_p = crate::spawn::pointer_array(envp);
     let pid = crate::proc::fork()?;
     if pid != 0 {
         return Ok(pid);

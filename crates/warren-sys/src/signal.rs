@@ -109,16 +109,8 @@ pub fn spawn_with_default_signals(
     argv: &[std::ffi::CString],
     envp: &[std::ffi::CString],
 ) -> io::Result<i32> {
-    let argv_p: Vec<*const libc::c_char> = argv
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
-    let envp_p: Vec<*const libc::c_char> = envp
-        .iter()
-        .map(|s| s.as_ptr())
-        .chain(std::iter::once(std::ptr::null()))
-        .collect();
+    let argv_p = crate::spawn::pointer_array(argv);
+    let envp_p = crate::spawn::pointer_array(envp);
     let devnull = c"/dev/null";
     let root = c"/";
     let (rd, wr) = crate::spawn::pipe_cloexec()?;

@@ -159,7 +159,9 @@ pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
     }
 }
 
-fn pointer_array(strings: &[CString]) -> Vec<*const libc::c_char> {
+/// A NULL-terminated array of pointers into `strings` (for execve), built before a
+/// fork so the child need not allocate.
+pub(crate) fn pointer_array(strings: &[CString]) -> Vec<*const libc::c_char> {
     strings
         .iter()
         .map(|s| s.as_ptr())
