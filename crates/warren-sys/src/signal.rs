@@ -52,3 +52,21 @@ pub fn ignore(sig: i32) {
     // SAFETY: setting a standard disposition for a valid signal number.
     unsafe { libc::signal(sig, libc::SIG_IGN) };
 }
+
+/// Make `cmd`'s child start with no signal blocked. A zone's init blocks every signal
+/// (see [`block_all`]) and a blocked mask survives fork and exec, so without this its
+/// services would never see the SIGTERM of a halt (std does not reset the mask on
+/// every spawn path).
+pub fn unblock_all_in_child(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs in the forked child before exec; it only calls
+    // sigemptyset and sigprocmask, both async-signal-safe, on a set on its own stack.
+    unsafe {
+        cmd.pre_exec(|| {
+            let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+            libc::sigemptyset(set.as_mut_ptr());
+            let rc = libc::sigprocmask(libc::SIG_SETMASK, set.as_ptr(), std::ptr::null_mut());
+            crate::cvt(rc).map(drop)
+        });
+    }
+}

@@ -70,13 +70,14 @@ pub fn main() -> ! {
         let Some((prog, args)) = argv.split_first() else {
             continue;
         };
-        let spawned = Proc::new(prog)
-            .args(args)
+        let mut cmd = Proc::new(prog);
+        cmd.args(args)
             .env_clear()
             .envs(keep.iter().cloned())
             .current_dir("/")
-            .stdin(Stdio::null())
-            .spawn();
+            .stdin(Stdio::null());
+        warren_sys::signal::unblock_all_in_child(&mut cmd);
+        let spawned = cmd.spawn();
         match spawned {
             Ok(child) => log(&format!("started {prog} (pid {})", child.id())),
             Err(e) => log(&format!("cannot start {prog}: {e}")),
