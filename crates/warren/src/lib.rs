@@ -22,6 +22,7 @@ pub mod host;
 pub mod layout;
 pub mod lock;
 pub mod names;
+pub mod net;
 pub mod runtime;
 pub mod state;
 pub mod stats;
