@@ -140,10 +140,12 @@ fn bridged_zones_ping_and_talk_tcp_and_halt_cleans_up() {
     env.sh("b", &format!("ping -c 1 -W 3 {addr_a}")).ok();
     env.sh("a", "ping -c 1 -W 3 10.250.1.1").ok();
 
-    // TCP: a server in b (detached, output to a file), a client in a.
+    // TCP: a server in b (detached, output to a file), a client in a. The server's
+    // stdin is a pipe held open by sleep: on EOF of stdin busybox nc may end the
+    // connection before reading it.
     env.sh(
         "b",
-        "nc -l -p 8080 > /tmp/got 2>/dev/null < /dev/null & echo started",
+        "sleep 30 2>/dev/null | nc -l -p 8080 > /tmp/got 2>/dev/null & echo started",
     )
     .ok();
     let deadline = Instant::now() + Duration::from_secs(10);
