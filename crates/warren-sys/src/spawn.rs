@@ -7,6 +7,13 @@
 //! the child only walks the plan issuing raw syscalls. A failing step is reported to the
 //! parent as `(step index, errno)` over a close-on-exec pipe; EOF on that pipe means
 //! `execve` succeeded.
+//!
+//! Some setup can only happen from outside once the child exists (a veth pair moved
+//! into its network namespace, by pid). [`spawn_zone_with`] runs a callback in the
+//! parent right after the clone, while the child walks its steps; a
+//! [`Step::WaitParent`] in the plan blocks the child until the callback has succeeded
+//! (one byte on a second pipe). If the callback fails, the parent closes that pipe
+//! without writing, the child reads EOF and exits, and the callback's error is returned.
 
 use std::ffi::CString;
 use std::io;
@@ -54,6 +61,9 @@ pub enum Step {
     Chdir(CString),
     /// `umask(mask)`.
     Umask(libc::mode_t),
+    /// Block until the parent's after-clone callback has succeeded (a byte arrives on
+    /// the go pipe); EOF means it failed, and the child gives up with ECANCELED.
+    WaitParent,
     /// Open `path` in the child's (new) mount namespace and move the descriptor to `fd`.
     /// A file opened before the clone belongs to the parent's namespace and cannot be
     /// the source of a bind mount in the child's.
@@ -86,9 +96,9 @@ pub struct SpawnPlan {
     pub envp: Vec<CString>,
 }
 
-/// Why a spawn failed.
+/// Why a spawn failed; `E` is the after-clone callback's error type.
 #[derive(Debug)]
-pub enum SpawnError {
+pub enum SpawnError<E = std::convert::Infallible> {
     /// `clone` itself failed (e.g. EAGAIN at pid_max, ENOSPC at a namespace limit).
     Clone(io::Error),
     /// Step `index` of the plan failed in the child.
@@ -97,6 +107,8 @@ pub enum SpawnError {
     Exec(io::Error),
     /// Talking to the child failed.
     Pipe(io::Error),
+    /// The parent's after-clone callback failed; the child was told to give up.
+    Setup(E),
 }
 
 const EXEC_STEP: u32 = u32::MAX;
@@ -104,10 +116,21 @@ const EXEC_STEP: u32 = u32::MAX;
 /// Clone a child into new namespaces, run `plan.steps` in it and exec `plan.exec`.
 /// Returns the child's pid (in the caller's pid namespace) once the exec has succeeded.
 pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
+    spawn_zone_with(plan, |_| Ok(()))
+}
+
+/// [`spawn_zone`], running `after_clone(child_pid)` in the parent right after the
+/// clone. A plan that needs the callback's work done before exec contains
+/// [`Step::WaitParent`]; the child passes it only if the callback returned `Ok`.
+pub fn spawn_zone_with<E>(
+    plan: &SpawnPlan,
+    after_clone: impl FnOnce(i32) -> Result<(), E>,
+) -> Result<i32, SpawnError<E>> {
     let argv = pointer_array(&plan.argv);
     let envp = pointer_array(&plan.envp);
     let empty = c"";
     let (rd, wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
+    let (go_rd, go_wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
 
     let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
     // SAFETY: a raw clone with a NULL stack behaves like fork: the child continues on a
@@ -128,8 +151,11 @@ pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
         return Err(SpawnError::Clone(io::Error::last_os_error()));
     }
     if pid == 0 {
+        // Only the parent may hold the go pipe's write end, or EOF would never come.
+        // Dropping an OwnedFd is a plain close(2): no allocation.
+        drop(go_wr);
         drop(rd);
-        let (index, errno) = run_child(plan, &argv, &envp, empty.as_ptr());
+        let (index, errno) = run_child(plan, &argv, &envp, empty.as_ptr(), go_rd.as_raw_fd());
         let mut buf = [0u8; 8];
         buf[..4].copy_from_slice(&index.to_ne_bytes());
         buf[4..].copy_from_slice(&errno.to_ne_bytes());
@@ -139,23 +165,55 @@ pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
     }
     let pid = pid as i32;
     drop(wr);
+    // The parent keeps the go pipe's read end open until it has written, so the write
+    // cannot fail with EPIPE (or raise SIGPIPE) even if the child has already died.
+    let setup = after_clone(pid);
+    let mut go_error = None;
+    if setup.is_ok() {
+        let go = [1u8];
+        // SAFETY: `go_wr` is our open pipe end and `go` is one readable byte.
+        let n = unsafe { libc::write(go_wr.as_raw_fd(), go.as_ptr().cast(), 1) };
+        if n != 1 {
+            go_error = Some(io::Error::last_os_error());
+        }
+    }
+    drop(go_wr);
+    drop(go_rd);
     let mut buf = [0u8; 8];
     let n = read_full(rd.as_raw_fd(), &mut buf).map_err(SpawnError::Pipe)?;
     if n == 0 {
-        return Ok(pid);
+        return match (setup, go_error) {
+            (Ok(()), None) => Ok(pid),
+            // The plan had no WaitParent step, so the child exec'd anyway: stop it.
+            (Err(e), _) => {
+                let _ = crate::proc::kill(pid, libc::SIGKILL);
+                let _ = crate::proc::waitpid_blocking(pid);
+                Err(SpawnError::Setup(e))
+            }
+            (Ok(()), Some(e)) => {
+                let _ = crate::proc::kill(pid, libc::SIGKILL);
+                let _ = crate::proc::waitpid_blocking(pid);
+                Err(SpawnError::Pipe(e))
+            }
+        };
     }
     // The child failed and will _exit; reap it so no zombie stays behind.
     let _ = crate::proc::waitpid_blocking(pid);
     let index = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
     let errno = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
     let error = io::Error::from_raw_os_error(errno);
-    if index == EXEC_STEP {
-        Err(SpawnError::Exec(error))
-    } else {
-        Err(SpawnError::Step {
+    let waited = plan
+        .steps
+        .get(index as usize)
+        .is_some_and(|s| matches!(s, Step::WaitParent));
+    match setup {
+        // The child gave up because the callback failed: that failure is the cause.
+        Err(e) if waited => Err(SpawnError::Setup(e)),
+        _ if index == EXEC_STEP => Err(SpawnError::Exec(error)),
+        _ => Err(SpawnError::Step {
             index: index as usize,
             error,
-        })
+        }),
     }
 }
 
@@ -185,9 +243,10 @@ fn run_child(
     argv: &[*const libc::c_char],
     envp: &[*const libc::c_char],
     empty: *const libc::c_char,
+    go_fd: RawFd,
 ) -> (u32, i32) {
     for (i, step) in plan.steps.iter().enumerate() {
-        if run_step(step).is_err() {
+        if run_step(step, go_fd).is_err() {
             return (i as u32, errno());
         }
     }
@@ -213,7 +272,7 @@ fn run_child(
 }
 
 /// One step, as raw syscalls only (this runs in the cloned child).
-fn run_step(step: &Step) -> Result<(), ()> {
+fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
     let ok = |rc: libc::c_int| if rc < 0 { Err(()) } else { Ok(()) };
     match step {
         Step::WriteFd { fd, data } => {
@@ -282,6 +341,7 @@ fn run_step(step: &Step) -> Result<(), ()> {
             ok(unsafe { libc::sethostname(name.as_ptr().cast(), name.len()) })
         }
         Step::LoopbackUp => loopback_up(),
+        Step::WaitParent => wait_parent(go_fd),
         Step::PivotRoot { new_root } => {
             let dot = c".";
             let slash = c"/";
@@ -357,6 +417,26 @@ fn loopback_up() -> Result<(), ()> {
         return Err(());
     }
     Ok(())
+}
+
+/// Read one byte from the go pipe; EOF (the parent failed) is ECANCELED.
+fn wait_parent(go_fd: RawFd) -> Result<(), ()> {
+    let mut b = [0u8; 1];
+    loop {
+        // SAFETY: `b` is one writable byte; `go_fd` is the go pipe's read end.
+        let n = unsafe { libc::read(go_fd, b.as_mut_ptr().cast(), 1) };
+        if n == 1 {
+            return Ok(());
+        }
+        if n < 0 && errno() == libc::EINTR {
+            continue;
+        }
+        if n == 0 {
+            // SAFETY: __errno_location returns this thread's errno slot.
+            unsafe { *libc::__errno_location() = libc::ECANCELED };
+        }
+        return Err(());
+    }
 }
 
 /// A close-on-exec pipe `(read, write)`.

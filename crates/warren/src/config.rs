@@ -9,11 +9,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::names;
+use crate::net::subnet::{ifname_problem, Subnet, DEFAULT_BRIDGE, DEFAULT_SUBNET};
 
 /// How a zone runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
@@ -33,6 +35,19 @@ pub enum NetMode {
     None,
     /// The host's network stack, shared.
     Host,
+    /// Its own network namespace with `eth0`, one end of a veth pair whose other end
+    /// is a port of a host bridge; an address from the bridge's subnet.
+    Bridge,
+}
+
+impl NetMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NetMode::None => "none",
+            NetMode::Host => "host",
+            NetMode::Bridge => "bridge",
+        }
+    }
 }
 
 /// The order of eviction under memory pressure.
@@ -93,6 +108,12 @@ pub struct ZoneConfig {
     pub template: String,
     pub brand: Brand,
     pub net: NetMode,
+    /// `net = "bridge"`: the host bridge (default `warren0`).
+    pub net_bridge: Option<String>,
+    /// `net = "bridge"`: the subnet addresses come from (default 10.231.0.0/16).
+    pub net_subnet: Option<Subnet>,
+    /// `net = "bridge"`: a pinned address (default: the lowest free one).
+    pub net_address: Option<Ipv4Addr>,
     pub hostname: Option<String>,
     pub init: Option<Command>,
     pub services: Vec<Command>,
@@ -110,6 +131,9 @@ impl ZoneConfig {
             template: template.to_string(),
             brand: Brand::Native,
             net: NetMode::None,
+            net_bridge: None,
+            net_subnet: None,
+            net_address: None,
             hostname: None,
             init: None,
             services: Vec::new(),
@@ -118,6 +142,16 @@ impl ZoneConfig {
             stop_timeout: None,
             limits: Limits::default(),
         }
+    }
+
+    /// The bridge a `net = "bridge"` zone attaches to.
+    pub fn bridge(&self) -> &str {
+        self.net_bridge.as_deref().unwrap_or(DEFAULT_BRIDGE)
+    }
+
+    /// The subnet a `net = "bridge"` zone's address comes from.
+    pub fn subnet(&self) -> Subnet {
+        self.net_subnet.unwrap_or(DEFAULT_SUBNET)
     }
 
     /// The hostname inside the zone.
@@ -279,9 +313,9 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net",
-        help: "network: none (own namespace, loopback only) or host (share the host's)",
-        example: "\"none\"",
-        apply: |c, v| match want_str(v, "\"none\" or \"host\"")? {
+        help: "network: none (own namespace, loopback only), host (share the host's) or bridge (own namespace, eth0 on a host bridge)",
+        example: "\"bridge\"",
+        apply: |c, v| match want_str(v, "\"none\", \"host\" or \"bridge\"")? {
             "none" => {
                 c.net = NetMode::None;
                 Ok(())
@@ -290,7 +324,49 @@ pub static KEYS: &[Key] = &[
                 c.net = NetMode::Host;
                 Ok(())
             }
-            other => Err(format!("{other:?}: expected \"none\" or \"host\"")),
+            "bridge" => {
+                c.net = NetMode::Bridge;
+                Ok(())
+            }
+            other => Err(format!(
+                "{other:?}: expected \"none\", \"host\" or \"bridge\""
+            )),
+        },
+    },
+    Key {
+        name: "net-bridge",
+        help: "net = \"bridge\": the host bridge to attach to, created on first use (default warren0)",
+        example: "\"warren0\"",
+        apply: |c, v| {
+            let s = want_str(v, "a bridge name such as \"warren0\"")?;
+            if let Some(p) = ifname_problem(s) {
+                return Err(format!("{s:?}: {p}"));
+            }
+            c.net_bridge = Some(s.to_string());
+            Ok(())
+        },
+    },
+    Key {
+        name: "net-subnet",
+        help: "net = \"bridge\": the IPv4 subnet of the bridge; .1 is the bridge and gateway (default 10.231.0.0/16)",
+        example: "\"10.231.0.0/16\"",
+        apply: |c, v| {
+            let s = want_str(v, "an IPv4 subnet such as \"10.231.0.0/16\"")?;
+            c.net_subnet = Some(s.parse()?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "net-address",
+        help: "net = \"bridge\": pin the zone's IPv4 address (default: the lowest free one)",
+        example: "\"10.231.0.10\"",
+        apply: |c, v| {
+            let s = want_str(v, "an IPv4 address such as \"10.231.0.10\"")?;
+            let a: Ipv4Addr = s
+                .parse()
+                .map_err(|_| format!("{s:?}: expected an IPv4 address such as \"10.231.0.10\""))?;
+            c.net_address = Some(a);
+            Ok(())
         },
     },
     Key {
@@ -662,11 +738,57 @@ fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
             "services are run by warren's own init, but init is set to another program; drop one of them",
         ));
     }
+    check_net(zone, c)?;
     if let Some(cs) = &l.cpuset {
         if cs.0.is_empty() {
             return Err(Error::config(
                 zone,
                 "cpuset is empty; name at least one CPU",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The `net-*` keys: only with `net = "bridge"`, and a pinned address must fit.
+fn check_net(zone: &str, c: &ZoneConfig) -> Result<()> {
+    if c.net != NetMode::Bridge {
+        let set: Vec<&str> = [
+            ("net-bridge", c.net_bridge.is_some()),
+            ("net-subnet", c.net_subnet.is_some()),
+            ("net-address", c.net_address.is_some()),
+        ]
+        .iter()
+        .filter(|(_, on)| *on)
+        .map(|(k, _)| *k)
+        .collect();
+        if !set.is_empty() {
+            return Err(Error::config(
+                zone,
+                format!(
+                    "{} apply only to net = \"bridge\", but net is \"{}\"; set net = \"bridge\" or unset them",
+                    set.join(", "),
+                    c.net.as_str()
+                ),
+            ));
+        }
+        return Ok(());
+    }
+    if let Some(a) = c.net_address {
+        let subnet = c.subnet();
+        if let Some(why) = subnet.zone_address_problem(a) {
+            let whose = if c.net_subnet.is_some() {
+                "net-subnet"
+            } else {
+                "the default net-subnet"
+            };
+            return Err(Error::config(
+                zone,
+                format!(
+                    "net-address {a} cannot be used in {whose} {subnet}: {why}; pick an address from {} to {} or change net-subnet",
+                    subnet.zone_addresses().next().expect("a /30 holds one zone"),
+                    subnet.zone_addresses().last().expect("a /30 holds one zone"),
+                ),
             ));
         }
     }
@@ -799,14 +921,16 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if c.brand != Brand::Native {
         put("brand", "native".into());
     }
-    put(
-        "net",
-        match c.net {
-            NetMode::None => "none",
-            NetMode::Host => "host",
-        }
-        .into(),
-    );
+    put("net", c.net.as_str().into());
+    if let Some(b) = &c.net_bridge {
+        put("net-bridge", b.clone().into());
+    }
+    if let Some(s) = &c.net_subnet {
+        put("net-subnet", s.to_string().into());
+    }
+    if let Some(a) = &c.net_address {
+        put("net-address", a.to_string().into());
+    }
     if let Some(h) = &c.hostname {
         put("hostname", h.clone().into());
     }
@@ -961,7 +1085,7 @@ max = 0.5
             ("cpuset = \"3-1\"", "cpuset \"3-1\": expected a CPU list"),
             (
                 "net = \"bridged\"",
-                "net \"bridged\": expected \"none\" or \"host\"",
+                "net \"bridged\": expected \"none\", \"host\" or \"bridge\"",
             ),
             ("memory.max = \"1K\"", "at least 4M"),
             ("memory.max = \"99999999T\"", "expected a size"),
@@ -969,6 +1093,18 @@ max = 0.5
             ("init = [\"sleep\"]", "must be an absolute path"),
             ("services = \"x\"", "expected an array of commands"),
             ("priority = \"high\"", "expected \"critical\""),
+            (
+                "net = \"bridge\"\nnet-subnet = \"10.1.0.0/31\"",
+                "net-subnet \"10.1.0.0/31\": the prefix length must be from /8 to /30",
+            ),
+            (
+                "net = \"bridge\"\nnet-address = \"10.1.0.300\"",
+                "expected an IPv4 address",
+            ),
+            (
+                "net = \"bridge\"\nnet-bridge = \"a b\"",
+                "net-bridge \"a b\": use letters",
+            ),
         ] {
             let e = p(&format!("template = \"host\"\n{text}"))
                 .map(|_| ())
@@ -991,6 +1127,30 @@ max = 0.5
                 .to_string();
             assert!(e.contains(needle), "{text}: {e}");
         }
+        let e = p("template = \"host\"\nnet-subnet = \"10.5.0.0/24\"")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "zone 'web1': net-subnet apply only to net = \"bridge\", but net is \"none\"; set net = \"bridge\" or unset them"
+        );
+        let e = p("template = \"host\"\nnet = \"bridge\"\nnet-subnet = \"10.5.0.0/24\"\nnet-address = \"10.6.0.9\"")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "zone 'web1': net-address 10.6.0.9 cannot be used in net-subnet 10.5.0.0/24: it is outside the subnet; pick an address from 10.5.0.2 to 10.5.0.254 or change net-subnet"
+        );
+        let e = p("template = \"host\"\nnet = \"bridge\"\nnet-address = \"10.231.0.1\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the default net-subnet 10.231.0.0/16: it is the gateway"),
+            "{e}"
+        );
+        let c = p("template = \"host\"\nnet = \"bridge\"\nnet-bridge = \"wt0\"\nnet-subnet = \"10.5.0.0/24\"\nnet-address = \"10.5.0.9\"").unwrap();
+        assert_eq!(c.bridge(), "wt0");
+        assert_eq!(p(&to_toml(&c)).unwrap(), c);
         let e = p("template = \"../x\"").unwrap_err().to_string();
         assert!(e.contains("not a template name"), "{e}");
         let e = p("net = \"none\"").unwrap_err().to_string();

@@ -18,6 +18,9 @@ use crate::{stats, storage};
 /// Zone names the demo owns.
 pub const PREFIX: &str = "warren-demo-";
 const TEMPLATE: &str = "host";
+/// `--net bridge`: the demo's own bridge and subnet (never the operator's warren0).
+pub const BRIDGE: &str = "wdemo0";
+pub const SUBNET: &str = "10.239.0.0/16";
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -54,6 +57,8 @@ pub fn summarize(values: &[f64]) -> Summary {
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub zones: usize,
+    /// "none" or "bridge".
+    pub net: String,
     pub kernel: String,
     pub cpus: usize,
     pub mem_total_mib: f64,
@@ -129,8 +134,15 @@ pub fn cleanup(ctx: &Context) -> Result<usize> {
     Ok(n)
 }
 
-/// Run the demo with `n` zones.
-pub fn run(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Report> {
+/// Remove the demo's bridge if no zone uses it any more (with every other unused
+/// lease and bridge of this state root, as `warren gc` would).
+fn cleanup_net(ctx: &Context) -> Result<()> {
+    let live = |name: &str, addr| ctx.lease_is_live(name, addr);
+    crate::net::gc(&ctx.layout, &ctx.host, ctx.boot_id(), &live).map(drop)
+}
+
+/// Run the demo with `n` zones; `bridge`: bridged networking instead of none.
+pub fn run(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -> Result<Report> {
     ctx.require_root()?;
     let started = Instant::now();
     cleanup(ctx)?;
@@ -143,9 +155,9 @@ pub fn run(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
         }
         Err(e) => return Err(e),
     };
-    let result = measure(ctx, n, progress);
+    let result = measure(ctx, n, bridge, progress);
     progress.done();
-    let cleaned = cleanup(ctx);
+    let cleaned = cleanup(ctx).and_then(|_| if bridge { cleanup_net(ctx) } else { Ok(()) });
     if made_template {
         let _ = template::delete(&ctx.layout, TEMPLATE);
     }
@@ -155,9 +167,18 @@ pub fn run(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
     Ok(report)
 }
 
-fn measure(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Report> {
+fn measure(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -> Result<Report> {
     let base = format!("{PREFIX}base");
-    zone::create(ctx, &base, Some(TEMPLATE), None, &[])?;
+    let sets: Vec<String> = if bridge {
+        vec![
+            "net=bridge".into(),
+            format!("net-bridge={BRIDGE}"),
+            format!("net-subnet={SUBNET}"),
+        ]
+    } else {
+        Vec::new()
+    };
+    zone::create(ctx, &base, Some(TEMPLATE), None, &sets)?;
     zone::install(ctx, &base)?;
     let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}{i:04}")).collect();
 
@@ -225,6 +246,7 @@ fn measure(ctx: &Context, n: usize, progress: &mut dyn Progress) -> Result<Repor
     let base_zone = zone::load(ctx, &base)?;
     Ok(Report {
         zones: n,
+        net: if bridge { "bridge" } else { "none" }.into(),
         kernel: warren_sys::kernel_release(),
         cpus: stats::online_cpus(&ctx.host.sys).len(),
         mem_total_mib: mem.get("MemTotal").copied().unwrap_or(0) as f64 / (1 << 20) as f64,

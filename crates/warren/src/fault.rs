@@ -19,6 +19,7 @@ pub const POINTS: &[&str] = &[
     "clone.after-copy",
     "clone.after-state",
     "boot.after-cgroups",
+    "boot.after-lease",
     "boot.after-runtime",
     "boot.after-spawn",
     "halt.after-shutting-down",

@@ -25,6 +25,7 @@ pub mod host;
 pub mod layout;
 pub mod lock;
 pub mod names;
+pub mod net;
 pub mod runtime;
 pub mod stat;
 pub mod state;

@@ -97,6 +97,9 @@ pub struct Runtime {
     /// Unix time in milliseconds when boot finished.
     #[serde(default)]
     pub booted_at_ms: u64,
+    /// `net = "bridge"`: the zone's address, bridge and host-side veth.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub net: Option<crate::net::NetRuntime>,
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
@@ -402,6 +405,7 @@ mod tests {
                 dirs: vec![],
             },
             booted_at_ms: 0,
+            net: None,
         }
     }
 

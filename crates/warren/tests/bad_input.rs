@@ -74,7 +74,7 @@ fn bad_config_is_refused_with_the_field_and_the_fix() {
         (
             &["--set", "net=bridge0"],
             5,
-            "expected \"none\" or \"host\"",
+            "expected \"none\", \"host\" or \"bridge\"",
         ),
         (&["--set", "brand=microvm"], 5, "not available yet"),
         (&["--set", "nonsense"], 5, "expected key=value"),

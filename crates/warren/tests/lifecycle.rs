@@ -163,19 +163,6 @@ fn login_propagates_exit_status_and_runs_in_the_zone_cgroup() {
 }
 
 #[test]
-fn net_host_shares_the_host_stack() {
-    let env = Env::new();
-    env.host_zone("h", &["net=host"]);
-    env.ok(&["boot", "h"]);
-    let host_ifaces = std::fs::read_to_string("/proc/net/dev")
-        .unwrap()
-        .matches(':')
-        .count();
-    let r = env.sh("h", "grep -c : /proc/net/dev").ok();
-    assert_eq!(r.stdout.trim().parse::<usize>().unwrap(), host_ifaces);
-}
-
-#[test]
 fn services_run_under_warren_init_and_stop_on_halt() {
     let env = Env::new();
     env.host_zone(

@@ -217,6 +217,10 @@ pub enum Command {
         /// How many zones.
         #[arg(long, default_value_t = 100)]
         zones: usize,
+        /// The zones' network: none (loopback only) or bridge (eth0 on the demo's
+        /// own bridge wdemo0, subnet 10.239.0.0/16, removed afterwards).
+        #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
+        net: String,
     },
 }
 
@@ -528,12 +532,12 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
-        Command::Demo { zones } => {
+        Command::Demo { zones, net } => {
             if zones == 0 {
                 return Err(Error::Invalid("--zones must be at least 1".into()));
             }
             let mut bars = output::Bars::new(json);
-            let report = demo::run(&ctx, zones, &mut bars)?;
+            let report = demo::run(&ctx, zones, net == "bridge", &mut bars)?;
             if json {
                 output::json(&report);
             } else {

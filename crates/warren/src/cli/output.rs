@@ -123,11 +123,8 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
             if verbose {
                 row.push(i.init_pid.map(|p| p.to_string()).unwrap_or_else(dash));
                 row.push(i.uptime_s.map(uptime).unwrap_or_else(dash));
-                row.push(
-                    i.net
-                        .map(|n| format!("{n:?}").to_lowercase())
-                        .unwrap_or_else(dash),
-                );
+                row.push(i.net.map(|n| n.as_str().to_string()).unwrap_or_else(dash));
+                row.push(i.address.map(|a| a.to_string()).unwrap_or_else(dash));
                 row.push(i.config.as_ref().map(limits_summary).unwrap_or_else(dash));
                 row.push(match (&i.root, &i.error) {
                     (_, Some(e)) => e.clone(),
@@ -141,7 +138,8 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     if verbose {
         table(
             &[
-                "NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "LIMITS", "ROOT",
+                "NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "ADDRESS",
+                "LIMITS", "ROOT",
             ],
             &rows,
         );
@@ -218,8 +216,8 @@ pub fn host_info(i: &HostInfo) {
 
 pub fn demo_report(r: &Report) {
     println!(
-        "warren demo: {} zones, template 'host' ({} backend, cgroup {}), Linux {}, {} CPUs, {:.0} MiB RAM",
-        r.zones, r.backend, r.cgroup_version, r.kernel, r.cpus, r.mem_total_mib
+        "warren demo: {} zones, net {}, template 'host' ({} backend, cgroup {}), Linux {}, {} CPUs, {:.0} MiB RAM",
+        r.zones, r.net, r.backend, r.cgroup_version, r.kernel, r.cpus, r.mem_total_mib
     );
     let f = |v: f64, unit: &str| format!("{v:.2} {unit}");
     let rows = vec![

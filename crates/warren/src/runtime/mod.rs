@@ -27,6 +27,7 @@ use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
 use crate::cgroups::CgroupSet;
 use crate::config::{NetMode, ZoneConfig};
 use crate::error::{Error, IoContext, Result};
+use crate::net::NetRuntime;
 use crate::state::InitId;
 use crate::stats;
 use crate::storage::template::Bind;
@@ -50,6 +51,8 @@ pub struct BootSpec<'a> {
     /// The `warren-init` binary on the host (run by file descriptor).
     pub init_exe: &'a Path,
     pub proc_root: &'a Path,
+    /// `net = "bridge"`: the leased address, attached right after the clone.
+    pub net: Option<&'a NetRuntime>,
 }
 
 fn c(p: &Path) -> CString {
@@ -127,7 +130,7 @@ pub fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String
 
 fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let root = spec.root.target().to_path_buf();
-    let own_net = spec.config.net == NetMode::None;
+    let own_net = spec.config.net != NetMode::Host;
     let mut flags =
         libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
     if own_net {
@@ -352,6 +355,13 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     ] {
         p.push(Step::Dup2 { from, to }, format!("set up {what}"));
     }
+    if spec.net.is_some() {
+        // Last, so the host configures the network while the child mounts.
+        p.push(
+            Step::WaitParent,
+            "wait for the host to set up the network".into(),
+        );
+    }
     Ok(p)
 }
 
@@ -388,8 +398,11 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         init,
     };
     let plan = build(spec, &fds)?;
-    let pid =
-        warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| spawn_error(spec.zone, &plan, e))?;
+    let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| match spec.net {
+        Some(net) => crate::net::attach(spec.zone, net, pid, spec.proc_root),
+        None => Ok(()),
+    })
+    .map_err(|e| spawn_error(spec.zone, &plan, e))?;
     let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
         context: format!(
             "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",
@@ -401,8 +414,9 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     Ok(InitId { pid, start_time })
 }
 
-fn spawn_error(zone: &str, plan: &Plan, e: SpawnError) -> Error {
+fn spawn_error(zone: &str, plan: &Plan, e: SpawnError<Error>) -> Error {
     match e {
+        SpawnError::Setup(e) => e,
         SpawnError::Clone(source) => {
             let hint = match source.raw_os_error() {
                 Some(libc::EAGAIN) => " (a process limit was reached: check kernel.pid_max, kernel.threads-max and the pids cgroup)",

@@ -6,7 +6,9 @@
 //! - stale runtime records (init gone, host rebooted, a boot that never finished) and
 //!   interrupted halts, repaired under the zone's lock;
 //! - cgroups in this state root's group that no zone's runtime record claims;
-//! - lock files of zones and templates that no longer exist.
+//! - lock files of zones and templates that no longer exist;
+//! - address leases of zones that are not running, veths they left on warren's
+//!   bridges, and bridges warren created that no zone uses any more (`net::gc`).
 //!
 //! Zone roots are never mounted on the host, so there are no mounts to collect.
 //! Interrupted installs and uninstalls are left `incomplete` and reported: finishing
@@ -129,6 +131,13 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
         }
     }
 
+    let live = |name: &str, addr| ctx.lease_is_live(name, addr);
+    report.removed.extend(crate::net::gc(
+        &ctx.layout,
+        &ctx.host,
+        ctx.boot_id(),
+        &live,
+    )?);
     sweep_cgroups(ctx, &zones, &mut report)?;
     sweep_locks(ctx, &zones, &mut report)?;
     Ok(report)

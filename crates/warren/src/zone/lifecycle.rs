@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use super::{load, read_config_table, reconcile, Context, Zone};
 use crate::cgroups::CgroupError;
-use crate::config::{self, ZoneConfig};
+use crate::config::{self, NetMode, ZoneConfig};
 use crate::doctor;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
@@ -265,6 +265,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         init: None,
         cgroups,
         booted_at_ms: 0,
+        net: None,
     };
     let undo = |rt: &Runtime, e: Error| {
         let cleanup = rt
@@ -272,9 +273,28 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
             .kill_all(Duration::from_secs(5))
             .and_then(|_| rt.cgroups.remove(Duration::from_secs(5)))
             .map_err(Error::from)
+            .and_then(|_| match &rt.net {
+                Some(net) => crate::net::release(&ctx.layout, &z.name, net),
+                None => Ok(()),
+            })
             .and_then(|_| state::remove_runtime(&z.dir));
         e.with_cleanup(cleanup.err())
     };
+    if z.config.net == NetMode::Bridge {
+        let live = |name: &str, addr| ctx.lease_is_live(name, addr);
+        match crate::net::lease(
+            &ctx.layout,
+            &ctx.host,
+            ctx.boot_id(),
+            &z.name,
+            &z.config,
+            &live,
+        ) {
+            Ok(net) => rt.net = Some(net),
+            Err(e) => return Err(undo(&rt, e)),
+        }
+    }
+    fault::point("boot.after-lease");
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
         return Err(undo(&rt, e));
     }
@@ -288,6 +308,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         console: &z.dir.join("console.log"),
         init_exe: &init_exe,
         proc_root: &ctx.host.proc,
+        net: rt.net.as_ref(),
     };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
@@ -334,6 +355,9 @@ pub(super) fn halt_locked(ctx: &Context, z: &mut Zone, timeout: Option<Duration>
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
     let outcome = runtime::stop(rt.init, &rt.cgroups, timeout, &ctx.host.proc)?;
     fault::point("halt.after-stop");
+    if let Some(net) = &rt.net {
+        crate::net::release(&ctx.layout, &z.name, net)?;
+    }
     state::remove_runtime(&z.dir)?;
     Ok(outcome.graceful)
 }
@@ -424,6 +448,9 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
             if let Ok(Some(rt)) = state::load_runtime(&dir) {
                 rt.cgroups.kill_all(Duration::from_secs(5))?;
                 rt.cgroups.remove(Duration::from_secs(5))?;
+                if let Some(net) = &rt.net {
+                    crate::net::release(&ctx.layout, name, net)?;
+                }
             }
             // A btrfs zone's root is a subvolume, which a plain tree removal cannot delete.
             let root = dir.join("root");

@@ -10,6 +10,7 @@ mod lifecycle;
 
 use std::cell::OnceCell;
 use std::fs;
+use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -66,6 +67,27 @@ impl Context {
             return Err(Error::NotRoot);
         }
         Ok(())
+    }
+
+    /// Whether zone `name` still holds the address `addr`: it is booting or halting
+    /// (someone holds its lock; never waited for, so callers holding other locks cannot
+    /// deadlock), or its runtime record names that address and its init is alive.
+    pub fn lease_is_live(&self, name: &str, addr: Ipv4Addr) -> bool {
+        if names::problem(name).is_some() || !self.layout.zone_dir(name).is_dir() {
+            return false;
+        }
+        match crate::lock::try_exclusive_path(&self.layout.lock_file("zone", name)) {
+            Ok(Some(_held)) => state::load_runtime(&self.layout.zone_dir(name))
+                .ok()
+                .flatten()
+                .is_some_and(|rt| {
+                    rt.net.as_ref().map(|n| n.address) == Some(addr)
+                        && rt.boot_id == self.boot_id()
+                        && self.init_fact(&rt) == Some(InitFact::Alive)
+                }),
+            // Busy, or the lock cannot be checked: keep the lease.
+            Ok(None) | Err(_) => true,
+        }
     }
 
     /// Whether the recorded init is still the same live process.
@@ -150,6 +172,9 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
             rt.cgroups.kill_all(std::time::Duration::from_secs(10))?;
             rt.cgroups.remove(std::time::Duration::from_secs(5))?;
         }
+        if let Some(net) = &rt.net {
+            crate::net::release(&ctx.layout, &zone.name, net)?;
+        }
         state::remove_runtime(&zone.dir)?;
         zone.runtime = None;
     }
@@ -200,6 +225,9 @@ pub struct ZoneInfo {
     pub backend: Option<BackendKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub net: Option<config::NetMode>,
+    /// `net = "bridge"`: the zone's IPv4 address while it is up.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub address: Option<Ipv4Addr>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub init_pid: Option<i32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,6 +259,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             template: None,
             backend: None,
             net: None,
+            address: None,
             init_pid: None,
             uptime_s: None,
             evicted: None,
@@ -253,6 +282,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 template: Some(z.config.template.clone()),
                 backend: z.lifecycle.backend,
                 net: Some(z.config.net),
+                address: rt.and_then(|r| r.net.as_ref().map(|n| n.address)),
                 init_pid: rt.and_then(|r| r.init.map(|i| i.pid)),
                 uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
                 evicted: z.lifecycle.evicted.clone(),
