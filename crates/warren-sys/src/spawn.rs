@@ -25,8 +25,6 @@ use crate::cvt;
 /// One action the zone's child performs before exec, in order.
 #[derive(Debug)]
 pub enum Step {
-    /// `write(fd, data)`: e.g. join a cgroup by writing "0" to an inherited `cgroup.procs` fd.
-    WriteFd { fd: RawFd, data: &'static [u8] },
     /// `unshare(flags)`.
     Unshare(libc::c_int),
     /// `mount(source, target, fstype, flags, data)`.
@@ -275,15 +273,6 @@ fn run_child(
 fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
     let ok = |rc: libc::c_int| if rc < 0 { Err(()) } else { Ok(()) };
     match step {
-        Step::WriteFd { fd, data } => {
-            // SAFETY: `data` is a valid slice; `fd` was opened by the parent for this child.
-            let n = unsafe { libc::write(*fd, data.as_ptr().cast(), data.len()) };
-            if n < 0 {
-                Err(())
-            } else {
-                Ok(())
-            }
-        }
         // SAFETY: unshare takes flags only.
         Step::Unshare(flags) => ok(unsafe { libc::unshare(*flags) }),
         Step::Mount {

@@ -1,9 +1,9 @@
 //! The native runtime: start a zone's init in new namespaces, stop it, log into it.
 //!
-//! Boot is one `clone(2)` and one `execve(2)`: the child joins the zone's cgroups (by
-//! writing to `cgroup.procs` descriptors the parent opened), enters a new cgroup
-//! namespace, builds the zone's root *inside its own mount namespace* (overlay or bind,
-//! the template's read-only binds, /proc, read-only /sys, a tiny /dev), pivots into it
+//! Boot is one `clone(2)` and one `execve(2)`: the child builds the zone's root *inside
+//! its own mount namespace* (overlay or bind, the template's read-only binds, /proc,
+//! read-only /sys, a tiny /dev) and pivots into it while the parent moves it into the
+//! zone's cgroups (and wires its network); then the child enters a new cgroup namespace
 //! and execs init. Nothing is mounted in the host's namespace and no helper process
 //! stays on the host: when the zone's last process exits, the kernel tears down its
 //! mounts and namespaces with it.
@@ -15,6 +15,7 @@ pub mod login;
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
+use std::io::Write;
 use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::OpenOptionsExt;
@@ -179,19 +180,6 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         },
         what: Vec::new(),
     };
-    for (f, path) in fds.procs.iter().zip(spec.cgroups.procs_files()) {
-        p.push(
-            Step::WriteFd {
-                fd: f.as_raw_fd(),
-                data: b"0",
-            },
-            format!("join cgroup {}", path.display()),
-        );
-    }
-    p.push(
-        Step::Unshare(libc::CLONE_NEWCGROUP),
-        "create the cgroup namespace".into(),
-    );
     p.mount(
         None,
         Path::new("/"),
@@ -355,13 +343,18 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     ] {
         p.push(Step::Dup2 { from, to }, format!("set up {what}"));
     }
-    if spec.net.is_some() {
-        // Last, so the host configures the network while the child mounts.
-        p.push(
-            Step::WaitParent,
-            "wait for the host to set up the network".into(),
-        );
-    }
+    // Last, so the host moves the child into the zone's cgroups (and sets up its
+    // network) while the child mounts its root: on cgroup v1 the first migration into
+    // a cgroup waits for an RCU grace period, which then overlaps the mounts.
+    p.push(
+        Step::WaitParent,
+        "wait for the host to move it into its cgroups and set up its network".into(),
+    );
+    // After the move, so the namespace's root is the zone's own cgroup.
+    p.push(
+        Step::Unshare(libc::CLONE_NEWCGROUP),
+        "create the cgroup namespace".into(),
+    );
     Ok(p)
 }
 
@@ -398,9 +391,12 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         init,
     };
     let plan = build(spec, &fds)?;
-    let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| match spec.net {
-        Some(net) => crate::net::attach(spec.zone, net, pid, spec.proc_root),
-        None => Ok(()),
+    let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
+        join_cgroups(spec, &fds.procs, pid)?;
+        match spec.net {
+            Some(net) => crate::net::attach(spec.zone, net, pid, spec.proc_root),
+            None => Ok(()),
+        }
     })
     .map_err(|e| spawn_error(spec.zone, &plan, e))?;
     let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
@@ -412,6 +408,21 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })?;
     Ok(InitId { pid, start_time })
+}
+
+/// Move the zone's new process into each of its cgroups (from the parent).
+fn join_cgroups(spec: &BootSpec<'_>, procs: &[File], pid: i32) -> Result<()> {
+    let text = pid.to_string();
+    for (mut f, path) in procs.iter().zip(spec.cgroups.procs_files()) {
+        f.write_all(text.as_bytes()).ctx(|| {
+            format!(
+                "zone '{}': moving its init into {}",
+                spec.zone,
+                path.display()
+            )
+        })?;
+    }
+    Ok(())
 }
 
 fn spawn_error(zone: &str, plan: &Plan, e: SpawnError<Error>) -> Error {
