@@ -200,6 +200,21 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             Vec::new()
         };
         let d = decide::decide(&th, &tracks, &s, &views, last_action, &policy);
+        for (i, sig) in decide::SIGNALS.iter().enumerate() {
+            if tracks[i].since_ms.is_none() && d.tracks[i].since_ms.is_some() {
+                let t = th.0[i];
+                log(
+                    o.json,
+                    serde_json::json!({"crossed": sig, "value": s.values[i], "trigger": t.trigger, "grace_ms": t.grace_ms}),
+                    format!(
+                        "agent: {sig:?} {:.1} crossed {} (acts after {} ms unless it clears)",
+                        s.values[i].unwrap_or(0.0),
+                        t.trigger,
+                        t.grace_ms
+                    ),
+                );
+            }
+        }
         tracks = d.tracks;
         if let Some(ev) = &d.eviction {
             let v = views
