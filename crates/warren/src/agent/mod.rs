@@ -86,7 +86,10 @@ struct Known {
     cgroups: crate::cgroups::CgroupSet,
 }
 
-fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Vec<(String, crate::config::Priority)>)> {
+/// Installed zones the agent evicted, with their class (for restarts).
+type Evicted = Vec<(String, crate::config::Priority)>;
+
+fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
     let mut running = Vec::new();
     let mut evicted = Vec::new();
     for name in zone::names_in(&ctx.layout)? {
@@ -159,7 +162,7 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let mut last_action: Option<u64> = None;
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
-    let mut evicted: Vec<(String, crate::config::Priority)> = Vec::new();
+    let mut evicted: Evicted = Vec::new();
     let mut refreshed: Option<Instant> = None;
     let started = Instant::now();
     log(
