@@ -23,10 +23,11 @@
 //! limit instead of the host: available = limit − working set, swap used against
 //! its memsw (v1) or swap.max (v2) room, and on v2 its own PSI. That is how an
 //! operator gives warren a memory budget on a shared host, and how the tests make
-//! pressure without starving the machine. Zones' usage (anonymous memory plus swap,
-//! from their memory cgroups) is read every tick while a threshold is crossed, and
-//! every `zone-refresh-s` otherwise: on a calm host with 500 zones the agent reads
-//! five small files a tick, not a thousand.
+//! pressure without starving the machine. Zones (their records, and anonymous memory
+//! plus swap from their memory cgroups) are read only when an eviction is due — a
+//! threshold active and the cool-down over — and, with `restart-evicted`, every
+//! `zone-refresh-s`: with 500 zones the agent reads a few /proc files a tick, not a
+//! thousand.
 //!
 //! # How it decides
 //!
@@ -164,6 +165,7 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let mut zones: Vec<Known> = Vec::new();
     let mut evicted: Evicted = Vec::new();
     let mut refreshed: Option<Instant> = None;
+    let mut empty_scan: Option<u64> = None;
     let started = Instant::now();
     log(
         o.json,
@@ -183,16 +185,21 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
         rates.push(now, host.pswpin, host.pswpout);
         let budget = watch.as_deref().and_then(sample::budget);
         let s = sample::signals(now, &host, budget.as_ref(), &rates);
-        // Zones matter only while a threshold is crossed: then read them every tick;
-        // otherwise every zone-refresh-s (to notice evicted zones for restarts).
-        let hot = decide::any_pending(&decide::track(&th, &tracks, &s).0);
+        // Zones are read only when an eviction is due (a threshold active and the
+        // cool-down over), and for restarts every zone-refresh-s: a calm host with
+        // 500 zones costs a few /proc reads a tick.
+        let breaching = !decide::track(&th, &tracks, &s).1.is_empty();
+        let cooled = |t: Option<u64>| t.is_none_or(|t| now.saturating_sub(t) >= policy.cooldown_ms);
+        // A scan that found nothing to evict (only critical zones) is not repeated
+        // every tick either.
+        let due = breaching && cooled(last_action) && cooled(empty_scan);
         let stale =
             refreshed.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.zone_refresh_s));
-        if stale || hot {
+        if due || (cfg.restart_evicted && stale) {
             (zones, evicted) = running_zones(ctx)?;
             refreshed = Some(Instant::now());
         }
-        let views: Vec<ZoneView> = if hot {
+        let views: Vec<ZoneView> = if due {
             zones
                 .iter()
                 .map(|k| {
@@ -219,6 +226,9 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             }
         }
         tracks = d.tracks;
+        if due && d.eviction.is_none() {
+            empty_scan = Some(now);
+        }
         if let Some(ev) = &d.eviction {
             let v = views
                 .iter()

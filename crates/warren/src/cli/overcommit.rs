@@ -146,7 +146,7 @@ pub fn agent_help() -> String {
         "\
 Samples every interval-ms: MemAvailable, swap used and total, swap-in/out pages/s (from
 /proc/vmstat over window-s), memory PSI full avg10 (host, or the watched cgroup's on v2),
-and, while a threshold is crossed, each zone's anonymous memory + swap against its
+and, when an eviction is due, each zone's anonymous memory + swap against its
 memory.request. A threshold becomes active after staying crossed for its grace-s and
 stays active until its clear level (hysteresis). While one is active the agent halts one
 zone (SIGTERM, then kill after halt-timeout-s): best-effort before normal, critical only
