@@ -3,8 +3,10 @@
 # temporary state root, run the agent for S seconds (default 30) twice, and report its
 # CPU time as % of one CPU (utime + stime from /proc/PID/stat):
 #   calm: default thresholds, nothing crossed (it reads /proc files only);
-#   hot:  a threshold crossed all the time (--dry-run, available trigger 100 %), so it
-#         reloads and reads every zone each tick: the worst case.
+#   hot:  a threshold active all the time (--dry-run, available trigger 100 %): it
+#         reads every zone once per cool-down (10 s), when an eviction is due;
+#   scan: the same with cooldown-s = 0, so it reads every zone every tick (500 ms):
+#         the cost of one scan of N zones, twice a second (the worst case).
 # Then halts and deletes everything. Needs root.
 #
 #   ./scripts/agent-bench.sh            # 500 zones, 30 s each
@@ -62,4 +64,6 @@ measure() {
 measure "calm (defaults, interval 500 ms)"
 cfg="$WARREN_ROOT/hot.toml"
 printf 'interval-ms = 500\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n' >"$cfg"
-measure "hot (threshold crossed, every zone read each tick, dry run)" --dry-run --config "$cfg"
+measure "hot (threshold active, zones read once per 10 s cool-down, dry run)" --dry-run --config "$cfg"
+printf 'interval-ms = 500\ncooldown-s = 0.0\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n' >"$cfg"
+measure "scan (cooldown 0: every zone read every tick, dry run)" --dry-run --config "$cfg"

@@ -361,3 +361,85 @@ fn agent_dry_run_once_changes_nothing() {
     assert_eq!(env.state("be"), "running");
     assert!(events(&env).is_empty());
 }
+
+/// The whole loop against a budget the test controls: a watched "cgroup" that is a
+/// plain directory of files. Pressure evicts, calm restarts (restart-evicted).
+#[test]
+fn agent_restarts_evicted_zones_once_pressure_is_gone() {
+    let env = Env::new();
+    env.host_zone("be", &["priority=best-effort"]);
+    env.host_zone("crit", &["priority=critical"]);
+    env.ok(&["boot", "be"]);
+    env.ok(&["boot", "crit"]);
+    let budget = env.root().join("budget");
+    std::fs::create_dir(&budget).unwrap();
+    let set = |usage_mib: u64| {
+        std::fs::write(
+            budget.join("memory.limit_in_bytes"),
+            (100u64 << 20).to_string(),
+        )
+        .unwrap();
+        std::fs::write(
+            budget.join("memory.usage_in_bytes"),
+            (usage_mib << 20).to_string(),
+        )
+        .unwrap();
+        std::fs::write(budget.join("memory.stat"), "total_inactive_file 0\n").unwrap();
+    };
+    set(99);
+    let cfg = env.root().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "interval-ms = 50\ncooldown-s = 0.5\nhalt-timeout-s = 2\nrestart-evicted = true\nrestart-after-s = 1.0\nzone-refresh-s = 0.2\nwatch = \"{}\"\n[available]\ntrigger = 10.0\nclear = 20.0\ngrace-s = 0.3\n",
+            budget.display()
+        ),
+    )
+    .unwrap();
+    let mut kids = Children(Vec::new());
+    kids.0.push(
+        Command::new(WARREN)
+            .env("WARREN_ROOT", env.root())
+            .args(["agent", "--config", cfg.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while !f() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for("the eviction", &|| env.state("be") == "installed");
+    assert_eq!(
+        env.state("crit"),
+        "running",
+        "critical is never evicted by default"
+    );
+    // Inside the hysteresis band (15 % available: above trigger, below clear): the
+    // pressure is not over, so nothing restarts.
+    set(85);
+    std::thread::sleep(Duration::from_millis(1800));
+    assert_eq!(env.state("be"), "installed", "no restart while in the band");
+    // Calm: back past clear for restart-after-s.
+    set(10);
+    wait_for("the restart", &|| env.state("be") == "running");
+    let evs = events(&env);
+    let actions: Vec<(&str, &str)> = evs
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), e["zone"].as_str().unwrap()))
+        .collect();
+    assert_eq!(actions, [("evict", "be"), ("restart", "be")], "{evs:?}");
+    assert!(evs[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("available memory 1.0% < 10%"));
+    let r = env.ok(&["events"]);
+    assert!(
+        r.stdout.contains("evict") && r.stdout.contains("restart"),
+        "{}",
+        r.stdout
+    );
+}

@@ -30,6 +30,9 @@ pub struct Event {
     pub usage_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_bytes: Option<u64>,
+    /// The zone's own memory PSI full avg10 (cgroup v2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone_psi_full_avg10: Option<f64>,
     /// The signal values (available %, swap used %, swap-in and swap-out pages/s, PSI
     /// full avg10 %) that the decision saw.
     #[serde(default)]
@@ -97,6 +100,7 @@ pub struct Seen<'a> {
     pub priority: crate::config::Priority,
     pub usage_bytes: u64,
     pub request_bytes: u64,
+    pub zone_psi_full_avg10: Option<f64>,
 }
 
 fn priority_name(p: crate::config::Priority) -> String {
@@ -137,6 +141,7 @@ pub fn evict(
         priority: Some(priority_name(seen.priority)),
         usage_bytes: Some(seen.usage_bytes),
         request_bytes: Some(seen.request_bytes),
+        zone_psi_full_avg10: seen.zone_psi_full_avg10,
         signals: signals_json(seen.sample),
         breaches: serde_json::to_value(seen.breaches).unwrap_or_default(),
         graceful: None,
@@ -170,6 +175,7 @@ pub fn restart(ctx: &Context, zone_name: &str, calm_for_ms: u64) -> Result<Event
         priority: None,
         usage_bytes: None,
         request_bytes: None,
+        zone_psi_full_avg10: None,
         signals: serde_json::Value::Null,
         breaches: serde_json::Value::Null,
         graceful: None,

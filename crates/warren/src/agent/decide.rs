@@ -156,6 +156,10 @@ pub struct ZoneView {
     /// `memory.request` (0 when not set).
     pub request_bytes: u64,
     pub booted_at_ms: u64,
+    /// The zone's own memory PSI "full" avg10 (cgroup v2 only): reported in the
+    /// event, not used to rank (a zone stalls because others crowd it out as often as
+    /// because of itself).
+    pub psi_full_avg10: Option<f64>,
 }
 
 impl ZoneView {
@@ -287,6 +291,7 @@ mod tests {
             usage_bytes: usage,
             request_bytes: request,
             booted_at_ms: booted,
+            psi_full_avg10: None,
         }
     }
 

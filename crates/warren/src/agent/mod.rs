@@ -250,8 +250,18 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                     priority: v.priority,
                     usage_bytes: v.usage_bytes,
                     request_bytes: v.request_bytes,
+                    zone_psi_full_avg10: v.psi_full_avg10,
                 };
                 match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
+                    Ok(e) if e.error.is_some() => log(
+                        o.json,
+                        serde_json::to_value(&e).unwrap_or_default(),
+                        format!(
+                            "agent: zone '{}' chosen but not evicted: {}",
+                            ev.zone,
+                            e.error.clone().unwrap_or_default()
+                        ),
+                    ),
                     Ok(e) => log(
                         o.json,
                         serde_json::to_value(&e).unwrap_or_default(),

@@ -203,6 +203,7 @@ pub fn zone_view(
         usage_bytes: m.anon_bytes.unwrap_or(0) + m.swap_bytes.unwrap_or(0),
         request_bytes: request.unwrap_or(0),
         booted_at_ms,
+        psi_full_avg10: readers::zone_pressure(set).map(|p| p.full_avg10),
     }
 }
 

@@ -94,7 +94,14 @@ pub fn swap_cmd(ctx: &Context, json: bool, c: SwapCmd) -> Result<()> {
         SwapCmd::Disable => {
             ctx.require_root()?;
             match swap::disable(&ctx.layout, proc_, &ctx.host.sys)? {
-                Some(r) if !json => println!("swap off: {} removed", r.path.display()),
+                Some(r) if !json => println!(
+                    "swap off: {} ({})",
+                    r.path.display(),
+                    match r.kind {
+                        swap::SwapKind::File => "file removed",
+                        swap::SwapKind::Zram => "zram0 reset",
+                    }
+                ),
                 Some(r) => output::json(&r),
                 None if !json => println!("warren has no swap on in this root; nothing to do"),
                 None => output::json(&serde_json::Value::Null),
