@@ -14,6 +14,7 @@ pub mod proc;
 pub mod pty;
 pub mod signal;
 pub mod spawn;
+pub mod swap;
 
 /// Constants (MS_*, CLONE_*, signal numbers) for callers that build plans.
 pub use libc;

@@ -86,6 +86,14 @@ pub struct Limits {
     pub max_threads: Option<u64>,
     pub memory_max: Option<u64>,
     pub memory_swap: Option<u64>,
+    /// Guaranteed memory: v1 memory.soft_limit_in_bytes, v2 memory.low. It also sets the
+    /// zone's share of host swap when `memory.swap` is not given ([`swap_allowance`]).
+    pub memory_request: Option<u64>,
+    /// Swap derived at boot from `memory_request` and the host's RAM and swap (not a
+    /// config key; see [`Limits::with_swap_allowance`]). Written only where the kernel
+    /// accounts swap per cgroup.
+    #[serde(skip)]
+    pub swap_allowance: Option<u64>,
     pub cpu_shares: Option<u64>,
     pub cpu_weight: Option<u64>,
     /// A cap in CPUs, e.g. 0.5.
@@ -93,7 +101,30 @@ pub struct Limits {
     pub cpuset: Option<CpuSet>,
 }
 
+/// A zone's share of host swap when it sets `memory.request` but not `memory.swap`,
+/// as the kubelet's LimitedSwap: `request / MemTotal × SwapTotal`. `None` without a
+/// request, without `memory.max` (swap is allowed on top of it) or without host swap.
+pub fn swap_allowance(limits: &Limits, mem_total: u64, swap_total: u64) -> Option<u64> {
+    if limits.memory_swap.is_some() || limits.memory_max.is_none() {
+        return None;
+    }
+    let request = limits.memory_request?;
+    if mem_total == 0 || swap_total == 0 {
+        return None;
+    }
+    let share = (request as u128 * swap_total as u128 / mem_total as u128) as u64;
+    Some(share)
+}
+
 impl Limits {
+    /// These limits with [`Limits::swap_allowance`] filled from the host's RAM and swap.
+    pub fn with_swap_allowance(&self, mem_total: u64, swap_total: u64) -> Limits {
+        Limits {
+            swap_allowance: swap_allowance(self, mem_total, swap_total),
+            ..self.clone()
+        }
+    }
+
     /// The value for the pids controller: the kernel counts tasks (threads), so
     /// `max-threads` wins when set, else `max-processes`.
     pub fn pids_max(&self) -> Option<u64> {
@@ -499,6 +530,15 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "memory.request",
+        help: "guaranteed memory (v1 soft limit, v2 memory.low); also sets the zone's share of host swap unless memory.swap is set",
+        example: "\"128M\"",
+        apply: |c, v| {
+            c.limits.memory_request = Some(want_size(v)?);
+            Ok(())
+        },
+    },
+    Key {
         name: "cpu.shares",
         help: "relative CPU weight, cgroup v1 scale (2-262144, default 1024)",
         example: "1024",
@@ -723,6 +763,18 @@ fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
             zone,
             "memory.swap is set without memory.max; set memory.max too (swap is allowed on top of it)",
         ));
+    }
+    if let (Some(r), Some(m)) = (l.memory_request, l.memory_max) {
+        if r > m {
+            return Err(Error::config(
+                zone,
+                format!(
+                    "memory.request {} is above memory.max {}; a zone cannot be guaranteed more than its cap, so lower memory.request or raise memory.max",
+                    format_size(r),
+                    format_size(m)
+                ),
+            ));
+        }
     }
     if let (Some(p), Some(t)) = (l.max_processes, l.max_threads) {
         if t < p {
@@ -978,6 +1030,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if let Some(n) = l.memory_swap {
         put("memory.swap", format_size(n).into());
     }
+    if let Some(n) = l.memory_request {
+        put("memory.request", format_size(n).into());
+    }
     if let Some(n) = l.cpu_shares {
         put("cpu.shares", int(n));
     }
@@ -1027,6 +1082,7 @@ cpuset = "0-1"
 [memory]
 max = "512M"
 swap = "1G"
+request = "128M"
 [cpu]
 weight = 200
 max = 0.5
@@ -1034,12 +1090,59 @@ max = 0.5
         let c = p(text).unwrap();
         assert_eq!(c.limits.memory_max, Some(512 << 20));
         assert_eq!(c.limits.memory_swap, Some(1 << 30));
+        assert_eq!(c.limits.memory_request, Some(128 << 20));
         assert_eq!(c.limits.pids_max(), Some(40));
         assert_eq!(c.limits.cpu_max, Some(0.5));
         assert_eq!(c.limits.cpuset, Some(CpuSet(vec![0, 1])));
         assert_eq!(c.services.len(), 2);
         let again = p(&to_toml(&c)).unwrap();
         assert_eq!(c, again);
+    }
+
+    #[test]
+    fn memory_request_is_checked_against_max() {
+        let e = p("template = \"host\"\n[memory]\nmax = \"64M\"\nrequest = \"128M\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("memory.request 128M is above memory.max 64M") && e.contains("lower"),
+            "{e}"
+        );
+        let e = p("template = \"host\"\nmemory.request = \"lots\"")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("memory.request \"lots\": expected a size"),
+            "{e}"
+        );
+        // A request without a cap is allowed: a guarantee, no limit.
+        let c = p("template = \"host\"\nmemory.request = \"32M\"").unwrap();
+        assert_eq!(c.limits.memory_request, Some(32 << 20));
+    }
+
+    #[test]
+    fn swap_allowance_is_proportional_to_the_request() {
+        let gib = 1u64 << 30;
+        let mut l = Limits {
+            memory_max: Some(2 * gib),
+            memory_request: Some(gib),
+            ..Limits::default()
+        };
+        // 1 GiB of 16 GiB RAM gets 1/16 of 8 GiB swap.
+        assert_eq!(swap_allowance(&l, 16 * gib, 8 * gib), Some(512 << 20));
+        assert_eq!(
+            l.with_swap_allowance(16 * gib, 8 * gib).swap_allowance,
+            Some(512 << 20)
+        );
+        assert_eq!(swap_allowance(&l, 16 * gib, 0), None, "no host swap");
+        l.memory_swap = Some(0);
+        assert_eq!(swap_allowance(&l, 16 * gib, 8 * gib), None, "explicit wins");
+        l.memory_swap = None;
+        l.memory_max = None;
+        assert_eq!(swap_allowance(&l, 16 * gib, 8 * gib), None, "no cap");
+        l.memory_max = Some(2 * gib);
+        l.memory_request = None;
+        assert_eq!(swap_allowance(&l, 16 * gib, 8 * gib), None, "no request");
     }
 
     #[test]

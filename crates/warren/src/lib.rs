@@ -6,6 +6,8 @@
 //! - [`storage`], [`runtime`], [`cgroups`], [`stats`]: the effects.
 //! - [`doctor`]: host limits against a planned density (pure verdicts), fixes, probes.
 //! - [`stat`]: what zones cost (`warren stat`, `warren memstat`), read from cgroups and /proc.
+//! - [`agent`]: evicts zones under memory pressure before the OOM killer must; [`swap`]
+//!   provisions the swap that overcommit needs.
 //! - `warren_sys`: the audited unsafe syscalls.
 //!
 //! Pure decisions ([`state::decide`], [`config`] validation, cgroup file values) are plain
@@ -13,6 +15,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod cgroups;
 pub mod cli;
 pub mod config;
@@ -31,6 +34,7 @@ pub mod stat;
 pub mod state;
 pub mod stats;
 pub mod storage;
+pub mod swap;
 pub mod zone;
 
 pub use error::{Error, ExitCode, Result};

@@ -57,7 +57,18 @@ pub fn writes(
                 "memory.memsw.limit_in_bytes",
                 (max + swap).to_string(),
             ));
+        } else if let (Some(swap), true) = (limits.swap_allowance, memsw) {
+            // Derived from memory.request: applied where the kernel accounts swap,
+            // silently skipped where it does not (the zone did not ask for it).
+            w.push((
+                "memory",
+                "memory.memsw.limit_in_bytes",
+                (max + swap).to_string(),
+            ));
         }
+    }
+    if let Some(request) = limits.memory_request {
+        w.push(("memory", "memory.soft_limit_in_bytes", request.to_string()));
     }
     let shares = limits
         .cpu_shares
@@ -215,5 +226,39 @@ mod tests {
         let e = writes(&limits, false).unwrap_err().to_string();
         assert!(e.contains("swapaccount=1"), "{e}");
         assert!(writes(&Limits::default(), false).unwrap().is_empty());
+        // memory.request: the soft limit, and its swap allowance where memsw exists.
+        let limits = Limits {
+            memory_max: Some(64 << 20),
+            memory_request: Some(16 << 20),
+            swap_allowance: Some(8 << 20),
+            ..Limits::default()
+        };
+        assert_eq!(
+            writes(&limits, true).unwrap(),
+            vec![
+                ("memory", "memory.limit_in_bytes", "67108864".to_string()),
+                (
+                    "memory",
+                    "memory.memsw.limit_in_bytes",
+                    "75497472".to_string()
+                ),
+                (
+                    "memory",
+                    "memory.soft_limit_in_bytes",
+                    "16777216".to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            writes(&limits, false).unwrap(),
+            vec![
+                ("memory", "memory.limit_in_bytes", "67108864".to_string()),
+                (
+                    "memory",
+                    "memory.soft_limit_in_bytes",
+                    "16777216".to_string()
+                ),
+            ]
+        );
     }
 }

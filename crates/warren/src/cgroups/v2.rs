@@ -41,8 +41,11 @@ pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
     if let Some(max) = limits.memory_max {
         w.push(("memory.max", max.to_string()));
     }
-    if let Some(swap) = limits.memory_swap {
+    if let Some(swap) = limits.memory_swap.or(limits.swap_allowance) {
         w.push(("memory.swap.max", swap.to_string()));
+    }
+    if let Some(request) = limits.memory_request {
+        w.push(("memory.low", request.to_string()));
     }
     let weight = limits
         .cpu_weight
@@ -225,5 +228,24 @@ mod tests {
                 ("cpu.weight", "50".to_string())
             ]
         );
+        let limits = Limits {
+            memory_max: Some(64 << 20),
+            memory_request: Some(16 << 20),
+            swap_allowance: Some(8 << 20),
+            ..Limits::default()
+        };
+        assert_eq!(
+            writes(&limits),
+            vec![
+                ("memory.max", "67108864".to_string()),
+                ("memory.swap.max", "8388608".to_string()),
+                ("memory.low", "16777216".to_string()),
+            ]
+        );
+        let explicit = Limits {
+            memory_swap: Some(0),
+            ..limits
+        };
+        assert_eq!(writes(&explicit)[1], ("memory.swap.max", "0".to_string()));
     }
 }

@@ -2,6 +2,7 @@
 //! tables for people or `--json` (the API objects) for scripts. No logic of its own.
 
 mod output;
+mod overcommit;
 mod stat;
 
 use std::path::PathBuf;
@@ -43,7 +44,8 @@ Examples:
   warren stat --interval 2 --sort mem
   warren halt web1 && warren uninstall web1 && warren delete web1
   warren demo --zones 100
-  warren doctor --zones 5000 --procs-per-zone 3";
+  warren doctor --zones 5000 --procs-per-zone 3
+  warren swap enable --size 4G && warren agent --dry-run";
 
 const DOCTOR_HELP: &str = "\
 Checks every kernel, cgroup and process limit that caps density (pids, threads,
@@ -212,6 +214,27 @@ pub enum Command {
     /// Check the host's limits against a planned density; --fix them or --probe them.
     #[command(after_help = DOCTOR_HELP)]
     Doctor(DoctorArgs),
+    /// Swap for overcommit: a swap file or zram, and vm.swappiness.
+    #[command(subcommand)]
+    Swap(overcommit::SwapCmd),
+    /// Watch memory pressure and evict zones before the OOM killer has to.
+    #[command(after_help = overcommit::agent_help())]
+    Agent {
+        /// Agent config (TOML) overriding the defaults shown below.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Budget to watch: host, group (warren's zone cgroup) or a cgroup directory.
+        #[arg(long, value_name = "WHAT")]
+        watch: Option<String>,
+        /// Log what would be evicted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Sample for one window, act at most once, exit.
+        #[arg(long)]
+        once: bool,
+    },
+    /// What the agent did: evictions and restarts, with reasons (<root>/events.jsonl).
+    Events,
     /// The main job: clone and boot N zones from the host template, measure, clean up.
     Demo {
         /// How many zones.
@@ -532,6 +555,14 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
+        Command::Swap(c) => overcommit::swap_cmd(&ctx, json, c)?,
+        Command::Agent {
+            config,
+            watch,
+            dry_run,
+            once,
+        } => overcommit::agent_cmd(&ctx, json, config, watch, dry_run, once)?,
+        Command::Events => return overcommit::events_cmd(&ctx, json),
         Command::Demo { zones, net } => {
             if zones == 0 {
                 return Err(Error::Invalid("--zones must be at least 1".into()));

@@ -68,6 +68,9 @@ fn limits_summary(c: &ZoneConfig) -> String {
     if let Some(n) = l.memory_max {
         parts.push(format!("mem={}", format_size(n)));
     }
+    if let Some(n) = l.memory_request {
+        parts.push(format!("req={}", format_size(n)));
+    }
     if let Some(n) = l.memory_swap {
         parts.push(format!("swap={}", format_size(n)));
     }

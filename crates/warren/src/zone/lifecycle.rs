@@ -249,14 +249,18 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         zone_tasks,
     )?;
     let (driver, _) = ctx.cgroups()?;
-    let cgroups = driver
-        .create(&z.name, &z.config.limits)
-        .map_err(|e| match e {
-            CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
-                Error::Cgroup(e)
-            }
-            e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
-        })?;
+    let mem = stats::meminfo(&ctx.host.proc);
+    let get = |k: &str| mem.get(k).copied().unwrap_or(0);
+    let limits = z
+        .config
+        .limits
+        .with_swap_allowance(get("MemTotal"), get("SwapTotal"));
+    let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
+        CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
+            Error::Cgroup(e)
+        }
+        e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
+    })?;
     let t_cg = t0.elapsed();
     fault::point("boot.after-cgroups");
     let mut rt = Runtime {
@@ -324,6 +328,10 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         return Err(undo(&rt, e));
     }
     z.runtime = Some(rt);
+    if z.lifecycle.evicted.take().is_some() {
+        // Booted again: the eviction is history (it stays in events.jsonl).
+        state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    }
     Ok(BootReport {
         cgroups: t_cg,
         spawn: t_spawn,
@@ -372,6 +380,28 @@ pub fn halt(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<(Out
     }
     let graceful = halt_locked(ctx, &mut z, timeout)?;
     Ok((Outcome::Done, graceful))
+}
+
+/// Evict a running zone: halt it as `warren halt` does (SIGTERM, `timeout`, kill) and
+/// record `reason` in its lifecycle, shown by `warren list` until its next boot.
+/// Returns `None` when the zone was not running (nothing done), else whether it
+/// stopped gracefully.
+pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Result<Option<bool>> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(_) = state::check(name, Verb::Halt, z.state(ctx))? {
+        return Ok(None);
+    }
+    let timeout = z
+        .config
+        .stop_timeout
+        .map(Duration::from_secs)
+        .map_or(timeout, |t| t.min(timeout));
+    let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
+    z.lifecycle.evicted = Some(reason.to_string());
+    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    Ok(Some(graceful))
 }
 
 /// `warren reboot`: halt then boot, under one lock.

@@ -17,8 +17,8 @@ use serde::Serialize;
 
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, boot_autoboot, clone, config_set, config_unset, create, delete, halt, install, login,
-    reboot, uninstall, BootReport, Outcome,
+    boot, boot_autoboot, clone, config_set, config_unset, create, delete, evict, halt, install,
+    login, reboot, uninstall, BootReport, Outcome,
 };
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};

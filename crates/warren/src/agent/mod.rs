@@ -1,0 +1,314 @@
+//! The overcommit agent: `warren agent` evicts zones before the OOM killer has to.
+//!
+//! # Why an agent
+//!
+//! Density means overcommit: the zones' memory caps add up to more than the host has,
+//! on the bet that they are not all busy at once. When the bet loses, the kernel's
+//! answer is the OOM killer, which picks a *process* by its badness score, anywhere:
+//! the database of a critical zone as readily as a batch job, and a zone left with
+//! half its processes is worse than a zone stopped cleanly. Like the illumos resource
+//! capping daemon (rcapd), which samples each project's RSS and pages it out when it
+//! exceeds its cap, warren's agent samples from user space and acts on *zones*, with
+//! a policy the operator wrote down: zones have a class (`priority = critical |
+//! normal | best-effort`) and a guaranteed size (`memory.request`); when the host runs
+//! short, the agent halts the zone that matters least and uses most beyond its
+//! guarantee, gracefully, and says why.
+//!
+//! # What it watches
+//!
+//! Every `interval-ms` (default 500 ms) it reads /proc/meminfo (MemAvailable, swap
+//! total and free), /proc/vmstat (pswpin, pswpout: averaged over `window-s` so one
+//! burst does not look like thrashing) and /proc/pressure/memory. With `watch =
+//! "group"` (warren's own zone group) or a cgroup path, the budget is that cgroup's
+//! limit instead of the host: available = limit − working set, swap used against
+//! its memsw (v1) or swap.max (v2) room, and on v2 its own PSI. That is how an
+//! operator gives warren a memory budget on a shared host, and how the tests make
+//! pressure without starving the machine. Zones (their records, and anonymous memory
+//! plus swap from their memory cgroups) are read only when an eviction is due — a
+//! threshold active and the cool-down over — and, with `restart-evicted`, every
+//! `zone-refresh-s`: with 500 zones the agent reads a few /proc files a tick, not a
+//! thousand.
+//!
+//! # How it decides
+//!
+//! Pure functions in [`decide`]: each signal has a trigger, a clear level and a grace
+//! period. A crossing becomes *active* only after staying past the trigger for the
+//! grace period (a spike shorter than that does nothing) and stays active until the
+//! value is back past the clear level (hysteresis: no flapping at the line). While
+//! any is active, the agent evicts one zone: from the lowest class running
+//! (best-effort, then normal; critical never while a lower class runs, and only with
+//! `evict-critical = true` at all), the one furthest above its request, the youngest
+//! on a tie. Then it waits `cooldown-s` to see the effect before evicting again:
+//! freed memory shows in MemAvailable at once, but swap rates and PSI are averages
+//! that lag.
+//!
+//! # How it acts
+//!
+//! [`act`]: the same halt as `warren halt` (SIGTERM to init, then kill after the
+//! timeout), under the zone's lock; `evicted: <reason>` in its state.json (shown by
+//! `warren list`, cleared by its next boot); one JSON line in `<root>/events.jsonl`
+//! with the reason and the numbers. With `restart-evicted = true`, evicted zones boot
+//! again (one per cool-down) once every signal has been below its trigger for
+//! `restart-after-s`. `--dry-run` prints what it would do and does nothing.
+//!
+//! What it does not do: limit a zone (that is `memory.max`), or page a zone out
+//! (the kernel does that, guided by `memory.request` as soft limit / memory.low).
+
+pub mod act;
+pub mod config;
+pub mod decide;
+pub mod sample;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+pub use config::AgentConfig;
+use decide::{Policy, Track, ZoneView};
+
+use crate::error::{Error, Result};
+use crate::state::ZoneState;
+use crate::zone::{self, Context};
+
+/// Options of `warren agent` beyond its config file.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    pub dry_run: bool,
+    /// Sample for one window, act at most once, exit.
+    pub once: bool,
+    pub json: bool,
+}
+
+/// A running zone as the agent tracks it between refreshes.
+struct Known {
+    name: String,
+    priority: crate::config::Priority,
+    request: Option<u64>,
+    booted_at_ms: u64,
+    cgroups: crate::cgroups::CgroupSet,
+}
+
+/// Installed zones the agent evicted, with their class (for restarts).
+type Evicted = Vec<(String, crate::config::Priority)>;
+
+fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
+    let mut running = Vec::new();
+    let mut evicted = Vec::new();
+    for name in zone::names_in(&ctx.layout)? {
+        let Ok(z) = zone::load(ctx, &name) else {
+            continue;
+        };
+        match z.state(ctx) {
+            ZoneState::Running => {
+                if let Some(rt) = &z.runtime {
+                    running.push(Known {
+                        name,
+                        priority: z.config.priority,
+                        request: z.config.limits.memory_request,
+                        booted_at_ms: rt.booted_at_ms,
+                        cgroups: rt.cgroups.clone(),
+                    });
+                }
+            }
+            ZoneState::Installed if z.lifecycle.evicted.is_some() => {
+                evicted.push((name, z.config.priority))
+            }
+            _ => {}
+        }
+    }
+    Ok((running, evicted))
+}
+
+/// The cgroup whose budget the agent watches, if any.
+fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
+    match cfg.watch.as_str() {
+        "host" => Ok(None),
+        "group" => {
+            let (driver, _) = ctx.cgroups()?;
+            let dir = driver
+                .parents()
+                .into_iter()
+                .find(|(c, _)| c.split(',').any(|x| x == "memory") || c.is_empty())
+                .map(|(_, d)| d)
+                .ok_or_else(|| {
+                    Error::Unsupported("watch = \"group\": no memory cgroup for zones".into())
+                })?;
+            Ok(Some(dir))
+        }
+        path => Ok(Some(PathBuf::from(path))),
+    }
+}
+
+fn log(json: bool, value: serde_json::Value, text: String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}
+
+/// `warren agent`: run until killed (or, with `once`, for one window).
+pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
+    if !o.dry_run {
+        ctx.require_root()?;
+    }
+    let watch = watched_dir(ctx, cfg)?;
+    let interval = Duration::from_millis(cfg.interval_ms);
+    let th = cfg.thresholds();
+    let policy = Policy {
+        cooldown_ms: cfg.cooldown_ms(),
+        evict_critical: cfg.evict_critical,
+    };
+    let mut rates = sample::Rates::new(cfg.window_ms());
+    let mut tracks = [Track::default(); 5];
+    let mut last_action: Option<u64> = None;
+    let mut calm_since: Option<u64> = None;
+    let mut zones: Vec<Known> = Vec::new();
+    let mut evicted: Evicted = Vec::new();
+    let mut refreshed: Option<Instant> = None;
+    let mut empty_scan: Option<u64> = None;
+    let started = Instant::now();
+    log(
+        o.json,
+        serde_json::json!({"agent": "started", "watch": watch, "dry_run": o.dry_run}),
+        format!(
+            "agent: watching {}{}",
+            watch
+                .as_ref()
+                .map_or("the host".to_string(), |d| d.display().to_string()),
+            if o.dry_run { " (dry run)" } else { "" }
+        ),
+    );
+    loop {
+        let tick = Instant::now();
+        let now = act::now_ms();
+        let host = sample::host(&ctx.host.proc);
+        rates.push(now, host.pswpin, host.pswpout);
+        let budget = watch.as_deref().and_then(sample::budget);
+        let s = sample::signals(now, &host, budget.as_ref(), &rates);
+        // Zones are read only when an eviction is due (a threshold active and the
+        // cool-down over), and for restarts every zone-refresh-s: a calm host with
+        // 500 zones costs a few /proc reads a tick.
+        let breaching = !decide::track(&th, &tracks, &s).1.is_empty();
+        let cooled = |t: Option<u64>| t.is_none_or(|t| now.saturating_sub(t) >= policy.cooldown_ms);
+        // A scan that found nothing to evict (only critical zones) is not repeated
+        // every tick either.
+        let due = breaching && cooled(last_action) && cooled(empty_scan);
+        let stale =
+            refreshed.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.zone_refresh_s));
+        if due || (cfg.restart_evicted && stale) {
+            (zones, evicted) = running_zones(ctx)?;
+            refreshed = Some(Instant::now());
+        }
+        let views: Vec<ZoneView> = if due {
+            zones
+                .iter()
+                .map(|k| {
+                    sample::zone_view(&k.name, &k.cgroups, k.priority, k.request, k.booted_at_ms)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let d = decide::decide(&th, &tracks, &s, &views, last_action, &policy);
+        for (i, sig) in decide::SIGNALS.iter().enumerate() {
+            if tracks[i].since_ms.is_none() && d.tracks[i].since_ms.is_some() {
+                let t = th.0[i];
+                log(
+                    o.json,
+                    serde_json::json!({"crossed": sig, "value": s.values[i], "trigger": t.trigger, "grace_ms": t.grace_ms}),
+                    format!(
+                        "agent: {sig:?} {:.1} crossed {} (acts after {} ms unless it clears)",
+                        s.values[i].unwrap_or(0.0),
+                        t.trigger,
+                        t.grace_ms
+                    ),
+                );
+            }
+        }
+        tracks = d.tracks;
+        if due && d.eviction.is_none() {
+            empty_scan = Some(now);
+        }
+        if let Some(ev) = &d.eviction {
+            let v = views
+                .iter()
+                .find(|v| v.name == ev.zone)
+                .expect("chosen from views");
+            if o.dry_run {
+                log(
+                    o.json,
+                    serde_json::json!({"would_evict": ev.zone, "reason": ev.reason, "signals": s.values}),
+                    format!(
+                        "agent: would evict zone '{}': {} (dry run)",
+                        ev.zone, ev.reason
+                    ),
+                );
+            } else {
+                let seen = act::Seen {
+                    sample: &s,
+                    breaches: &d.breaches,
+                    priority: v.priority,
+                    usage_bytes: v.usage_bytes,
+                    request_bytes: v.request_bytes,
+                    zone_psi_full_avg10: v.psi_full_avg10,
+                };
+                match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
+                    Ok(e) if e.error.is_some() => log(
+                        o.json,
+                        serde_json::to_value(&e).unwrap_or_default(),
+                        format!(
+                            "agent: zone '{}' chosen but not evicted: {}",
+                            ev.zone,
+                            e.error.clone().unwrap_or_default()
+                        ),
+                    ),
+                    Ok(e) => log(
+                        o.json,
+                        serde_json::to_value(&e).unwrap_or_default(),
+                        format!(
+                            "agent: evicted zone '{}' ({}, {} MiB above request) in {} ms: {}",
+                            ev.zone,
+                            e.priority.clone().unwrap_or_default(),
+                            v.excess() >> 20,
+                            e.halt_ms.unwrap_or(0),
+                            ev.reason
+                        ),
+                    ),
+                    Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
+                }
+                zones.retain(|k| k.name != ev.zone);
+            }
+            last_action = Some(now);
+            if o.once {
+                return Ok(());
+            }
+        }
+        // Restart evicted zones once the pressure has been gone long enough.
+        let calm = !decide::any_pending(&tracks);
+        calm_since = if calm { calm_since.or(Some(now)) } else { None };
+        if cfg.restart_evicted && !o.dry_run {
+            let calm_for = calm_since.map_or(0, |c| now - c);
+            let cooled = last_action.is_none_or(|t| now - t >= policy.cooldown_ms);
+            if calm_for >= cfg.restart_after_ms() && cooled {
+                evicted.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+                if let Some((name, _)) = evicted.first().cloned() {
+                    match act::restart(ctx, &name, calm_for) {
+                        Ok(_) => log(
+                            o.json,
+                            serde_json::json!({"restarted": name}),
+                            format!("agent: booted evicted zone '{name}' again"),
+                        ),
+                        Err(e) => eprintln!("warren: agent: booting zone '{name}': {e}"),
+                    }
+                    evicted.remove(0);
+                    last_action = Some(now);
+                    refreshed = None;
+                }
+            }
+        }
+        if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
+            return Ok(());
+        }
+        std::thread::sleep(interval.saturating_sub(tick.elapsed()));
+    }
+}
