@@ -16,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod agent;
+pub mod bench;
 pub mod cgroups;
 pub mod cli;
 pub mod config;
@@ -27,6 +28,7 @@ pub mod fsutil;
 pub mod host;
 pub mod layout;
 pub mod lock;
+pub mod measure;
 pub mod names;
 pub mod net;
 pub mod runtime;

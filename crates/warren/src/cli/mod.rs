@@ -17,7 +17,7 @@ use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
 use crate::stat::SortKey;
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context, Outcome};
-use crate::{config, demo, host, storage};
+use crate::{bench, config, demo, host, storage};
 
 const EXIT_CODES: &str = "\
 Exit codes:
@@ -244,6 +244,44 @@ pub enum Command {
         /// own bridge wdemo0, subnet 10.239.0.0/16, removed afterwards).
         #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
         net: String,
+    },
+    /// Benchmarks: `bench density` (zones per step, latency, memory, disk, CPU).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// For each N: clone and boot N fresh zones, measure them, remove them; write
+    /// results.json, report.md, latency.svg and memory.svg.
+    #[command(after_help = "Examples:
+  warren bench density --zones 1,10,100
+  warren bench density --zones 1,10,100,500 --compare crun --out /tmp/bench
+  warren bench density --zones 1,3 --idle 1 --template busybox --json
+
+Zones, crun containers and the bench's templates are removed after each step, also on
+failure. --compare installs nothing: a missing system is reported as not installed,
+with the command that installs it.")]
+    Density {
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "1,10,100")]
+        zones: String,
+        /// The template zones are made from.
+        #[arg(long, default_value = "host", value_parser = ["host", "busybox"])]
+        template: String,
+        /// The zones' network: none (loopback only) or bridge (the bench's own bridge
+        /// wbench0, subnet 10.238.0.0/16, removed afterwards).
+        #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
+        net: String,
+        /// Where to write the results [default: bench/results/<date>-<hostname>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds the booted zones sit idle before CPU and memory are read.
+        #[arg(long, default_value_t = 10.0)]
+        idle: f64,
+        /// Run the same steps with other systems too (comma-separated: crun, lxc).
+        #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc"])]
+        compare: Vec<String>,
     },
 }
 
@@ -573,6 +611,42 @@ fn run(cli: Cli) -> Result<i32> {
                 output::json(&report);
             } else {
                 output::demo_report(&report);
+            }
+        }
+        Command::Bench(BenchCmd::Density {
+            zones,
+            template,
+            net,
+            out,
+            idle,
+            compare,
+        }) => {
+            let steps = bench::parse_steps(&zones)?;
+            if !(idle > 0.0 && idle <= 3600.0) {
+                return Err(Error::Invalid(format!(
+                    "--idle {idle}: give seconds between 0 and 3600, e.g. --idle 1"
+                )));
+            }
+            let opts = bench::Options {
+                steps,
+                template: if template == "busybox" {
+                    bench::TemplateKind::Busybox
+                } else {
+                    bench::TemplateKind::Host
+                },
+                bridge: net == "bridge",
+                idle: Duration::from_secs_f64(idle),
+                compare,
+            };
+            let dir = out.unwrap_or_else(|| bench::default_out(&ctx));
+            let mut bars = output::Bars::new(json);
+            let results = bench::run(&ctx, &opts, &mut bars)?;
+            bench::write(&dir, &results)?;
+            if json {
+                output::json(&results);
+            } else {
+                print!("{}", bench::report::markdown(&results));
+                println!("\nwritten to {}", dir.display());
             }
         }
     }

@@ -5,10 +5,11 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::config::{format_size, ZoneConfig};
-use crate::demo::{Progress, Report};
+use crate::demo::Report;
 use crate::doctor;
 use crate::error::Error;
 use crate::host::HostInfo;
+use crate::measure::Progress;
 use crate::storage::template::Manifest;
 use crate::zone::{Context, ZoneInfo};
 

@@ -1,0 +1,419 @@
+//! `warren bench density`: for each step N, clone and boot N fresh zones, measure what
+//! they cost (clone/boot latency, memory per zone with the memstat breakdown, disk, idle
+//! CPU, halt and delete), remove them, and write `results.json`, `report.md` and two SVG
+//! charts. `--compare crun` runs the same steps with crun on the same machine.
+//!
+//! Everything the bench makes (zones, its templates, crun containers, its temp dir) is
+//! removed when a step ends, also when it fails.
+
+pub mod crun;
+pub mod report;
+pub mod svg;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::error::{Error, IoContext, Result};
+use crate::measure::{run_pass, summarize, MemPerZone, Progress, Summary, ZonePass};
+use crate::storage::template::{self, Source};
+use crate::zone::{self, Context};
+use crate::{demo, stats, storage};
+
+/// Zone names the bench owns.
+pub const PREFIX: &str = "warren-bench-";
+/// `--net bridge`: the bench's own bridge and subnet (never the operator's warren0).
+pub const BRIDGE: &str = "wbench0";
+pub const SUBNET: &str = "10.238.0.0/16";
+/// Version of `results.json`'s layout (see docs/bench.md).
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The template zones are made from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TemplateKind {
+    Host,
+    Busybox,
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub steps: Vec<usize>,
+    pub template: TemplateKind,
+    pub bridge: bool,
+    pub idle: Duration,
+    /// Other systems to run the same steps with ("crun", "lxc").
+    pub compare: Vec<String>,
+}
+
+/// The machine a run came from.
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub hostname: String,
+    pub kernel: String,
+    pub cpus: usize,
+    pub mem_total_mib: f64,
+    pub cgroup_version: String,
+    pub storage_backend: String,
+    /// /proc/loadavg at the start: other work on the host makes numbers noisy.
+    pub loadavg_at_start: String,
+}
+
+/// One step of one system.
+#[derive(Debug, Clone, Serialize)]
+pub struct Step {
+    pub zones: usize,
+    /// warren: `clone` of an installed zone; crun: writing the container's bundle.
+    pub clone_ms: Summary,
+    /// warren: `boot`; crun: `create` + `start`.
+    pub boot_ms: Summary,
+    /// Wall time of the whole step, setup and teardown included.
+    pub total_s: f64,
+    pub mem_per_zone: MemPerZone,
+    pub disk_per_zone_kib: f64,
+    /// CPU of all zones together over the idle window, % of one CPU.
+    pub idle_cpu_pct: f64,
+    /// warren: `halt`; crun: `kill`.
+    pub halt_ms: Summary,
+    /// warren: `delete`; crun: `delete`.
+    pub delete_ms: Summary,
+}
+
+/// One system's run.
+#[derive(Debug, Clone, Serialize)]
+pub struct SystemRun {
+    pub name: String,
+    /// "ok", "not installed" or "failed".
+    pub status: String,
+    /// How it was run, or why it was not (with the install command).
+    pub note: String,
+    pub steps: Vec<Step>,
+}
+
+/// `results.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    pub schema_version: u32,
+    /// UTC, RFC 3339.
+    pub date: String,
+    pub machine: Machine,
+    pub template: TemplateKind,
+    pub net: String,
+    pub idle_s: f64,
+    pub steps: Vec<usize>,
+    /// warren first, then the `--compare` systems in the order given.
+    pub systems: Vec<SystemRun>,
+}
+
+/// Parse `--zones 1,10,100`: positive, ascending not required, no duplicates.
+pub fn parse_steps(s: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for part in s.split(',') {
+        let n: usize = part.trim().parse().map_err(|_| {
+            Error::Invalid(format!(
+                "--zones {s:?}: {part:?} is not a number; give counts such as 1,10,100"
+            ))
+        })?;
+        if n == 0 || out.contains(&n) {
+            return Err(Error::Invalid(format!(
+                "--zones {s:?}: each count must be at least 1 and appear once"
+            )));
+        }
+        out.push(n);
+    }
+    Ok(out)
+}
+
+/// (year, month, day, hour, minute, second) of a Unix time, UTC.
+pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    // Howard Hinnant's days_from_civil, inverted.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (
+        y,
+        m,
+        d,
+        (rem / 3600) as u32,
+        (rem / 60 % 60) as u32,
+        (rem % 60) as u32,
+    )
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// The host's name, for the default results directory.
+pub fn hostname(ctx: &Context) -> String {
+    std::fs::read_to_string(ctx.host.proc.join("sys/kernel/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// `bench/results/<date>-<hostname>`.
+pub fn default_out(ctx: &Context) -> PathBuf {
+    let (y, m, d, ..) = civil(now_secs());
+    PathBuf::from(format!(
+        "bench/results/{y:04}-{m:02}-{d:02}-{}",
+        hostname(ctx)
+    ))
+}
+
+fn machine(ctx: &Context) -> Result<Machine> {
+    let (_, hier) = ctx.cgroups()?;
+    let (backend, _) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
+    let mem = stats::meminfo(&ctx.host.proc);
+    Ok(Machine {
+        hostname: hostname(ctx),
+        kernel: warren_sys::kernel_release(),
+        cpus: stats::online_cpus(&ctx.host.sys).len(),
+        mem_total_mib: mem.get("MemTotal").copied().unwrap_or(0) as f64 / (1 << 20) as f64,
+        cgroup_version: hier.version.to_string(),
+        storage_backend: backend.to_string(),
+        loadavg_at_start: std::fs::read_to_string(ctx.host.proc.join("loadavg"))
+            .map(|s| s.trim().to_string())
+            .unwrap_or_default(),
+    })
+}
+
+/// Remove every zone the bench owns (leftovers of an interrupted run, or this run's).
+pub fn cleanup(ctx: &Context) -> Result<usize> {
+    let mut n = 0;
+    for name in zone::names_in(&ctx.layout)? {
+        if name.starts_with(PREFIX) {
+            zone::delete(ctx, &name, true)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Make the bench's template unless it exists; true if this call made it.
+fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
+    match template::load(&ctx.layout, name) {
+        Ok(_) => Ok(false),
+        Err(Error::NoSuchTemplate(_)) => {
+            let (kind, _) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
+            template::create(&ctx.layout, name, source, kind)?;
+            Ok(true)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Templates the bench made, deleted on drop (after the zones using them).
+struct Templates<'a> {
+    ctx: &'a Context,
+    made: Vec<String>,
+}
+
+impl Drop for Templates<'_> {
+    fn drop(&mut self) {
+        let _ = cleanup(self.ctx);
+        for t in &self.made {
+            let _ = template::delete(&self.ctx.layout, t);
+        }
+    }
+}
+
+/// A scratch directory (crun's state root and bundles), removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run the bench. Writes nothing; see [`write`].
+pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<Results> {
+    ctx.require_root()?;
+    cleanup(ctx)?;
+    let date = {
+        let (y, mo, d, h, mi, s) = civil(now_secs());
+        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+    };
+    let machine = machine(ctx)?;
+    let (tname, source) = match opts.template {
+        TemplateKind::Host => (format!("{PREFIX}host"), Source::Host),
+        TemplateKind::Busybox => (format!("{PREFIX}busybox"), Source::Busybox),
+    };
+    let mut templates = Templates {
+        ctx,
+        made: Vec::new(),
+    };
+    if ensure_template(ctx, &tname, &source)? {
+        templates.made.push(tname.clone());
+    }
+    let scratch = Scratch(
+        ctx.layout
+            .root()
+            .join(format!(".bench-{}", std::process::id())),
+    );
+    std::fs::create_dir_all(&scratch.0).ctx(|| format!("creating {}", scratch.0.display()))?;
+
+    let warren_steps = run_warren(ctx, opts, &tname, progress);
+    let net_cleaned = if opts.bridge {
+        demo::cleanup_net(ctx)
+    } else {
+        Ok(())
+    };
+    let warren_steps = warren_steps?;
+    net_cleaned?;
+    let mut systems = vec![SystemRun {
+        name: "warren".into(),
+        status: "ok".into(),
+        note: format!(
+            "template '{}' ({} backend), net {}, warren-init as PID 1, in process",
+            match opts.template {
+                TemplateKind::Host => "host",
+                TemplateKind::Busybox => "busybox",
+            },
+            machine.storage_backend,
+            if opts.bridge { "bridge" } else { "none" }
+        ),
+        steps: warren_steps,
+    }];
+    for other in &opts.compare {
+        let sys = match other.as_str() {
+            "crun" => {
+                let bb = format!("{PREFIX}busybox");
+                if ensure_template(ctx, &bb, &Source::Busybox)? {
+                    templates.made.push(bb.clone());
+                }
+                let rootfs = template::root_of(&ctx.layout, &bb);
+                crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+            }
+            "lxc" => lxc_status(),
+            _ => unreachable!("clap limits --compare to crun and lxc"),
+        };
+        systems.push(sys);
+    }
+    progress.done();
+    drop(templates);
+    Ok(Results {
+        schema_version: SCHEMA_VERSION,
+        date,
+        machine,
+        template: opts.template,
+        net: if opts.bridge { "bridge" } else { "none" }.into(),
+        idle_s: opts.idle.as_secs_f64(),
+        steps: opts.steps.clone(),
+        systems,
+    })
+}
+
+/// LXC is never installed by the bench; measuring it is not built yet.
+fn lxc_status() -> SystemRun {
+    let installed = crun::which("lxc-start").is_some();
+    SystemRun {
+        name: "lxc".into(),
+        status: if installed { "failed" } else { "not installed" }.into(),
+        note: if installed {
+            "lxc is installed but warren bench does not drive it yet".into()
+        } else {
+            "not installed; the bench installs nothing: apt-get install lxc".into()
+        },
+        steps: Vec::new(),
+    }
+}
+
+fn run_warren(
+    ctx: &Context,
+    opts: &Options,
+    tname: &str,
+    progress: &mut dyn Progress,
+) -> Result<Vec<Step>> {
+    let sets: Vec<String> = if opts.bridge {
+        vec![
+            "net=bridge".into(),
+            format!("net-bridge={BRIDGE}"),
+            format!("net-subnet={SUBNET}"),
+        ]
+    } else {
+        Vec::new()
+    };
+    let mut steps = Vec::new();
+    for &n in &opts.steps {
+        let started = Instant::now();
+        let base = format!("{PREFIX}base");
+        let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}{i:05}")).collect();
+        let label = format!("warren N={n} ");
+        let result = zone::create(ctx, &base, Some(tname), None, &sets)
+            .and_then(|_| zone::install(ctx, &base))
+            .and_then(|_| {
+                let pass = ZonePass {
+                    base: &base,
+                    names: &names,
+                    idle: opts.idle,
+                    label: &label,
+                };
+                run_pass(ctx, &pass, progress)
+            });
+        let cleaned = cleanup(ctx);
+        let r = result?;
+        cleaned?;
+        steps.push(Step {
+            zones: n,
+            clone_ms: summarize(&r.clone_ms),
+            boot_ms: summarize(&r.boot_ms),
+            total_s: started.elapsed().as_secs_f64(),
+            mem_per_zone: r.mem,
+            disk_per_zone_kib: r.disk_bytes as f64 / n as f64 / 1024.0,
+            idle_cpu_pct: r.idle_cpu_pct,
+            halt_ms: summarize(&r.halt_ms),
+            delete_ms: summarize(&r.delete_ms),
+        });
+    }
+    Ok(steps)
+}
+
+/// Write `results.json`, `report.md`, `latency.svg` and `memory.svg` into `dir`.
+pub fn write(dir: &Path, r: &Results) -> Result<()> {
+    std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
+    let put = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).ctx(|| format!("writing {}", p.display()))
+    };
+    let json = serde_json::to_string_pretty(r).expect("results serialize");
+    put("results.json", json + "\n")?;
+    put("report.md", report::markdown(r))?;
+    put("latency.svg", svg::latency(r))?;
+    put("memory.svg", svg::memory(r))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_parse() {
+        assert_eq!(parse_steps("1,10, 100").unwrap(), vec![1, 10, 100]);
+        assert!(parse_steps("1,0").is_err());
+        assert!(parse_steps("1,1").is_err());
+        assert!(parse_steps("a").is_err());
+        assert!(parse_steps("").is_err());
+    }
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
+        assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
+        assert_eq!(civil(1_798_934_461), (2027, 1, 3, 0, 1, 1));
+    }
+}
