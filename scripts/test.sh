@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as root, on a fresh Debian 12 machine: installs what the tests
-# need (Debian's busybox-static for busybox roots and btrfs-progs for the btrfs backend
-# test, with apt-get; cargo-fuzz with cargo install), runs every unit and integration
+# need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
+# test and crun for 'warren bench density --compare crun', with apt-get; cargo-fuzz with cargo install), runs every unit and integration
 # test, then a bounded fuzzing run (about a minute) of the parsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +14,7 @@ fi
 
 need=()
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 if [ ${#need[@]} -gt 0 ]; then
     echo "scripts/test.sh: installing ${need[*]} (apt-get)"
