@@ -30,13 +30,20 @@ fn esc(s: &str) -> String {
 /// A line chart with a log10 x axis (x > 0) and a linear y axis from 0.
 pub fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
     let pts = || series.iter().flat_map(|s| s.points.iter());
-    let xmin = pts().map(|p| p.0).fold(f64::INFINITY, f64::min).max(1.0);
-    let xmax = pts().map(|p| p.0).fold(1.0, f64::max);
+    // Only finite, positive x values can sit on a log axis; with none (an empty
+    // chart) the axis spans 1..10 so the tick loop below always ends.
+    let xs = || pts().map(|p| p.0).filter(|x| x.is_finite() && *x >= 1.0);
+    let xmin = xs().fold(f64::INFINITY, f64::min);
+    let xmin = if xmin.is_finite() { xmin } else { 1.0 };
+    let xmax = xs().fold(xmin, f64::max);
     let (lx0, lx1) = (
         xmin.log10().floor(),
         xmax.log10().ceil().max(xmin.log10().floor() + 1.0),
     );
-    let ymax = pts().map(|p| p.1).fold(0.0, f64::max);
+    let ymax = pts()
+        .map(|p| p.1)
+        .filter(|y| y.is_finite())
+        .fold(0.0, f64::max);
     let ymax = if ymax > 0.0 { ymax * 1.1 } else { 1.0 };
     let pw = W - LEFT - RIGHT;
     let ph = H - TOP - BOTTOM;
