@@ -58,7 +58,7 @@ fn errno() -> i32 {
 /// drop the rest from the bounding set, clear the ambient set, then set effective,
 /// permitted and inheritable to `keep`. Capabilities the kernel does not know
 /// (beyond CAP_LAST_CAP) end the bounding loop. Allocation-free; errno on failure.
-pub fn keep_caps(keep: u64) -> Result<(), ()> {
+pub(crate) fn keep_caps(keep: u64) -> Result<(), ()> {
     for cap in 0..64 {
         if keep & (1u64 << cap) != 0 {
             continue;
@@ -99,14 +99,14 @@ pub fn keep_caps(keep: u64) -> Result<(), ()> {
 
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`: execve never grants privileges again (setuid bits
 /// and file capabilities are ignored). Required to load a filter without CAP_SYS_ADMIN.
-pub fn no_new_privs() -> Result<(), ()> {
+pub(crate) fn no_new_privs() -> Result<(), ()> {
     // SAFETY: prctl with integer arguments only.
     ok(unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
 }
 
 /// Install `filter` with `seccomp(SECCOMP_SET_MODE_FILTER, 0, …)`: for the
 /// calling thread only, which in the child is the only thread. Allocation-free.
-pub fn load_seccomp(filter: &[SockFilter]) -> Result<(), ()> {
+pub(crate) fn load_seccomp(filter: &[SockFilter]) -> Result<(), ()> {
     if filter.is_empty() || filter.len() > u16::MAX as usize {
         // SAFETY: writing this thread's errno slot.
         unsafe { *libc::__errno_location() = libc::EINVAL };
