@@ -386,3 +386,38 @@ fn device_cgroup_refuses_nodes_warren_did_not_make() {
     env.sh("dev", "head -c 4 /dev/urandom | wc -c; echo x > /dev/null")
         .ok();
 }
+
+/// Per-zone additions and removals reach both init and `warren login`.
+#[test]
+fn caps_and_seccomp_keys_change_the_zone() {
+    common::require_root();
+    let env = Env::new();
+    env.host_zone(
+        "tuned",
+        &[
+            "caps.add=CAP_SYS_NICE",
+            "caps.drop=CAP_NET_RAW",
+            "seccomp.deny=chroot",
+        ],
+    );
+    env.ok(&["boot", "tuned"]);
+    // a00425fb + CAP_SYS_NICE (bit 23) - CAP_NET_RAW (bit 13).
+    let want = format!("{:016x}", (0xa004_25fbu64 | 1 << 23) & !(1 << 13));
+    let r = env
+        .sh("tuned", "grep CapEff /proc/self/status /proc/1/status")
+        .ok();
+    assert_eq!(
+        r.stdout.matches(&format!("CapEff:\t{want}")).count(),
+        2,
+        "{r:?}"
+    );
+    // chroot is now denied although CAP_SYS_CHROOT is kept; nice -n -5 works.
+    let r = env.sh("tuned", "chroot / true");
+    assert!(r.stderr.contains("Operation not permitted"), "{r:?}");
+    env.sh("tuned", "nice -n -5 true").ok();
+    // Bad names are refused at create time, naming the key.
+    env.run(&["create", "bad", "--set", "caps.add=CAP_FLY"])
+        .fails(5, "caps.add");
+    env.run(&["create", "bad", "--set", "seccomp.deny=nosuchcall"])
+        .fails(5, "seccomp.deny");
+}
