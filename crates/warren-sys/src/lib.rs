@@ -10,6 +10,7 @@
 //! to [`spawn::spawn_zone`] to execute.
 
 pub mod fs;
+pub mod harden;
 pub mod proc;
 pub mod pty;
 pub mod signal;

@@ -71,6 +71,16 @@ pub enum Step {
         mode: libc::mode_t,
         fd: RawFd,
     },
+    /// Run the inner step; if it fails with ENOENT (a path this kernel or root does
+    /// not have, e.g. /proc/acpi), skip it instead of failing the boot.
+    Optional(Box<Step>),
+    /// Keep only the capabilities in this mask (bit n = capability n): bounding,
+    /// ambient, effective, permitted and inheritable sets (see [`crate::harden`]).
+    KeepCaps(u64),
+    /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
+    NoNewPrivs,
+    /// Load this seccomp BPF program (after `NoNewPrivs`; last before exec).
+    Seccomp(Vec<crate::harden::SockFilter>),
 }
 
 /// What to execute once the steps are done.
@@ -368,6 +378,13 @@ fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
             }
             Ok(())
         }
+        Step::Optional(inner) => match run_step(inner, go_fd) {
+            Err(()) if errno() == libc::ENOENT => Ok(()),
+            r => r,
+        },
+        Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
+        Step::NoNewPrivs => crate::harden::no_new_privs(),
+        Step::Seccomp(filter) => crate::harden::load_seccomp(filter),
         Step::Umask(mask) => {
             // SAFETY: umask cannot fail.
             unsafe { libc::umask(*mask) };

@@ -153,6 +153,12 @@ pub struct ZoneConfig {
     /// Seconds `halt` waits for a graceful stop before killing.
     pub stop_timeout: Option<u64>,
     pub limits: Limits,
+    /// Capabilities kept on top of the default set (canonical names, `CAP_…`).
+    pub caps_add: Vec<String>,
+    /// Capabilities dropped from the default set.
+    pub caps_drop: Vec<String>,
+    /// Syscalls denied on top of the default seccomp filter.
+    pub seccomp_deny: Vec<String>,
 }
 
 impl ZoneConfig {
@@ -172,6 +178,9 @@ impl ZoneConfig {
             priority: Priority::Normal,
             stop_timeout: None,
             limits: Limits::default(),
+            caps_add: Vec::new(),
+            caps_drop: Vec::new(),
+            seccomp_deny: Vec::new(),
         }
     }
 
@@ -316,6 +325,47 @@ pub struct Key {
 
 /// Every key warren's zonecfg accepts.
 pub static KEYS: &[Key] = &[
+    Key {
+        name: "caps.add",
+        help: "capabilities the zone's root keeps on top of the default set (docs/isolation.md)",
+        example: "[\"CAP_SYS_NICE\"]",
+        apply: |c, v| {
+            c.caps_add = want_caps(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "caps.drop",
+        help: "capabilities removed from the default set",
+        example: "[\"CAP_NET_RAW\"]",
+        apply: |c, v| {
+            c.caps_drop = want_caps(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "seccomp.deny",
+        help: "syscalls denied (EPERM) on top of the default seccomp filter",
+        example: "[\"io_uring_setup\"]",
+        apply: |c, v| {
+            let mut out = Vec::new();
+            for s in want_names(v, "syscall names such as [\"io_uring_setup\"]")? {
+                if crate::isolation::seccomp::number(&s).is_none() {
+                    return Err(format!(
+                        "{s:?} is not a syscall warren knows; known: {}",
+                        crate::isolation::seccomp::TABLE
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ));
+                }
+                out.push(s);
+            }
+            c.seccomp_deny = out;
+            Ok(())
+        },
+    },
     Key {
         name: "template",
         help: "the template the zone's root is made from",
@@ -619,6 +669,36 @@ fn want_str<'a>(v: &'a toml::Value, what: &str) -> std::result::Result<&'a str, 
         .ok_or_else(|| format!("{}: expected {what}", short(v)))
 }
 
+/// A list of names: a TOML array of strings, or one string of comma-separated names.
+fn want_names(v: &toml::Value, what: &str) -> std::result::Result<Vec<String>, String> {
+    let items: Vec<String> = match v {
+        toml::Value::String(s) => s.split(',').map(|x| x.trim().to_string()).collect(),
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|x| want_str(x, what).map(str::to_string))
+            .collect::<std::result::Result<_, _>>()?,
+        other => return Err(format!("{}: expected {what}", short(other))),
+    };
+    Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
+}
+
+/// Capability names, canonicalised (`sys_nice` → `CAP_SYS_NICE`).
+fn want_caps(v: &toml::Value) -> std::result::Result<Vec<String>, String> {
+    want_names(v, "capability names such as [\"CAP_SYS_NICE\"]")?
+        .iter()
+        .map(|n| {
+            crate::isolation::caps::canonical(n)
+                .map(str::to_string)
+                .ok_or_else(|| {
+                    format!(
+                        "{n:?} is not a capability; known: {}",
+                        crate::isolation::caps::NAMES.join(", ")
+                    )
+                })
+        })
+        .collect()
+}
+
 fn want_bool(v: &toml::Value) -> std::result::Result<bool, String> {
     match v {
         toml::Value::Boolean(b) => Ok(*b),
@@ -791,6 +871,12 @@ fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
         ));
     }
     check_net(zone, c)?;
+    if let Some(both) = c.caps_add.iter().find(|a| c.caps_drop.contains(a)) {
+        return Err(Error::config(
+            zone,
+            format!("{both} is in both caps.add and caps.drop; keep it in one of them"),
+        ));
+    }
     if let Some(cs) = &l.cpuset {
         if cs.0.is_empty() {
             return Err(Error::config(
@@ -985,6 +1071,16 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     }
     if let Some(h) = &c.hostname {
         put("hostname", h.clone().into());
+    }
+    let list = |v: &[String]| toml::Value::Array(v.iter().cloned().map(Into::into).collect());
+    if !c.caps_add.is_empty() {
+        put("caps.add", list(&c.caps_add));
+    }
+    if !c.caps_drop.is_empty() {
+        put("caps.drop", list(&c.caps_drop));
+    }
+    if !c.seccomp_deny.is_empty() {
+        put("seccomp.deny", list(&c.seccomp_deny));
     }
     let cmd = |c: &Command| match c {
         Command::Shell(s) => toml::Value::String(s.clone()),
@@ -1274,6 +1370,32 @@ max = 0.5
         assert!(check_host("web1", &c, &[0, 1]).is_err());
         let c = p("template = \"host\"\ncpu.max = 1.5\ncpuset = \"1\"").unwrap();
         check_host("web1", &c, &[0, 1]).unwrap();
+    }
+
+    #[test]
+    fn caps_and_seccomp_keys_are_validated() {
+        let mut t = to_table(&ZoneConfig::new("host"));
+        set_in_table("z", &mut t, "caps.add", set_value("sys_nice,CAP_IPC_LOCK")).unwrap();
+        set_in_table("z", &mut t, "caps.drop", set_value("[\"CAP_NET_RAW\"]")).unwrap();
+        set_in_table("z", &mut t, "seccomp.deny", set_value("io_uring_setup")).unwrap();
+        let c = from_table("z", &t).unwrap();
+        assert_eq!(c.caps_add, ["CAP_SYS_NICE", "CAP_IPC_LOCK"]);
+        assert_eq!(c.caps_drop, ["CAP_NET_RAW"]);
+        assert_eq!(c.seccomp_deny, ["io_uring_setup"]);
+        // Round trip through config.toml.
+        assert_eq!(from_table("z", &to_table(&c)).unwrap(), c);
+        let mut bad = t.clone();
+        set_in_table("z", &mut bad, "caps.add", set_value("CAP_FLY")).unwrap();
+        let e = from_table("z", &bad).unwrap_err().to_string();
+        assert!(e.contains("not a capability"), "{e}");
+        let mut bad = t.clone();
+        set_in_table("z", &mut bad, "seccomp.deny", set_value("no_such_call")).unwrap();
+        let e = from_table("z", &bad).unwrap_err().to_string();
+        assert!(e.contains("not a syscall"), "{e}");
+        let mut bad = t;
+        set_in_table("z", &mut bad, "caps.drop", set_value("SYS_NICE")).unwrap();
+        let e = from_table("z", &bad).unwrap_err().to_string();
+        assert!(e.contains("both caps.add and caps.drop"), "{e}");
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub mod error;
 pub mod fault;
 pub mod fsutil;
 pub mod host;
+pub mod isolation;
 pub mod layout;
 pub mod lock;
 pub mod measure;

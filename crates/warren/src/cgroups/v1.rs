@@ -8,9 +8,10 @@ use super::{
 };
 use crate::config::Limits;
 
-/// Controllers every zone gets (limits and accounting of memory, tasks and CPU time).
+/// Controllers every zone gets (limits and accounting of memory, tasks and CPU time;
+/// `devices` for the device allowlist where the hierarchy is mounted).
 /// `cpu` and `cpuset` cost a cgroup each and are added only when a limit needs them.
-const ALWAYS: [&str; 3] = ["memory", "pids", "cpuacct"];
+const ALWAYS: [&str; 4] = ["memory", "pids", "cpuacct", "devices"];
 
 pub struct V1Driver {
     /// (controllers of the hierarchy, warren's own cgroup directory in it).
@@ -158,6 +159,15 @@ impl CgroupDriver for V1Driver {
             let memsw = set.dirs.iter().any(|(c, d)| {
                 c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists()
             });
+            if let Some((_, dir)) = set
+                .dirs
+                .iter()
+                .find(|(c, _)| c.split(',').any(|x| x == "devices"))
+            {
+                for (file, value) in device_writes() {
+                    write_file(dir, file, &value)?;
+                }
+            }
             for (ctrl, file, value) in writes(limits, memsw)? {
                 let (_, dir) = set
                     .dirs
@@ -178,6 +188,18 @@ impl CgroupDriver for V1Driver {
     }
 }
 
+/// (file, value) writes of the zone's `devices` cgroup, in order: deny everything,
+/// then allow only the nodes warren creates in the zone's /dev (and its ptys).
+pub fn device_writes() -> Vec<(&'static str, String)> {
+    std::iter::once(("devices.deny", "a".to_string()))
+        .chain(
+            crate::isolation::DEVICES_ALLOWED
+                .iter()
+                .map(|a| ("devices.allow", a.to_string())),
+        )
+        .collect()
+}
+
 /// A new v1 cpuset cgroup starts with no CPUs and no memory nodes; copy the parent's.
 fn inherit_cpuset(from: &std::path::Path, to: &std::path::Path) -> Result<(), CgroupError> {
     for file in ["cpuset.mems", "cpuset.cpus"] {
@@ -195,6 +217,35 @@ fn inherit_cpuset(from: &std::path::Path, to: &std::path::Path) -> Result<(), Cg
 mod tests {
     use super::*;
     use crate::config::CpuSet;
+
+    #[test]
+    fn devices_deny_all_then_allow_warrens_nodes() {
+        let w = device_writes();
+        assert_eq!(w[0], ("devices.deny", "a".to_string()));
+        let allowed: Vec<&str> = w[1..]
+            .iter()
+            .inspect(|(f, _)| assert_eq!(*f, "devices.allow"))
+            .map(|(_, v)| v.as_str())
+            .collect();
+        assert_eq!(
+            allowed,
+            [
+                "c 1:3 rwm",
+                "c 1:5 rwm",
+                "c 1:7 rwm",
+                "c 1:8 rwm",
+                "c 1:9 rwm",
+                "c 5:0 rwm",
+                "c 5:1 rwm",
+                "c 5:2 rwm",
+                "c 136:* rwm"
+            ]
+        );
+        // No block device, no wildcard major.
+        assert!(allowed
+            .iter()
+            .all(|a| a.starts_with("c ") && !a.contains("*:")));
+    }
 
     #[test]
     fn v1_file_values() {

@@ -16,6 +16,7 @@ use warren_sys::libc;
 
 use crate::cgroups::CgroupSet;
 use crate::error::{Error, IoContext, Result};
+use crate::isolation::Confinement;
 use crate::state::InitId;
 use crate::stats;
 
@@ -28,6 +29,7 @@ pub fn login(
     zone: &str,
     init: InitId,
     cgroups: &CgroupSet,
+    confinement: &Confinement,
     argv: &[String],
     proc_root: &Path,
 ) -> Result<i32> {
@@ -66,6 +68,10 @@ pub fn login(
             .ctx(|| format!("zone '{zone}': joining its {ns} namespace"))?;
     }
     std::env::set_current_dir("/").ctx(|| format!("zone '{zone}': chdir /"))?;
+    // The same confinement as the zone's init, on this (single-threaded) process, so
+    // the command and everything it starts inherit it. Nothing below needs privilege.
+    warren_sys::harden::confine(confinement.keep, &confinement.filter)
+        .ctx(|| format!("zone '{zone}': dropping capabilities and loading the seccomp filter"))?;
 
     let shell = root_shell();
     let argv: Vec<String> = if argv.is_empty() {

@@ -424,7 +424,8 @@ pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
         .as_ref()
         .expect("a running zone has a runtime record");
     let init = rt.init.expect("a running zone has an init");
-    runtime::login::login(name, init, &rt.cgroups, argv, &ctx.host.proc)
+    let confinement = crate::isolation::Confinement::for_zone(&z.config);
+    runtime::login::login(name, init, &rt.cgroups, &confinement, argv, &ctx.host.proc)
 }
 
 fn uninstall_locked(z: &mut Zone) -> Result<()> {
