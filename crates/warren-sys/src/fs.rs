@@ -304,3 +304,10 @@ mod tests {
         assert!(statvfs(Path::new("/no/such/path")).is_err());
     }
 }
+
+/// `mkfifo(path, mode)`.
+pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
+    let c = crate::cstring(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path alive for the call.
+    crate::cvt(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
+}
