@@ -127,11 +127,19 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
     Ok((l, notes))
 }
 
-/// v1 `devices` cgroup writes from `linux.resources.devices`, in order (pure).
+/// v1 `devices` cgroup writes from `linux.resources.devices`, in order, then what
+/// every container gets as runc grants it: mknod of any node (the mknod still needs
+/// CAP_MKNOD) and use of the runtime-spec's default devices and the ptys (pure).
 pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)> {
-    rules
-        .iter()
-        .map(|d| {
+    let defaults = ["c *:* m", "b *:* m"]
+        .into_iter()
+        .chain(crate::isolation::DEVICES_ALLOWED)
+        .map(|l| ("devices.allow", l.to_string()));
+    // No rules at all: deny what the defaults do not allow, as runc does.
+    let deny_all = rules.is_empty().then(|| ("devices.deny", "a".to_string()));
+    deny_all
+        .into_iter()
+        .chain(rules.iter().map(|d| {
             let kind = match d.typ() {
                 Some(LinuxDeviceType::C) | Some(LinuxDeviceType::U) => "c",
                 Some(LinuxDeviceType::B) => "b",
@@ -146,7 +154,8 @@ pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)>
                 format!("{kind} {}:{} {access}", num(d.major()), num(d.minor()))
             };
             (if d.allow() { "devices.allow" } else { "devices.deny" }, line)
-        })
+        }))
+        .chain(defaults)
         .collect()
 }
 
@@ -326,13 +335,16 @@ mod tests {
                 {"allow":true,"type":"c","major":136,"access":"rwm"}]"#,
         )
         .unwrap();
+        let w = device_writes(&rules);
         assert_eq!(
-            device_writes(&rules),
-            vec![
+            w[..4],
+            [
                 ("devices.deny", "a".to_string()),
                 ("devices.allow", "c 1:3 rwm".to_string()),
                 ("devices.allow", "c 136:* rwm".to_string()),
+                ("devices.allow", "c *:* m".to_string()),
             ]
         );
+        assert!(w.contains(&("devices.allow", "c 5:1 rwm".to_string())));
     }
 }

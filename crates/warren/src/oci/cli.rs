@@ -146,8 +146,6 @@ pub enum OciCmd {
     Spec {
         #[arg(long, short = 'b', default_value = ".")]
         bundle: PathBuf,
-        #[arg(long)]
-        rootless: bool,
     },
     /// Change the container's cgroup limits.
     Update {
@@ -292,12 +290,12 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
         OciCmd::Pause { id } => ops::pause(ctx, &id, true)?,
         OciCmd::Resume { id } => ops::pause(ctx, &id, false)?,
         OciCmd::Features => print_json(&super::features()),
-        OciCmd::Spec { bundle, rootless } => {
+        OciCmd::Spec { bundle } => {
             let path = bundle.join("config.json");
             if path.exists() {
                 return Err(Error::Invalid(format!("File {} exists. Remove it first", path.display())));
             }
-            let spec = if rootless { oci_spec::runtime::Spec::rootless(0, 0) } else { oci_spec::runtime::Spec::default() };
+            let spec = oci_spec::runtime::Spec::default();
             let text = serde_json::to_string_pretty(&spec).expect("json");
             std::fs::write(&path, text).ctx(|| format!("writing {}", path.display()))?;
         }

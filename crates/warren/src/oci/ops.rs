@@ -139,7 +139,7 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
     let dev_rules = resources.devices().clone().unwrap_or_default();
-    let devices = (!dev_rules.is_empty()).then(|| cgroup::device_writes(&dev_rules));
+    let devices = Some(cgroup::device_writes(&dev_rules));
     let own = cgroup::own_path(&ctx.proc_root);
     let cgpath = linux.cgroups_path().as_ref().map(|p| p.display().to_string());
     let leaf = cgroup::leaf_name(cgpath.as_deref(), &own, id, ctx.systemd_cgroup);
