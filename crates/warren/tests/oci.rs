@@ -1,0 +1,345 @@
+//! warren as an OCI runtime, driven for real: its own CLI (the state machine and the
+//! error cases, as runc answers them), podman (`--runtime`), containerd (`ctr run`
+//! with the runc shim's BinaryName pointing at warren-oci). Every test works in a
+//! temporary directory: a private state root, a private podman store and runroot, a
+//! private containerd daemon; guards remove containers, cgroups, storage and daemons
+//! even when a test fails. cgroups are made only beneath the test's own cgroup.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{require_busybox, require_root, WARREN};
+
+/// A temp dir with a `warren-oci` symlink, a busybox bundle and a state root.
+struct Oci {
+    dir: tempfile::TempDir,
+}
+
+impl Oci {
+    fn new() -> Oci {
+        require_root();
+        let dir = tempfile::Builder::new().prefix("warren-oci-test").tempdir().unwrap();
+        std::os::unix::fs::symlink(WARREN, dir.path().join("warren-oci")).unwrap();
+        let rootfs = dir.path().join("bundle/rootfs");
+        std::fs::create_dir_all(rootfs.join("bin")).unwrap();
+        std::fs::copy(require_busybox(), rootfs.join("bin/busybox")).unwrap();
+        for x in ["sh", "echo", "cat", "sleep", "id", "ls", "hostname", "seq", "tty"] {
+            std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(x)).unwrap();
+        }
+        for d in ["proc", "dev", "sys", "tmp", "etc"] {
+            std::fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        Oci { dir }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    fn bin(&self) -> PathBuf {
+        self.path().join("warren-oci")
+    }
+    fn bundle(&self) -> PathBuf {
+        self.path().join("bundle")
+    }
+    /// Runs with stdout and stderr in files: a created container's process keeps
+    /// the runtime's stdio (as with runc), so pipes would not reach EOF.
+    fn run(&self, args: &[&str]) -> Output {
+        let out = tempfile::tempfile_in(self.path()).unwrap();
+        let err = tempfile::tempfile_in(self.path()).unwrap();
+        let status = Command::new(self.bin())
+            .arg("--root")
+            .arg(self.path().join("state"))
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(err.try_clone().unwrap())
+            .status()
+            .unwrap();
+        let read = |mut f: std::fs::File| {
+            use std::io::{Read, Seek};
+            let mut v = Vec::new();
+            f.seek(std::io::SeekFrom::Start(0)).unwrap();
+            f.read_to_end(&mut v).unwrap();
+            v
+        };
+        Output { status, stdout: read(out), stderr: read(err) }
+    }
+    fn ok(&self, args: &[&str]) -> String {
+        let o = self.run(args);
+        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    }
+    /// runc's failure: exit 1 and a message naming the container on stderr.
+    fn fails(&self, args: &[&str], needle: &str) {
+        let o = self.run(args);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err:?} lacks {needle:?}");
+    }
+    fn status(&self, id: &str) -> String {
+        let v: serde_json::Value = serde_json::from_str(&self.ok(&["state", id])).unwrap();
+        v["status"].as_str().unwrap().to_string()
+    }
+    /// A config.json from `warren-oci spec` with these args.
+    fn spec(&self, args: &[&str], edit: impl FnOnce(&mut serde_json::Value)) {
+        let cfg = self.bundle().join("config.json");
+        let _ = std::fs::remove_file(&cfg);
+        let o = Command::new(self.bin()).args(["spec", "--bundle"]).arg(self.bundle()).output().unwrap();
+        assert!(o.status.success());
+        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+        v["process"]["args"] = serde_json::json!(args);
+        v["process"]["terminal"] = false.into();
+        edit(&mut v);
+        std::fs::write(&cfg, v.to_string()).unwrap();
+    }
+}
+
+impl Drop for Oci {
+    fn drop(&mut self) {
+        let state = self.path().join("state");
+        for e in std::fs::read_dir(&state).into_iter().flatten().flatten() {
+            let id = e.file_name().to_string_lossy().into_owned();
+            let _ = self.run(&["delete", "--force", &id]);
+        }
+    }
+}
+
+fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn state_machine_and_runc_errors() {
+    let t = Oci::new();
+    let out = t.path().join("bundle/rootfs/tmp/out");
+    t.spec(&["sh", "-c", "echo started > /tmp/out; sleep 1000"], |_| {});
+    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "--pid-file", t.path().join("pid").to_str().unwrap(), "c1"]);
+    assert_eq!(t.status("c1"), "created");
+    let pid: i32 = std::fs::read_to_string(t.path().join("pid")).unwrap().trim().parse().unwrap();
+    assert!(common::alive(pid));
+    // Created: the user process has not run yet.
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(!out.exists(), "the process ran before start");
+    let v: serde_json::Value = serde_json::from_str(&t.ok(&["state", "c1"])).unwrap();
+    assert_eq!(v["pid"], pid);
+    assert_eq!(v["id"], "c1");
+    assert!(v["ociVersion"].as_str().unwrap().starts_with("1."));
+    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "c1"], "exists");
+    t.ok(&["start", "c1"]);
+    assert_eq!(t.status("c1"), "running");
+    wait_for("the process to write", || out.exists());
+    t.fails(&["start", "c1"], "running");
+    t.fails(&["delete", "c1"], "not stopped: running");
+    // ps lists the init; pause and resume go through the freezer.
+    let ps: Vec<i32> = serde_json::from_str(&t.ok(&["ps", "--format", "json", "c1"])).unwrap();
+    assert!(ps.contains(&pid), "{ps:?}");
+    t.ok(&["pause", "c1"]);
+    assert_eq!(t.status("c1"), "paused");
+    t.fails(&["pause", "c1"], "not running");
+    t.ok(&["resume", "c1"]);
+    assert_eq!(t.status("c1"), "running");
+    t.ok(&["kill", "c1", "KILL"]);
+    wait_for("stopped", || t.status("c1") == "stopped");
+    t.fails(&["start", "c1"], "has stopped");
+    t.fails(&["kill", "c1"], "not running");
+    t.ok(&["delete", "c1"]);
+    t.fails(&["state", "c1"], "does not exist");
+    t.fails(&["start", "nope"], "does not exist");
+    t.fails(&["delete", "nope"], "does not exist");
+    t.ok(&["delete", "--force", "nope"]);
+    t.fails(&["kill", "c1", "NOSIG"], "not known");
+    // Malformed config.json: exit 1, the file and the fix named, nothing left behind.
+    std::fs::write(t.bundle().join("config.json"), "{\"ociVersion\": ").unwrap();
+    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "bad"], "config.json is malformed");
+    assert!(!t.path().join("state/bad").exists());
+    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "a/b"], "invalid");
+}
+
+#[test]
+fn config_reaches_the_process() {
+    let t = Oci::new();
+    let script = "echo uid=$(id -u) gid=$(id -g) groups=$(id -G); hostname; cat /proc/self/status | grep -E '^(CapEff|NoNewPrivs|Seccomp):'; \
+                  echo x > /ro/f 2>/dev/null || echo ro-refused; cat /proc/kcore 2>&1 | head -c 0; [ -s /proc/kcore ] || echo kcore-masked; \
+                  cat /proc/sys/net/ipv4/ip_forward; ls /data; mkdir /tmp/x 2>&1 || true; ulimit -n";
+    let data = t.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(data.join("hello"), "").unwrap();
+    t.spec(&["sh", "-c", script], |v| {
+        v["process"]["user"] = serde_json::json!({"uid": 1000, "gid": 1000, "additionalGids": [5]});
+        v["process"]["noNewPrivileges"] = true.into();
+        v["process"]["rlimits"] = serde_json::json!([{"type": "RLIMIT_NOFILE", "soft": 512, "hard": 512}]);
+        v["process"]["capabilities"] = serde_json::json!({"bounding": ["CAP_KILL"], "effective": ["CAP_KILL"], "permitted": ["CAP_KILL"]});
+        v["hostname"] = "oci-box".into();
+        v["root"]["readonly"] = false.into();
+        let mounts = v["mounts"].as_array_mut().unwrap();
+        mounts.push(serde_json::json!({"destination": "/data", "type": "bind", "source": data, "options": ["rbind", "ro"]}));
+        mounts.push(serde_json::json!({"destination": "/ro", "type": "tmpfs", "source": "tmpfs", "options": ["ro"]}));
+        v["linux"]["sysctl"] = serde_json::json!({"net.ipv4.ip_forward": "1"});
+        v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "syscalls": [{"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1}]});
+    });
+    let log = t.path().join("log.json");
+    let o = Command::new(t.bin())
+        .args(["--root", t.path().join("state").to_str().unwrap(), "--log", log.to_str().unwrap(), "--log-format", "json"])
+        .args(["run", "--bundle", t.bundle().to_str().unwrap(), "r1"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{out} {}", String::from_utf8_lossy(&o.stderr));
+    for want in ["uid=1000 gid=1000 groups=1000 5", "oci-box", "CapEff:\t0000000000000020", "NoNewPrivs:\t1", "Seccomp:\t2", "ro-refused", "kcore-masked", "\n1\n", "hello", "Operation not permitted", "512"] {
+        assert!(out.contains(want), "{want:?} missing from {out}");
+    }
+}
+
+#[test]
+fn hooks_get_the_state_on_stdin() {
+    let t = Oci::new();
+    let rec = t.path().join("hooks.log");
+    t.spec(&["true"], |v| {
+        let hook = |name: &str| serde_json::json!([{"path": "/bin/sh", "args": ["sh", "-c", format!("read s; echo {name} \"$s\" >> {}", rec.display())]}]);
+        v["hooks"] = serde_json::json!({"createRuntime": hook("createRuntime"), "poststart": hook("poststart"), "poststop": hook("poststop")});
+    });
+    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "h1"]);
+    t.ok(&["start", "h1"]);
+    wait_for("stopped", || t.status("h1") == "stopped");
+    t.ok(&["delete", "h1"]);
+    let text = std::fs::read_to_string(&rec).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 3, "{text}");
+    for (line, (name, status)) in lines.iter().zip([("createRuntime", "creating"), ("poststart", "running"), ("poststop", "stopped")]) {
+        let (n, json) = line.split_once(' ').unwrap();
+        assert_eq!(n, name);
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!((v["id"].as_str(), v["status"].as_str()), (Some("h1"), Some(status)), "{line}");
+    }
+}
+
+#[test]
+fn console_socket_receives_the_pty_master() {
+    let t = Oci::new();
+    t.spec(&["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo both-ttys"], |v| {
+        v["process"]["terminal"] = true.into();
+    });
+    let sock = t.path().join("console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let recv = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let (conn, _) = listener.accept().unwrap();
+        warren_sys::pty::recv_fd(conn.as_raw_fd()).unwrap()
+    });
+    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "--console-socket", sock.to_str().unwrap(), "t1"]);
+    let (master, _) = recv.join().unwrap();
+    t.ok(&["start", "t1"]);
+    let mut f = std::fs::File::from(master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    use std::io::Read;
+    while let Ok(n) = f.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("/dev/console") || out.contains("/dev/pts/"), "{out}");
+    assert!(out.contains("both-ttys"), "{out}");
+}
+
+/// A private podman: store, runroot, cgroup parent beneath our own cgroup.
+struct Podman {
+    oci: Oci,
+    parent: String,
+}
+
+impl Podman {
+    fn new() -> Option<Podman> {
+        if Command::new("podman").arg("--version").output().is_err() {
+            panic!("podman is not installed: scripts/test.sh installs it (apt-get install podman)");
+        }
+        let oci = Oci::new();
+        let own = warren::oci::cgroup::own_path(Path::new("/proc"));
+        let parent = format!("{}/warren-podman-test-{}", own.trim_end_matches('/'), std::process::id());
+        let p = Podman { oci, parent };
+        let tar = Command::new("tar").arg("-C").arg(p.oci.bundle().join("rootfs")).args(["-cf", "-", "."]).stdout(Stdio::piped()).spawn().unwrap();
+        let o = p.cmd().args(["import", "-", "localhost/warren-bb:test"]).stdin(tar.stdout.unwrap()).output().unwrap();
+        assert!(o.status.success(), "podman import: {}", String::from_utf8_lossy(&o.stderr));
+        Some(p)
+    }
+    fn cmd(&self) -> Command {
+        let mut c = Command::new("podman");
+        c.arg("--root").arg(self.oci.path().join("pstore"))
+            .arg("--runroot").arg(self.oci.path().join("prun"))
+            .args(["--cgroup-manager", "cgroupfs", "--events-backend", "none", "--storage-driver", "vfs"])
+            .arg("--runtime").arg(self.oci.bin());
+        c
+    }
+    fn run(&self, args: &[&str]) -> Output {
+        let mut c = self.cmd();
+        c.arg("run").args(["--network", "none", "--cgroup-parent", &self.parent]).args(args);
+        c.stdin(Stdio::null()).output().unwrap()
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        let _ = self.cmd().args(["rm", "-af", "-t", "0"]).output();
+        let _ = self.cmd().args(["rmi", "-af"]).output();
+        let store = self.oci.path().join("pstore");
+        // vfs layers are plain directories, but podman may leave an overlay or shm mount.
+        for m in common::host_mounts_under(self.oci.path()) {
+            let _ = Command::new("umount").args(["-l", &m]).status();
+        }
+        let _ = std::fs::remove_dir_all(store);
+        // podman's cgroupfs parent (it made <parent>/conmon): remove what is empty.
+        for ctrl in ["memory", "pids", "cpu,cpuacct", "cpuacct", "cpu", "devices", "freezer", "blkio", "cpuset", "net_cls,net_prio", "perf_event", "hugetlb", "systemd"] {
+            let base = Path::new("/sys/fs/cgroup").join(ctrl).join(self.parent.trim_start_matches('/'));
+            for sub in ["conmon", ""] {
+                let _ = std::fs::remove_dir(base.join(sub));
+            }
+        }
+    }
+}
+
+#[test]
+fn podman_runs_zones_through_warren_oci() {
+    let Some(p) = Podman::new() else { return };
+    let img = "localhost/warren-bb:test";
+    let o = p.run(&["--rm", img, "echo", "hi"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "hi");
+    let o = p.run(&["--rm", img, "sh", "-c", "exit 7"]);
+    assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
+    // Limits: memory.limit_in_bytes is the container's, and 20 tasks is the ceiling.
+    let o = p.run(&["--rm", "--memory", "64m", "--pids-limit", "20", img, "sh", "-c",
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo started; kill $(jobs -p) 2>/dev/null; true"]);
+    let out = String::from_utf8_lossy(&o.stdout);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{out} {err}");
+    assert!(out.contains("67108864") && out.contains("\n20\n"), "{out}");
+    assert!(err.contains("can't fork") || err.contains("Resource temporarily unavailable") || out.contains("can't fork"), "the 21st task was not refused: {out} {err}");
+    // Memory: a process that touches 200 MiB is OOM-killed at 64 MiB.
+    let o = p.run(&["--rm", "--memory", "64m", "--memory-swap", "64m", img, "sh", "-c", "head -c 200m /dev/zero | tail > /dev/null"]);
+    assert_ne!(o.status.code(), Some(0), "200 MiB fit in a 64 MiB container");
+    // Detached, exec, stop, rm.
+    let o = p.run(&["-d", "--name", "d1", img, "sleep", "1000"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = p.cmd().args(["exec", "d1", "sh", "-c", "echo in-exec; exit 3"]).output().unwrap();
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "in-exec");
+    let o = p.cmd().args(["stop", "-t", "1", "d1"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = p.cmd().args(["rm", "d1"]).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // -t: a terminal on stdio (script(1) gives podman a terminal of its own).
+    let mut c = p.cmd();
+    c.args(["run", "--rm", "-t", "--network", "none", "--cgroup-parent", &p.parent, img, "sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty"]);
+    let line = format!("{:?}", c).replace('"', "");
+    let o = Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("is-a-tty"), "{}", String::from_utf8_lossy(&o.stdout));
+}
