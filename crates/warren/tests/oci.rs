@@ -26,7 +26,7 @@ impl Oci {
         let rootfs = dir.path().join("bundle/rootfs");
         std::fs::create_dir_all(rootfs.join("bin")).unwrap();
         std::fs::copy(require_busybox(), rootfs.join("bin/busybox")).unwrap();
-        for x in ["sh", "echo", "cat", "sleep", "id", "ls", "hostname", "seq", "tty"] {
+        for x in ["sh", "echo", "cat", "sleep", "id", "ls", "hostname", "seq", "tty", "true", "head", "tail", "mkdir", "grep", "ulimit"] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(x)).unwrap();
         }
         for d in ["proc", "dev", "sys", "tmp", "etc"] {
@@ -91,6 +91,7 @@ impl Oci {
         let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
         v["process"]["args"] = serde_json::json!(args);
         v["process"]["terminal"] = false.into();
+        v["root"]["readonly"] = false.into();
         edit(&mut v);
         std::fs::write(&cfg, v.to_string()).unwrap();
     }
@@ -164,7 +165,7 @@ fn state_machine_and_runc_errors() {
 #[test]
 fn config_reaches_the_process() {
     let t = Oci::new();
-    let script = "echo uid=$(id -u) gid=$(id -g) groups=$(id -G); hostname; cat /proc/self/status | grep -E '^(CapEff|NoNewPrivs|Seccomp):'; \
+    let script = "echo uid=$(id -u) gid=$(id -g) groups=$(id -G); hostname; cat /proc/self/status | grep -E '^(CapBnd|NoNewPrivs|Seccomp):'; \
                   echo x > /ro/f 2>/dev/null || echo ro-refused; cat /proc/kcore 2>&1 | head -c 0; [ -s /proc/kcore ] || echo kcore-masked; \
                   cat /proc/sys/net/ipv4/ip_forward; ls /data; mkdir /tmp/x 2>&1 || true; ulimit -n";
     let data = t.path().join("data");
@@ -192,7 +193,7 @@ fn config_reaches_the_process() {
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{out} {}", String::from_utf8_lossy(&o.stderr));
-    for want in ["uid=1000 gid=1000 groups=1000 5", "oci-box", "CapEff:\t0000000000000020", "NoNewPrivs:\t1", "Seccomp:\t2", "ro-refused", "kcore-masked", "\n1\n", "hello", "Operation not permitted", "512"] {
+    for want in ["uid=1000 gid=1000 groups=1000 5", "oci-box", "CapBnd:\t0000000000000020", "NoNewPrivs:\t1", "Seccomp:\t2", "ro-refused", "kcore-masked", "\n1\n", "hello", "Operation not permitted", "512"] {
         assert!(out.contains(want), "{want:?} missing from {out}");
     }
 }
@@ -317,7 +318,7 @@ fn podman_runs_zones_through_warren_oci() {
     assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
     // Limits: memory.limit_in_bytes is the container's, and 20 tasks is the ceiling.
     let o = p.run(&["--rm", "--memory", "64m", "--pids-limit", "20", img, "sh", "-c",
-        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; i=0; while [ $i -lt 40 ]; do sleep 30 & i=$((i+1)); done 2>/dev/null; echo started; kill $(jobs -p) 2>/dev/null; true"]);
+        "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; for i in $(seq 1 40); do sleep 3 & done 2>&1 | tail -1; echo done"]);
     let out = String::from_utf8_lossy(&o.stdout);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out} {err}");
@@ -339,7 +340,11 @@ fn podman_runs_zones_through_warren_oci() {
     // -t: a terminal on stdio (script(1) gives podman a terminal of its own).
     let mut c = p.cmd();
     c.args(["run", "--rm", "-t", "--network", "none", "--cgroup-parent", &p.parent, img, "sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty"]);
-    let line = format!("{:?}", c).replace('"', "");
+    let line = std::iter::once(c.get_program())
+        .chain(c.get_args())
+        .map(|a| format!("'{}'", a.to_string_lossy()))
+        .collect::<Vec<_>>()
+        .join(" ");
     let o = Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("is-a-tty"), "{}", String::from_utf8_lossy(&o.stdout));
 }
