@@ -158,7 +158,11 @@ pub(crate) fn drop_bounding(keep: u64) -> Result<(), ()> {
 /// Become `uid`/`gid` with supplementary `groups`. PR_SET_KEEPCAPS keeps the
 /// permitted set across the change so [`set_caps`] can set what the process keeps.
 /// Raw syscalls: glibc's wrappers would signal threads of the parent's copy.
-pub(crate) fn set_ids(uid: libc::uid_t, gid: libc::gid_t, groups: &[libc::gid_t]) -> Result<(), ()> {
+pub(crate) fn set_ids(
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: &[libc::gid_t],
+) -> Result<(), ()> {
     // SAFETY: prctl and the set*id syscalls take integers; `groups` is valid for its
     // length.
     unsafe {

@@ -21,12 +21,18 @@ struct Oci {
 impl Oci {
     fn new() -> Oci {
         require_root();
-        let dir = tempfile::Builder::new().prefix("warren-oci-test").tempdir().unwrap();
+        let dir = tempfile::Builder::new()
+            .prefix("warren-oci-test")
+            .tempdir()
+            .unwrap();
         std::os::unix::fs::symlink(WARREN, dir.path().join("warren-oci")).unwrap();
         let rootfs = dir.path().join("bundle/rootfs");
         std::fs::create_dir_all(rootfs.join("bin")).unwrap();
         std::fs::copy(require_busybox(), rootfs.join("bin/busybox")).unwrap();
-        for x in ["sh", "echo", "cat", "sleep", "id", "ls", "hostname", "seq", "tty", "true", "head", "tail", "mkdir", "grep", "ulimit"] {
+        for x in [
+            "sh", "echo", "cat", "sleep", "id", "ls", "hostname", "seq", "tty", "true", "head",
+            "tail", "mkdir", "grep", "ulimit",
+        ] {
             std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(x)).unwrap();
         }
         for d in ["proc", "dev", "sys", "tmp", "etc"] {
@@ -64,11 +70,19 @@ impl Oci {
             f.read_to_end(&mut v).unwrap();
             v
         };
-        Output { status, stdout: read(out), stderr: read(err) }
+        Output {
+            status,
+            stdout: read(out),
+            stderr: read(err),
+        }
     }
     fn ok(&self, args: &[&str]) -> String {
         let o = self.run(args);
-        assert!(o.status.success(), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         String::from_utf8_lossy(&o.stdout).into_owned()
     }
     /// runc's failure: exit 1 and a message naming the container on stderr.
@@ -86,9 +100,14 @@ impl Oci {
     fn spec(&self, args: &[&str], edit: impl FnOnce(&mut serde_json::Value)) {
         let cfg = self.bundle().join("config.json");
         let _ = std::fs::remove_file(&cfg);
-        let o = Command::new(self.bin()).args(["spec", "--bundle"]).arg(self.bundle()).output().unwrap();
+        let o = Command::new(self.bin())
+            .args(["spec", "--bundle"])
+            .arg(self.bundle())
+            .output()
+            .unwrap();
         assert!(o.status.success());
-        let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
+        let mut v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&cfg).unwrap()).unwrap();
         v["process"]["args"] = serde_json::json!(args);
         v["process"]["terminal"] = false.into();
         v["root"]["readonly"] = false.into();
@@ -120,9 +139,20 @@ fn state_machine_and_runc_errors() {
     let t = Oci::new();
     let out = t.path().join("bundle/rootfs/tmp/out");
     t.spec(&["sh", "-c", "echo started > /tmp/out; sleep 1000"], |_| {});
-    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "--pid-file", t.path().join("pid").to_str().unwrap(), "c1"]);
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "c1",
+    ]);
     assert_eq!(t.status("c1"), "created");
-    let pid: i32 = std::fs::read_to_string(t.path().join("pid")).unwrap().trim().parse().unwrap();
+    let pid: i32 = std::fs::read_to_string(t.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(common::alive(pid));
     // Created: the user process has not run yet.
     std::thread::sleep(Duration::from_millis(200));
@@ -131,7 +161,10 @@ fn state_machine_and_runc_errors() {
     assert_eq!(v["pid"], pid);
     assert_eq!(v["id"], "c1");
     assert!(v["ociVersion"].as_str().unwrap().starts_with("1."));
-    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "c1"], "exists");
+    t.fails(
+        &["create", "--bundle", t.bundle().to_str().unwrap(), "c1"],
+        "exists",
+    );
     t.ok(&["start", "c1"]);
     assert_eq!(t.status("c1"), "running");
     wait_for("the process to write", || out.exists());
@@ -157,9 +190,15 @@ fn state_machine_and_runc_errors() {
     t.fails(&["kill", "c1", "NOSIG"], "not known");
     // Malformed config.json: exit 1, the file and the fix named, nothing left behind.
     std::fs::write(t.bundle().join("config.json"), "{\"ociVersion\": ").unwrap();
-    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "bad"], "config.json is malformed");
+    t.fails(
+        &["create", "--bundle", t.bundle().to_str().unwrap(), "bad"],
+        "config.json is malformed",
+    );
     assert!(!t.path().join("state/bad").exists());
-    t.fails(&["create", "--bundle", t.bundle().to_str().unwrap(), "a/b"], "invalid");
+    t.fails(
+        &["create", "--bundle", t.bundle().to_str().unwrap(), "a/b"],
+        "invalid",
+    );
 }
 
 #[test]
@@ -187,13 +226,36 @@ fn config_reaches_the_process() {
     });
     let log = t.path().join("log.json");
     let o = Command::new(t.bin())
-        .args(["--root", t.path().join("state").to_str().unwrap(), "--log", log.to_str().unwrap(), "--log-format", "json"])
+        .args([
+            "--root",
+            t.path().join("state").to_str().unwrap(),
+            "--log",
+            log.to_str().unwrap(),
+            "--log-format",
+            "json",
+        ])
         .args(["run", "--bundle", t.bundle().to_str().unwrap(), "r1"])
         .output()
         .unwrap();
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out} {}", String::from_utf8_lossy(&o.stderr));
-    for want in ["uid=1000 gid=1000 groups=1000 5", "oci-box", "CapBnd:\t0000000000000020", "NoNewPrivs:\t1", "Seccomp:\t2", "ro-refused", "kcore-masked", "\n1\n", "hello", "Operation not permitted", "512"] {
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    for want in [
+        "uid=1000 gid=1000 groups=1000 5",
+        "oci-box",
+        "CapBnd:\t0000000000000020",
+        "NoNewPrivs:\t1",
+        "Seccomp:\t2",
+        "ro-refused",
+        "kcore-masked",
+        "\n1\n",
+        "hello",
+        "Operation not permitted",
+        "512",
+    ] {
         assert!(out.contains(want), "{want:?} missing from {out}");
     }
 }
@@ -213,20 +275,31 @@ fn hooks_get_the_state_on_stdin() {
     let text = std::fs::read_to_string(&rec).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines.len(), 3, "{text}");
-    for (line, (name, status)) in lines.iter().zip([("createRuntime", "creating"), ("poststart", "running"), ("poststop", "stopped")]) {
+    for (line, (name, status)) in lines.iter().zip([
+        ("createRuntime", "creating"),
+        ("poststart", "running"),
+        ("poststop", "stopped"),
+    ]) {
         let (n, json) = line.split_once(' ').unwrap();
         assert_eq!(n, name);
         let v: serde_json::Value = serde_json::from_str(json).unwrap();
-        assert_eq!((v["id"].as_str(), v["status"].as_str()), (Some("h1"), Some(status)), "{line}");
+        assert_eq!(
+            (v["id"].as_str(), v["status"].as_str()),
+            (Some("h1"), Some(status)),
+            "{line}"
+        );
     }
 }
 
 #[test]
 fn console_socket_receives_the_pty_master() {
     let t = Oci::new();
-    t.spec(&["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo both-ttys"], |v| {
-        v["process"]["terminal"] = true.into();
-    });
+    t.spec(
+        &["sh", "-c", "tty; [ -t 0 ] && [ -t 1 ] && echo both-ttys"],
+        |v| {
+            v["process"]["terminal"] = true.into();
+        },
+    );
     let sock = t.path().join("console.sock");
     let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     let recv = std::thread::spawn(move || {
@@ -234,7 +307,14 @@ fn console_socket_receives_the_pty_master() {
         let (conn, _) = listener.accept().unwrap();
         warren_sys::pty::recv_fd(conn.as_raw_fd()).unwrap()
     });
-    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "--console-socket", sock.to_str().unwrap(), "t1"]);
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--console-socket",
+        sock.to_str().unwrap(),
+        "t1",
+    ]);
     let (master, _) = recv.join().unwrap();
     t.ok(&["start", "t1"]);
     let mut f = std::fs::File::from(master);
@@ -248,7 +328,10 @@ fn console_socket_receives_the_pty_master() {
         out.extend_from_slice(&buf[..n]);
     }
     let out = String::from_utf8_lossy(&out);
-    assert!(out.contains("/dev/console") || out.contains("/dev/pts/"), "{out}");
+    assert!(
+        out.contains("/dev/console") || out.contains("/dev/pts/"),
+        "{out}"
+    );
     assert!(out.contains("both-ttys"), "{out}");
 }
 
@@ -265,24 +348,56 @@ impl Podman {
         }
         let oci = Oci::new();
         let own = warren::oci::cgroup::own_path(Path::new("/proc"));
-        let parent = format!("{}/warren-podman-test-{}", own.trim_end_matches('/'), std::process::id());
+        let parent = format!(
+            "{}/warren-podman-test-{}",
+            own.trim_end_matches('/'),
+            std::process::id()
+        );
         let p = Podman { oci, parent };
-        let tar = Command::new("tar").arg("-C").arg(p.oci.bundle().join("rootfs")).args(["-cf", "-", "."]).stdout(Stdio::piped()).spawn().unwrap();
-        let o = p.cmd().args(["import", "-", "localhost/warren-bb:test"]).stdin(tar.stdout.unwrap()).output().unwrap();
-        assert!(o.status.success(), "podman import: {}", String::from_utf8_lossy(&o.stderr));
+        let mut tar = Command::new("tar")
+            .arg("-C")
+            .arg(p.oci.bundle().join("rootfs"))
+            .args(["-cf", "-", "."])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let o = p
+            .cmd()
+            .args(["import", "-", "localhost/warren-bb:test"])
+            .stdin(tar.stdout.take().unwrap())
+            .output()
+            .unwrap();
+        let _ = tar.wait();
+        assert!(
+            o.status.success(),
+            "podman import: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         Some(p)
     }
     fn cmd(&self) -> Command {
         let mut c = Command::new("podman");
-        c.arg("--root").arg(self.oci.path().join("pstore"))
-            .arg("--runroot").arg(self.oci.path().join("prun"))
-            .args(["--cgroup-manager", "cgroupfs", "--events-backend", "none", "--storage-driver", "vfs"])
-            .arg("--runtime").arg(self.oci.bin());
+        c.arg("--root")
+            .arg(self.oci.path().join("pstore"))
+            .arg("--runroot")
+            .arg(self.oci.path().join("prun"))
+            .args([
+                "--cgroup-manager",
+                "cgroupfs",
+                "--events-backend",
+                "none",
+                "--storage-driver",
+                "vfs",
+            ])
+            .arg("--runtime")
+            .arg(self.oci.bin());
         c
     }
     fn run(&self, args: &[&str]) -> Output {
         let mut c = self.cmd();
-        c.arg("run").args(["--network", "none", "--cgroup-parent", &self.parent]).args(args);
+        c.arg("run")
+            .args(["--network", "none", "--cgroup-parent", &self.parent])
+            .args(args);
         c.stdin(Stdio::null()).output().unwrap()
     }
 }
@@ -298,8 +413,24 @@ impl Drop for Podman {
         }
         let _ = std::fs::remove_dir_all(store);
         // podman's cgroupfs parent (it made <parent>/conmon): remove what is empty.
-        for ctrl in ["memory", "pids", "cpu,cpuacct", "cpuacct", "cpu", "devices", "freezer", "blkio", "cpuset", "net_cls,net_prio", "perf_event", "hugetlb", "systemd"] {
-            let base = Path::new("/sys/fs/cgroup").join(ctrl).join(self.parent.trim_start_matches('/'));
+        for ctrl in [
+            "memory",
+            "pids",
+            "cpu,cpuacct",
+            "cpuacct",
+            "cpu",
+            "devices",
+            "freezer",
+            "blkio",
+            "cpuset",
+            "net_cls,net_prio",
+            "perf_event",
+            "hugetlb",
+            "systemd",
+        ] {
+            let base = Path::new("/sys/fs/cgroup")
+                .join(ctrl)
+                .join(self.parent.trim_start_matches('/'));
             for sub in ["conmon", ""] {
                 let _ = std::fs::remove_dir(base.join(sub));
             }
@@ -315,7 +446,12 @@ fn podman_runs_zones_through_warren_oci() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "hi");
     let o = p.run(&["--rm", img, "sh", "-c", "exit 7"]);
-    assert_eq!(o.status.code(), Some(7), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(7),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     // Limits: memory.limit_in_bytes is the container's, and 20 tasks is the ceiling.
     let o = p.run(&["--rm", "--memory", "64m", "--pids-limit", "20", img, "sh", "-c",
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes /sys/fs/cgroup/pids/pids.max; for i in $(seq 1 40); do sleep 3 & done 2>&1 | tail -1; echo done"]);
@@ -323,14 +459,37 @@ fn podman_runs_zones_through_warren_oci() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(o.status.success(), "{out} {err}");
     assert!(out.contains("67108864") && out.contains("\n20\n"), "{out}");
-    assert!(err.contains("can't fork") || err.contains("Resource temporarily unavailable") || out.contains("can't fork"), "the 21st task was not refused: {out} {err}");
+    assert!(
+        err.contains("can't fork")
+            || err.contains("Resource temporarily unavailable")
+            || out.contains("can't fork"),
+        "the 21st task was not refused: {out} {err}"
+    );
     // Memory: a process that touches 200 MiB is OOM-killed at 64 MiB.
-    let o = p.run(&["--rm", "--memory", "64m", "--memory-swap", "64m", img, "sh", "-c", "head -c 200m /dev/zero | tail > /dev/null"]);
-    assert_ne!(o.status.code(), Some(0), "200 MiB fit in a 64 MiB container");
+    let o = p.run(&[
+        "--rm",
+        "--memory",
+        "64m",
+        "--memory-swap",
+        "64m",
+        img,
+        "sh",
+        "-c",
+        "head -c 200m /dev/zero | tail > /dev/null",
+    ]);
+    assert_ne!(
+        o.status.code(),
+        Some(0),
+        "200 MiB fit in a 64 MiB container"
+    );
     // Detached, exec, stop, rm.
     let o = p.run(&["-d", "--name", "d1", img, "sleep", "1000"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let o = p.cmd().args(["exec", "d1", "sh", "-c", "echo in-exec; exit 3"]).output().unwrap();
+    let o = p
+        .cmd()
+        .args(["exec", "d1", "sh", "-c", "echo in-exec; exit 3"])
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(3));
     assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "in-exec");
     let o = p.cmd().args(["stop", "-t", "1", "d1"]).output().unwrap();
@@ -339,12 +498,32 @@ fn podman_runs_zones_through_warren_oci() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // -t: a terminal on stdio (script(1) gives podman a terminal of its own).
     let mut c = p.cmd();
-    c.args(["run", "--rm", "-t", "--network", "none", "--cgroup-parent", &p.parent, img, "sh", "-c", "[ -t 0 ] && [ -t 1 ] && echo is-a-tty"]);
+    c.args([
+        "run",
+        "--rm",
+        "-t",
+        "--network",
+        "none",
+        "--cgroup-parent",
+        &p.parent,
+        img,
+        "sh",
+        "-c",
+        "[ -t 0 ] && [ -t 1 ] && echo is-a-tty",
+    ]);
     let line = std::iter::once(c.get_program())
         .chain(c.get_args())
         .map(|a| format!("'{}'", a.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ");
-    let o = Command::new("script").args(["-qec", &line, "/dev/null"]).stdin(Stdio::null()).output().unwrap();
-    assert!(String::from_utf8_lossy(&o.stdout).contains("is-a-tty"), "{}", String::from_utf8_lossy(&o.stdout));
+    let o = Command::new("script")
+        .args(["-qec", &line, "/dev/null"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("is-a-tty"),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
 }

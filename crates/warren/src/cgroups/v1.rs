@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::{
-    cpu_quota_us, io_err, CreateOptions, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet,
-    CgroupVersion, CPU_PERIOD_US,
+    cpu_quota_us, io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet,
+    CgroupVersion, CreateOptions, CPU_PERIOD_US,
 };
 use crate::config::Limits;
 

@@ -51,11 +51,7 @@ pub fn leaf_name(cgroups_path: Option<&str>, own: &str, id: &str, systemd: bool)
     }
     let own: Vec<&str> = own.split('/').filter(|s| !s.is_empty()).collect();
     let mine: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let common = own
-        .iter()
-        .zip(&mine)
-        .take_while(|(a, b)| a == b)
-        .count();
+    let common = own.iter().zip(&mine).take_while(|(a, b)| a == b).count();
     let rest = &mine[common..];
     if rest.is_empty() {
         clean(id)
@@ -153,7 +149,14 @@ pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)>
             } else {
                 format!("{kind} {}:{} {access}", num(d.major()), num(d.minor()))
             };
-            (if d.allow() { "devices.allow" } else { "devices.deny" }, line)
+            (
+                if d.allow() {
+                    "devices.allow"
+                } else {
+                    "devices.deny"
+                },
+                line,
+            )
         }))
         .chain(defaults)
         .collect()
@@ -182,7 +185,9 @@ pub fn host_has_memsw() -> bool {
 }
 
 /// The directory and file that freeze the set.
-fn freezer(set: &CgroupSet) -> Option<(std::path::PathBuf, &'static str, &'static str, &'static str)> {
+fn freezer(
+    set: &CgroupSet,
+) -> Option<(std::path::PathBuf, &'static str, &'static str, &'static str)> {
     match set.version {
         CgroupVersion::V1 => set
             .dirs
@@ -213,7 +218,8 @@ pub fn freeze(id: &str, set: &CgroupSet, on: bool) -> Result<()> {
     let path = dir.join(file);
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        std::fs::write(&path, want).ctx(|| format!("container '{id}': writing {want} to {}", path.display()))?;
+        std::fs::write(&path, want)
+            .ctx(|| format!("container '{id}': writing {want} to {}", path.display()))?;
         let now = std::fs::read_to_string(&path).unwrap_or_default();
         if now.trim() == want {
             return Ok(());
@@ -243,18 +249,19 @@ pub fn apply(id: &str, set: &CgroupSet, limits: &Limits) -> Result<()> {
                 ))
             })?;
         let path = dir.join(file);
-        std::fs::write(&path, value).ctx(|| format!("container '{id}': writing {value} to {}", path.display()))
+        std::fs::write(&path, value)
+            .ctx(|| format!("container '{id}': writing {value} to {}", path.display()))
     };
     match set.version {
         CgroupVersion::V1 => {
-            let memsw = set
-                .dirs
-                .iter()
-                .any(|(c, d)| c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists());
+            let memsw = set.dirs.iter().any(|(c, d)| {
+                c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists()
+            });
             // Raising memory+swap must come before raising memory, lowering after;
             // writing memsw first when it grows keeps memsw >= memory throughout.
             let w = crate::cgroups::v1::writes(limits, memsw)?;
-            let (sw, rest): (Vec<_>, Vec<_>) = w.into_iter().partition(|(_, f, _)| f.contains("memsw"));
+            let (sw, rest): (Vec<_>, Vec<_>) =
+                w.into_iter().partition(|(_, f, _)| f.contains("memsw"));
             for (c, f, v) in sw.iter() {
                 let _ = write(c, f, v);
             }
@@ -289,7 +296,10 @@ mod tests {
             "libpod-abc"
         );
         // containerd: /<namespace>/<id>.
-        assert_eq!(leaf_name(Some("/default/c1"), "/", "c1", false), "default-c1");
+        assert_eq!(
+            leaf_name(Some("/default/c1"), "/", "c1", false),
+            "default-c1"
+        );
         assert_eq!(leaf_name(None, "/", "c1", false), "c1");
         assert_eq!(leaf_name(Some("/"), "/x", "c1", false), "c1");
         assert_eq!(
@@ -322,7 +332,8 @@ mod tests {
             serde_json::from_str(r#"{"memory":{"limit":100,"swap":50}}"#).unwrap();
         assert!(limits(&bad, true).unwrap_err().contains("memory.swap"));
         let unlimited: LinuxResources =
-            serde_json::from_str(r#"{"memory":{"limit":100,"swap":-1},"pids":{"limit":0}}"#).unwrap();
+            serde_json::from_str(r#"{"memory":{"limit":100,"swap":-1},"pids":{"limit":0}}"#)
+                .unwrap();
         let (l, _) = limits(&unlimited, true).unwrap();
         assert_eq!((l.memory_swap, l.max_processes), (None, None));
     }

@@ -198,34 +198,90 @@ fn print_json(v: &serde_json::Value) {
 
 fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
     match cmd {
-        OciCmd::Create { bundle, pid_file, console_socket, no_pivot, id, .. } => {
-            ops::create(ctx, &ops::CreateArgs { id: &id, bundle: &bundle, pid_file: pid_file.as_deref(), console_socket: console_socket.as_deref(), no_pivot })?;
+        OciCmd::Create {
+            bundle,
+            pid_file,
+            console_socket,
+            no_pivot,
+            id,
+            ..
+        } => {
+            ops::create(
+                ctx,
+                &ops::CreateArgs {
+                    id: &id,
+                    bundle: &bundle,
+                    pid_file: pid_file.as_deref(),
+                    console_socket: console_socket.as_deref(),
+                    no_pivot,
+                },
+            )?;
         }
-        OciCmd::Run { bundle, pid_file, console_socket, detach, no_pivot, id } => {
-            ops::create(ctx, &ops::CreateArgs { id: &id, bundle: &bundle, pid_file: pid_file.as_deref(), console_socket: console_socket.as_deref(), no_pivot })?;
+        OciCmd::Run {
+            bundle,
+            pid_file,
+            console_socket,
+            detach,
+            no_pivot,
+            id,
+        } => {
+            ops::create(
+                ctx,
+                &ops::CreateArgs {
+                    id: &id,
+                    bundle: &bundle,
+                    pid_file: pid_file.as_deref(),
+                    console_socket: console_socket.as_deref(),
+                    no_pivot,
+                },
+            )?;
             let r = super::state::load(&ctx.root, &id)?;
             ops::start(ctx, &id)?;
             if detach {
                 return Ok(0);
             }
             let pid = r.pid.expect("created");
-            let status = warren_sys::proc::waitpid_blocking(pid).ctx(|| format!("container '{id}': waiting for it"))?;
+            let status = warren_sys::proc::waitpid_blocking(pid)
+                .ctx(|| format!("container '{id}': waiting for it"))?;
             ops::delete(ctx, &id, true)?;
             return Ok(status.code());
         }
         OciCmd::Start { id } => ops::start(ctx, &id)?,
         OciCmd::State { id } => print_json(&ops::state(ctx, &id)?),
-        OciCmd::Kill { all, id, signal } => ops::kill(ctx, &id, signal.as_deref().unwrap_or("TERM"), all)?,
+        OciCmd::Kill { all, id, signal } => {
+            ops::kill(ctx, &id, signal.as_deref().unwrap_or("TERM"), all)?
+        }
         OciCmd::Delete { force, id } => ops::delete(ctx, &id, force)?,
-        OciCmd::Exec { process, tty, detach, pid_file, console_socket, cwd, env, user, no_new_privs, id, args, .. } => {
+        OciCmd::Exec {
+            process,
+            tty,
+            detach,
+            pid_file,
+            console_socket,
+            cwd,
+            env,
+            user,
+            no_new_privs,
+            id,
+            args,
+            ..
+        } => {
             let mut p: oci_spec::runtime::Process = match &process {
                 Some(f) => {
-                    let text = std::fs::read_to_string(f).ctx(|| format!("container '{id}': reading --process {}", f.display()))?;
-                    serde_json::from_str(&text).map_err(|e| Error::Invalid(format!("container '{id}': --process {}: {e}; expected a runtime-spec process", f.display())))?
+                    let text = std::fs::read_to_string(f)
+                        .ctx(|| format!("container '{id}': reading --process {}", f.display()))?;
+                    serde_json::from_str(&text).map_err(|e| {
+                        Error::Invalid(format!(
+                            "container '{id}': --process {}: {e}; expected a runtime-spec process",
+                            f.display()
+                        ))
+                    })?
                 }
                 None => {
                     if args.is_empty() {
-                        return Err(Error::Invalid(format!("container '{id}': exec needs --process FILE or a command after the id")));
+                        return Err(Error::Invalid(format!(
+                            "container '{id}': exec needs --process FILE or a command after the id"
+                        )));
                     }
                     let spec = ops::load_spec(&id, &super::state::load(&ctx.root, &id)?.bundle)?;
                     let mut p = spec.process().clone().unwrap_or_default();
@@ -239,7 +295,11 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
                     }
                     if let Some(u) = &user {
                         let (uid, gid) = u.split_once(':').unwrap_or((u, "0"));
-                        let bad = || Error::Invalid(format!("container '{id}': --user {u:?}: expected uid[:gid] as numbers"));
+                        let bad = || {
+                            Error::Invalid(format!(
+                                "container '{id}': --user {u:?}: expected uid[:gid] as numbers"
+                            ))
+                        };
                         let mut usr = p.user().clone();
                         usr.set_uid(uid.parse().map_err(|_| bad())?);
                         usr.set_gid(gid.parse().map_err(|_| bad())?);
@@ -254,7 +314,16 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             if tty {
                 p.set_terminal(Some(true));
             }
-            return ops::exec(ctx, ops::ExecArgs { id: &id, process: p, console_socket: console_socket.as_deref(), pid_file: pid_file.as_deref(), detach });
+            return ops::exec(
+                ctx,
+                ops::ExecArgs {
+                    id: &id,
+                    process: p,
+                    console_socket: console_socket.as_deref(),
+                    pid_file: pid_file.as_deref(),
+                    detach,
+                },
+            );
         }
         OciCmd::Ps { format, id } => {
             let pids = ops::pids(ctx, &id)?;
@@ -263,8 +332,13 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             } else {
                 println!("{:>8} CMD", "PID");
                 for pid in pids {
-                    let cmd = std::fs::read(ctx.proc_root.join(format!("{pid}/cmdline"))).unwrap_or_default();
-                    let cmd: Vec<String> = cmd.split(|b| *b == 0).filter(|s| !s.is_empty()).map(|s| String::from_utf8_lossy(s).into_owned()).collect();
+                    let cmd = std::fs::read(ctx.proc_root.join(format!("{pid}/cmdline")))
+                        .unwrap_or_default();
+                    let cmd: Vec<String> = cmd
+                        .split(|b| *b == 0)
+                        .filter(|s| !s.is_empty())
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect();
                     println!("{pid:>8} {}", cmd.join(" "));
                 }
             }
@@ -279,11 +353,22 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             if format == "json" {
                 println!("{}", serde_json::Value::Array(all));
             } else if quiet {
-                all.iter().for_each(|v| println!("{}", v["id"].as_str().unwrap_or("")));
+                all.iter()
+                    .for_each(|v| println!("{}", v["id"].as_str().unwrap_or("")));
             } else {
-                println!("{:<24} {:>8} {:<10} {:<40} CREATED", "ID", "PID", "STATUS", "BUNDLE");
+                println!(
+                    "{:<24} {:>8} {:<10} {:<40} CREATED",
+                    "ID", "PID", "STATUS", "BUNDLE"
+                );
                 for v in all {
-                    println!("{:<24} {:>8} {:<10} {:<40} {}", v["id"].as_str().unwrap_or(""), v["pid"], v["status"].as_str().unwrap_or(""), v["bundle"].as_str().unwrap_or(""), v["created"].as_str().unwrap_or(""));
+                    println!(
+                        "{:<24} {:>8} {:<10} {:<40} {}",
+                        v["id"].as_str().unwrap_or(""),
+                        v["pid"],
+                        v["status"].as_str().unwrap_or(""),
+                        v["bundle"].as_str().unwrap_or(""),
+                        v["created"].as_str().unwrap_or("")
+                    );
                 }
             }
         }
@@ -293,13 +378,21 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
         OciCmd::Spec { bundle } => {
             let path = bundle.join("config.json");
             if path.exists() {
-                return Err(Error::Invalid(format!("File {} exists. Remove it first", path.display())));
+                return Err(Error::Invalid(format!(
+                    "File {} exists. Remove it first",
+                    path.display()
+                )));
             }
             let spec = oci_spec::runtime::Spec::default();
             let text = serde_json::to_string_pretty(&spec).expect("json");
             std::fs::write(&path, text).ctx(|| format!("writing {}", path.display()))?;
         }
-        OciCmd::Update { resources, memory, pids_limit, id } => {
+        OciCmd::Update {
+            resources,
+            memory,
+            pids_limit,
+            id,
+        } => {
             let text = match resources {
                 Some(r) => r,
                 None => {
@@ -310,8 +403,10 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
                     if let Some(n) = pids_limit {
                         v["pids"] = serde_json::json!({"limit": n});
                     }
-                    let tmp = std::env::temp_dir().join(format!("warren-oci-update-{}.json", std::process::id()));
-                    std::fs::write(&tmp, v.to_string()).ctx(|| format!("writing {}", tmp.display()))?;
+                    let tmp = std::env::temp_dir()
+                        .join(format!("warren-oci-update-{}.json", std::process::id()));
+                    std::fs::write(&tmp, v.to_string())
+                        .ctx(|| format!("writing {}", tmp.display()))?;
                     let r = ops::update(ctx, &id, &tmp.display().to_string());
                     let _ = std::fs::remove_file(&tmp);
                     r?;

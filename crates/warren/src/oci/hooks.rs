@@ -91,12 +91,22 @@ pub fn run_in_container(
     proc_root: &Path,
 ) -> Result<()> {
     for (n, h) in hooks.iter().enumerate() {
-        let mnt = std::fs::File::open(proc_root.join(format!("{pid}/ns/mnt")))
-            .map_err(|e| failed(id, kind, n, h, format!("cannot open the container's mount namespace: {e}")))?;
+        let mnt = std::fs::File::open(proc_root.join(format!("{pid}/ns/mnt"))).map_err(|e| {
+            failed(
+                id,
+                kind,
+                n,
+                h,
+                format!("cannot open the container's mount namespace: {e}"),
+            )
+        })?;
         let (rd, wr) = warren_sys::spawn::pipe_cloexec()
             .map_err(|e| failed(id, kind, n, h, format!("pipe: {e}")))?;
         let c = |s: &str| super::plan::cstr(s).map_err(|e| failed(id, kind, n, h, e));
-        let args = h.args().clone().unwrap_or_else(|| vec![h.path().display().to_string()]);
+        let args = h
+            .args()
+            .clone()
+            .unwrap_or_else(|| vec![h.path().display().to_string()]);
         let plan = SpawnPlan {
             clone_flags: 0,
             steps: vec![
@@ -111,7 +121,12 @@ pub fn run_in_container(
             ],
             exec: ExecTarget::Path(c(&h.path().display().to_string())?),
             argv: args.iter().map(|a| c(a)).collect::<Result<_>>()?,
-            envp: h.env().iter().flatten().map(|e| c(e)).collect::<Result<_>>()?,
+            envp: h
+                .env()
+                .iter()
+                .flatten()
+                .map(|e| c(e))
+                .collect::<Result<_>>()?,
         };
         let child = warren_sys::spawn::spawn_zone(&plan)
             .map_err(|e| failed(id, kind, n, h, format!("cannot run it: {e:?}")))?;

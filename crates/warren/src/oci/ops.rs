@@ -83,14 +83,22 @@ pub fn create(ctx: &Ctx, a: &CreateArgs<'_>) -> Result<()> {
     let id = a.id;
     state::check_id(id)?;
     let bundle = std::fs::canonicalize(a.bundle).map_err(|e| {
-        Error::Invalid(format!("container '{id}': bundle {}: {e}", a.bundle.display()))
+        Error::Invalid(format!(
+            "container '{id}': bundle {}: {e}",
+            a.bundle.display()
+        ))
     })?;
     let spec = load_spec(id, &bundle)?;
     let root = spec.root().clone().ok_or_else(|| {
-        Error::Invalid(format!("container '{id}': config.json has no root; add \"root\": {{\"path\": \"rootfs\"}}"))
+        Error::Invalid(format!(
+            "container '{id}': config.json has no root; add \"root\": {{\"path\": \"rootfs\"}}"
+        ))
     })?;
     let rootfs = std::fs::canonicalize(bundle.join(root.path())).map_err(|e| {
-        Error::Invalid(format!("container '{id}': root.path {}: {e}; the bundle must hold the root filesystem", root.path().display()))
+        Error::Invalid(format!(
+            "container '{id}': root.path {}: {e}; the bundle must hold the root filesystem",
+            root.path().display()
+        ))
     })?;
     std::fs::DirBuilder::new()
         .recursive(true)
@@ -114,7 +122,12 @@ pub fn create(ctx: &Ctx, a: &CreateArgs<'_>) -> Result<()> {
         start_time: None,
         created: state::now_rfc3339(),
         cgroups: None,
-        annotations: spec.annotations().clone().unwrap_or_default().into_iter().collect(),
+        annotations: spec
+            .annotations()
+            .clone()
+            .unwrap_or_default()
+            .into_iter()
+            .collect(),
         awaiting_start: true,
         rootfs: rootfs.clone(),
     };
@@ -126,12 +139,19 @@ pub fn create(ctx: &Ctx, a: &CreateArgs<'_>) -> Result<()> {
     Ok(())
 }
 
-fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, rootfs: &Path) -> Result<()> {
+fn create_in(
+    ctx: &Ctx,
+    a: &CreateArgs<'_>,
+    spec: &Spec,
+    record: &mut Record,
+    rootfs: &Path,
+) -> Result<()> {
     let id = a.id;
     let inval = |m: String| Error::Invalid(format!("container '{id}': {m}"));
     state::save(&ctx.root, record)?;
     let dir = state::dir(&ctx.root, id);
-    warren_sys::fs::mkfifo(&dir.join("exec.fifo"), 0o600).ctx(|| format!("creating {}/exec.fifo", dir.display()))?;
+    warren_sys::fs::mkfifo(&dir.join("exec.fifo"), 0o600)
+        .ctx(|| format!("creating {}/exec.fifo", dir.display()))?;
     let linux = spec.linux().clone().unwrap_or_default();
     let resources = linux.resources().clone().unwrap_or_default();
     let (limits, notes) = cgroup::limits(&resources, cgroup::host_has_memsw()).map_err(&inval)?;
@@ -141,7 +161,10 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
     let dev_rules = resources.devices().clone().unwrap_or_default();
     let devices = Some(cgroup::device_writes(&dev_rules));
     let own = cgroup::own_path(&ctx.proc_root);
-    let cgpath = linux.cgroups_path().as_ref().map(|p| p.display().to_string());
+    let cgpath = linux
+        .cgroups_path()
+        .as_ref()
+        .map(|p| p.display().to_string());
     let leaf = cgroup::leaf_name(cgpath.as_deref(), &own, id, ctx.systemd_cgroup);
     let set = cgroup::create(&leaf, &limits, devices, &ctx.proc_root)?;
     record.cgroups = Some(set.clone());
@@ -152,25 +175,44 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
     let mut join_files: Vec<(LinuxNamespaceType, File)> = Vec::new();
     for ns in linux.namespaces().iter().flatten() {
         if let Some(path) = ns.path() {
-            let f = File::open(path).map_err(|e| inval(format!("linux.namespaces {}: path {}: {e}", ns.typ(), path.display())))?;
+            let f = File::open(path).map_err(|e| {
+                inval(format!(
+                    "linux.namespaces {}: path {}: {e}",
+                    ns.typ(),
+                    path.display()
+                ))
+            })?;
             if ns.typ() == LinuxNamespaceType::Pid {
-                warren_sys::proc::setns(f.as_fd()).ctx(|| format!("container '{id}': joining the pid namespace {}", path.display()))?;
+                warren_sys::proc::setns(f.as_fd()).ctx(|| {
+                    format!(
+                        "container '{id}': joining the pid namespace {}",
+                        path.display()
+                    )
+                })?;
             } else {
                 join_files.push((ns.typ(), f));
             }
         }
     }
-    let join: Vec<(LinuxNamespaceType, RawFd)> = join_files.iter().map(|(t, f)| (*t, f.as_raw_fd())).collect();
+    let join: Vec<(LinuxNamespaceType, RawFd)> = join_files
+        .iter()
+        .map(|(t, f)| (*t, f.as_raw_fd()))
+        .collect();
     let console = match a.console_socket {
-        Some(p) => Some(
-            std::os::unix::net::UnixStream::connect(p)
-                .ctx(|| format!("container '{id}': connecting to the console socket {}", p.display()))?,
-        ),
+        Some(p) => Some(std::os::unix::net::UnixStream::connect(p).ctx(|| {
+            format!(
+                "container '{id}': connecting to the console socket {}",
+                p.display()
+            )
+        })?),
         None => None,
     };
     let state_dir = File::open(&dir).ctx(|| format!("opening {}", dir.display()))?;
     let seccomp = match linux.seccomp() {
-        Some(profile) => Some(super::seccomp::compile(profile, super::seccomp::number).map_err(|e| inval(format!("linux.seccomp: {e}")))?),
+        Some(profile) => Some(
+            super::seccomp::compile(profile, super::seccomp::number)
+                .map_err(|e| inval(format!("linux.seccomp: {e}")))?,
+        ),
         None => None,
     };
     let h = hooks_of(spec);
@@ -178,7 +220,11 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
         || h.create_container().as_ref().is_some_and(|v| !v.is_empty())
         || h.prestart().as_ref().is_some_and(|v| !v.is_empty());
     let hard = |res: libc::c_int| warren_sys::getrlimit(res).ok().map(|(_, h)| h);
-    let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+    let terminal = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
     let inputs = InitInputs {
         id,
         spec,
@@ -210,15 +256,30 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
         .position(|s| matches!(s, warren_sys::spawn::Step::OpenAt { .. }))
         .expect("the plan waits on the fifo")
         + 1;
-    p.spawn.steps.insert(at, warren_sys::spawn::Step::WriteFd { fd: plan::FIFO_FD, data: b"0".to_vec() });
+    p.spawn.steps.insert(
+        at,
+        warren_sys::spawn::Step::WriteFd {
+            fd: plan::FIFO_FD,
+            data: b"0".to_vec(),
+        },
+    );
     p.what.insert(at, "tell start the fifo is open".into());
 
     let procs: Vec<(PathBuf, File)> = set
         .procs_files()
         .into_iter()
-        .map(|f| OpenOptions::new().write(true).open(&f).map(|h| (f.clone(), h)).ctx(|| format!("container '{id}': opening {}", f.display())))
+        .map(|f| {
+            OpenOptions::new()
+                .write(true)
+                .open(&f)
+                .map(|h| (f.clone(), h))
+                .ctx(|| format!("container '{id}': opening {}", f.display()))
+        })
         .collect::<Result<_>>()?;
-    let maps = (linux.uid_mappings().clone().unwrap_or_default(), linux.gid_mappings().clone().unwrap_or_default());
+    let maps = (
+        linux.uid_mappings().clone().unwrap_or_default(),
+        linux.gid_mappings().clone().unwrap_or_default(),
+    );
     let userns = plan::new_namespaces(spec).contains(&LinuxNamespaceType::User);
     let snapshot = record.clone();
     let child = std::cell::Cell::new(0);
@@ -228,32 +289,59 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
                 child.set(pid);
                 if userns {
                     let line = |m: &Vec<oci_spec::runtime::LinuxIdMapping>| {
-                        m.iter().map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size())).collect::<String>()
+                        m.iter()
+                            .map(|m| format!("{} {} {}\n", m.container_id(), m.host_id(), m.size()))
+                            .collect::<String>()
                     };
                     for (file, text) in [("uid_map", line(&maps.0)), ("gid_map", line(&maps.1))] {
                         let path = ctx.proc_root.join(format!("{pid}/{file}"));
-                        std::fs::write(&path, text).ctx(|| format!("container '{id}': writing linux.{}Mappings to {}", &file[..3], path.display()))?;
+                        std::fs::write(&path, text).ctx(|| {
+                            format!(
+                                "container '{id}': writing linux.{}Mappings to {}",
+                                &file[..3],
+                                path.display()
+                            )
+                        })?;
                     }
                 }
                 for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {
-                    f.write_all(pid.to_string().as_bytes()).ctx(|| format!("container '{id}': moving its init into {}", path.display()))?;
+                    f.write_all(pid.to_string().as_bytes()).ctx(|| {
+                        format!("container '{id}': moving its init into {}", path.display())
+                    })?;
                 }
                 Ok(())
             }
             Event::Sync(_) => {
                 let pid = child.get();
-                let r = Record { pid: Some(pid), ..snapshot.clone() };
+                let r = Record {
+                    pid: Some(pid),
+                    ..snapshot.clone()
+                };
                 let st = state_json(&r, Status::Creating).to_string();
                 let none = Vec::new();
                 hooks::run_host(id, "prestart", h.prestart().as_ref().unwrap_or(&none), &st)?;
-                hooks::run_host(id, "createRuntime", h.create_runtime().as_ref().unwrap_or(&none), &st)?;
-                hooks::run_in_container(id, "createContainer", h.create_container().as_ref().unwrap_or(&none), &st, pid, &ctx.proc_root)
+                hooks::run_host(
+                    id,
+                    "createRuntime",
+                    h.create_runtime().as_ref().unwrap_or(&none),
+                    &st,
+                )?;
+                hooks::run_in_container(
+                    id,
+                    "createContainer",
+                    h.create_container().as_ref().unwrap_or(&none),
+                    &st,
+                    pid,
+                    &ctx.proc_root,
+                )
             }
         }
     });
     let pid = pid.map_err(|e| spawn_error(id, &p, e))?;
     let start_time = crate::stats::proc_start_time(&ctx.proc_root, pid).ok_or_else(|| {
-        refused(format!("container '{id}': its init (pid {pid}) exited during create"))
+        refused(format!(
+            "container '{id}': its init (pid {pid}) exited during create"
+        ))
     })?;
     record.pid = Some(pid);
     record.start_time = Some(start_time);
@@ -267,13 +355,26 @@ fn create_in(ctx: &Ctx, a: &CreateArgs<'_>, spec: &Spec, record: &mut Record, ro
 fn spawn_error(id: &str, p: &plan::Plan, e: SpawnError<Error>) -> Error {
     match e {
         SpawnError::Setup(e) => e,
-        SpawnError::Clone(source) => Error::Io { context: format!("container '{id}': creating its namespaces failed"), source },
+        SpawnError::Clone(source) => Error::Io {
+            context: format!("container '{id}': creating its namespaces failed"),
+            source,
+        },
         SpawnError::Step { index, error } => Error::Io {
-            context: format!("container '{id}': setup step {} ({}) failed", index + 1, p.what.get(index).map(String::as_str).unwrap_or("?")),
+            context: format!(
+                "container '{id}': setup step {} ({}) failed",
+                index + 1,
+                p.what.get(index).map(String::as_str).unwrap_or("?")
+            ),
             source: error,
         },
-        SpawnError::Exec(source) => Error::Io { context: format!("container '{id}': exec of process.args[0] failed"), source },
-        SpawnError::Pipe(source) => Error::Io { context: format!("container '{id}': talking to its init failed"), source },
+        SpawnError::Exec(source) => Error::Io {
+            context: format!("container '{id}': exec of process.args[0] failed"),
+            source,
+        },
+        SpawnError::Pipe(source) => Error::Io {
+            context: format!("container '{id}': talking to its init failed"),
+            source,
+        },
     }
 }
 
@@ -321,13 +422,19 @@ pub fn start(ctx: &Ctx, id: &str) -> Result<()> {
             Ok(0) => {}
             Ok(_) => got_byte = true,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e).ctx(|| format!("container '{id}': reading {}", fifo.display())),
+            Err(e) => {
+                return Err(e).ctx(|| format!("container '{id}': reading {}", fifo.display()))
+            }
         }
         if state::observe_host(&r, &ctx.proc_root) == Status::Stopped && !got_byte {
-            return Err(refused(format!("container '{id}': its init exited before start; see the runtime log")));
+            return Err(refused(format!(
+                "container '{id}': its init exited before start; see the runtime log"
+            )));
         }
         if Instant::now() > deadline {
-            return Err(refused(format!("container '{id}': its init did not exec within 30 s of start")));
+            return Err(refused(format!(
+                "container '{id}': its init did not exec within 30 s of start"
+            )));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -401,17 +508,23 @@ pub fn kill(ctx: &Ctx, id: &str, signal: &str, all: bool) -> Result<()> {
     }
     state::allowed(id, status, Verb::Kill).map_err(refused)?;
     let pid = r.pid.expect("a live container has a pid");
-    let fd = warren_sys::proc::pidfd_open(pid).ctx(|| format!("container '{id}': opening its init {pid}"))?;
+    let fd = warren_sys::proc::pidfd_open(pid)
+        .ctx(|| format!("container '{id}': opening its init {pid}"))?;
     if crate::stats::proc_start_time(&ctx.proc_root, pid) != r.start_time {
         return Err(refused(format!("container '{id}': container not running")));
     }
-    warren_sys::proc::pidfd_send_signal(fd.as_fd(), sig).ctx(|| format!("container '{id}': sending signal {sig} to pid {pid}"))
+    warren_sys::proc::pidfd_send_signal(fd.as_fd(), sig)
+        .ctx(|| format!("container '{id}': sending signal {sig} to pid {pid}"))
 }
 
 pub fn delete(ctx: &Ctx, id: &str, force: bool) -> Result<()> {
     let r = match state::load(&ctx.root, id) {
         Ok(r) => r,
-        Err(e) if force && !state::dir(&ctx.root, id).join("state.json").exists() && state::check_id(id).is_ok() => {
+        Err(e)
+            if force
+                && !state::dir(&ctx.root, id).join("state.json").exists()
+                && state::check_id(id).is_ok() =>
+        {
             let _ = e;
             return Ok(());
         }
@@ -454,15 +567,25 @@ pub fn update(ctx: &Ctx, id: &str, resources: &str) -> Result<()> {
     let r = state::load(&ctx.root, id)?;
     let text = if resources == "-" {
         let mut s = String::new();
-        std::io::stdin().read_to_string(&mut s).ctx(|| "reading resources from stdin".to_string())?;
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .ctx(|| "reading resources from stdin".to_string())?;
         s
     } else {
-        std::fs::read_to_string(resources).ctx(|| format!("container '{id}': reading --resources {resources}"))?
+        std::fs::read_to_string(resources)
+            .ctx(|| format!("container '{id}': reading --resources {resources}"))?
     };
-    let res: oci_spec::runtime::LinuxResources = serde_json::from_str(&text)
-        .map_err(|e| Error::Invalid(format!("container '{id}': --resources {resources}: {e}; expected linux.resources JSON")))?;
-    let (limits, _) = cgroup::limits(&res, cgroup::host_has_memsw()).map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
-    let set = r.cgroups.as_ref().ok_or_else(|| refused(format!("container '{id}': it has no cgroups yet")))?;
+    let res: oci_spec::runtime::LinuxResources = serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "container '{id}': --resources {resources}: {e}; expected linux.resources JSON"
+        ))
+    })?;
+    let (limits, _) = cgroup::limits(&res, cgroup::host_has_memsw())
+        .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
+    let set = r
+        .cgroups
+        .as_ref()
+        .ok_or_else(|| refused(format!("container '{id}': it has no cgroups yet")))?;
     cgroup::apply(id, set, &limits)
 }
 
@@ -484,25 +607,47 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     let pid = r.pid.expect("a live container has a pid");
     let terminal = a.process.terminal().unwrap_or(false);
     if terminal && a.console_socket.is_none() {
-        return Err(Error::Invalid(format!("container '{id}': --tty (process.terminal) needs --console-socket")));
+        return Err(Error::Invalid(format!(
+            "container '{id}': --tty (process.terminal) needs --console-socket"
+        )));
     }
     // Everything on the host side is opened before joining the mount namespace.
     let console = match a.console_socket {
-        Some(p) => Some(std::os::unix::net::UnixStream::connect(p).ctx(|| format!("container '{id}': connecting to {}", p.display()))?),
+        Some(p) => Some(
+            std::os::unix::net::UnixStream::connect(p)
+                .ctx(|| format!("container '{id}': connecting to {}", p.display()))?,
+        ),
         None => None,
     };
     let mut pid_file = match a.pid_file {
-        Some(p) => Some(OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(p).ctx(|| format!("opening the pid file {}", p.display()))?),
+        Some(p) => Some(
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(p)
+                .ctx(|| format!("opening the pid file {}", p.display()))?,
+        ),
         None => None,
     };
     let procs: Vec<(PathBuf, File)> = r
         .cgroups
         .iter()
         .flat_map(|s| s.procs_files())
-        .map(|f| OpenOptions::new().write(true).open(&f).map(|h| (f.clone(), h)).ctx(|| format!("container '{id}': opening {}", f.display())))
+        .map(|f| {
+            OpenOptions::new()
+                .write(true)
+                .open(&f)
+                .map(|h| (f.clone(), h))
+                .ctx(|| format!("container '{id}': opening {}", f.display()))
+        })
         .collect::<Result<_>>()?;
     let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
-        Some(profile) => Some(super::seccomp::compile(&profile, super::seccomp::number).map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?),
+        Some(profile) => Some(
+            super::seccomp::compile(&profile, super::seccomp::number)
+                .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?,
+        ),
         None => None,
     };
     let mut fds: Vec<(&str, OwnedFd)> = Vec::new();
@@ -512,7 +657,8 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         if std::fs::read_link(&theirs).ok() == std::fs::read_link(&ours).ok() {
             continue;
         }
-        let f = File::open(&theirs).ctx(|| format!("container '{id}': opening {}", theirs.display()))?;
+        let f = File::open(&theirs)
+            .ctx(|| format!("container '{id}': opening {}", theirs.display()))?;
         fds.push((ns, f.into()));
     }
     if crate::stats::proc_start_time(&ctx.proc_root, pid) != r.start_time {
@@ -520,10 +666,14 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     }
     let hard = |res: libc::c_int| warren_sys::getrlimit(res).ok().map(|(_, h)| h);
     for (ns, f) in &fds {
-        warren_sys::proc::setns(f.as_fd()).ctx(|| format!("container '{id}': joining its {ns} namespace"))?;
+        warren_sys::proc::setns(f.as_fd())
+            .ctx(|| format!("container '{id}': joining its {ns} namespace"))?;
     }
     let mut p = plan::Plan::new(0);
-    p.push(warren_sys::spawn::Step::WaitParent, "wait for the runtime to move it into the container's cgroups");
+    p.push(
+        warren_sys::spawn::Step::WaitParent,
+        "wait for the runtime to move it into the container's cgroups",
+    );
     if let Some(c) = &console {
         p.push(
             warren_sys::spawn::Step::Console {
@@ -536,27 +686,41 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
             "allocate a pty and send it to the console socket",
         );
     }
-    let inputs = ProcessInputs { id, root: Path::new("/"), seccomp: seccomp.as_deref(), console: terminal, hard_limit: &hard };
-    let notes = plan::process_steps(&mut p, &a.process, &inputs).map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
+    let inputs = ProcessInputs {
+        id,
+        root: Path::new("/"),
+        seccomp: seccomp.as_deref(),
+        console: terminal,
+        hard_limit: &hard,
+    };
+    let notes = plan::process_steps(&mut p, &a.process, &inputs)
+        .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
     let child = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
         if let Event::Cloned(child) = ev {
             for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {
-                f.write_all(child.to_string().as_bytes()).ctx(|| format!("container '{id}': moving the process into {}", path.display()))?;
+                f.write_all(child.to_string().as_bytes()).ctx(|| {
+                    format!(
+                        "container '{id}': moving the process into {}",
+                        path.display()
+                    )
+                })?;
             }
         }
         Ok(())
     })
     .map_err(|e| spawn_error(id, &p, e))?;
     if let Some(f) = pid_file.as_mut() {
-        f.write_all(child.to_string().as_bytes()).ctx(|| "writing the pid file".to_string())?;
+        f.write_all(child.to_string().as_bytes())
+            .ctx(|| "writing the pid file".to_string())?;
     }
     drop(console);
     if a.detach {
         return Ok(0);
     }
-    let status = warren_sys::proc::waitpid_blocking(child).ctx(|| format!("container '{id}': waiting for the process"))?;
+    let status = warren_sys::proc::waitpid_blocking(child)
+        .ctx(|| format!("container '{id}': waiting for the process"))?;
     Ok(status.code())
 }

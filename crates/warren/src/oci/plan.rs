@@ -292,7 +292,11 @@ pub struct ProcessInputs<'a> {
 
 /// argv, envp and the exec path of `process`; its steps from rlimits to seccomp.
 /// Returns notes (clamped rlimits, unknown capabilities) for the log.
-pub fn process_steps(p: &mut Plan, process: &Process, i: &ProcessInputs<'_>) -> Result<Vec<String>, String> {
+pub fn process_steps(
+    p: &mut Plan,
+    process: &Process,
+    i: &ProcessInputs<'_>,
+) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     let args = process
         .args()
@@ -327,7 +331,14 @@ pub fn process_steps(p: &mut Plan, process: &Process, i: &ProcessInputs<'_>) -> 
                 soft = soft.min(ours);
             }
         }
-        p.push(Step::Rlimit { resource, soft, hard }, format!("set {:?}", r.typ()));
+        p.push(
+            Step::Rlimit {
+                resource,
+                soft,
+                hard,
+            },
+            format!("set {:?}", r.typ()),
+        );
     }
     let nnp = process.no_new_privileges().unwrap_or(false);
     // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while root.
@@ -356,7 +367,10 @@ pub fn process_steps(p: &mut Plan, process: &Process, i: &ProcessInputs<'_>) -> 
     }
     let cwd = process.cwd();
     if !cwd.as_os_str().is_empty() {
-        p.push(Step::Chdir(cpath(cwd)?), format!("chdir to process.cwd {}", cwd.display()));
+        p.push(
+            Step::Chdir(cpath(cwd)?),
+            format!("chdir to process.cwd {}", cwd.display()),
+        );
     }
     p.push(
         Step::SetIds {
@@ -376,7 +390,10 @@ pub fn process_steps(p: &mut Plan, process: &Process, i: &ProcessInputs<'_>) -> 
         "set capabilities",
     );
     if i.console {
-        p.push(Step::Ctty(CONSOLE_SLAVE_FD), "take the console as controlling terminal");
+        p.push(
+            Step::Ctty(CONSOLE_SLAVE_FD),
+            "take the console as controlling terminal",
+        );
     }
     if nnp {
         p.push(Step::NoNewPrivs, "set no_new_privs");
@@ -442,10 +459,15 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     if !new.contains(&LinuxNamespaceType::Mount)
         && !i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Mount)
     {
-        return Err("linux.namespaces has no mount namespace; warren needs one (add {\"type\": \"mount\"})".into());
+        return Err(
+            "linux.namespaces has no mount namespace; warren needs one (add {\"type\": \"mount\"})"
+                .into(),
+        );
     }
     if new.contains(&LinuxNamespaceType::Time) {
-        return Err("linux.namespaces: a time namespace is not supported by warren; remove it".into());
+        return Err(
+            "linux.namespaces: a time namespace is not supported by warren; remove it".into(),
+        );
     }
     let mut flags = 0;
     for t in &new {
@@ -455,25 +477,60 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     }
     let userns = new.contains(&LinuxNamespaceType::User);
     let mut p = Plan::new(flags);
-    for (t, fd) in i.join.iter().filter(|(t, _)| *t == LinuxNamespaceType::User) {
-        p.push(Step::Setns { fd: *fd, nstype: ns_flag(*t) }, "join the user namespace");
+    for (t, fd) in i
+        .join
+        .iter()
+        .filter(|(t, _)| *t == LinuxNamespaceType::User)
+    {
+        p.push(
+            Step::Setns {
+                fd: *fd,
+                nstype: ns_flag(*t),
+            },
+            "join the user namespace",
+        );
     }
-    p.push(Step::WaitParent, "wait for the runtime to set up cgroups and id maps");
+    p.push(
+        Step::WaitParent,
+        "wait for the runtime to set up cgroups and id maps",
+    );
     if userns {
         p.push(
-            Step::SetIds { uid: 0, gid: 0, groups: Vec::new() },
+            Step::SetIds {
+                uid: 0,
+                gid: 0,
+                groups: Vec::new(),
+            },
             "become root of the new user namespace",
         );
         p.push(
-            Step::SetCaps(CapSets { effective: u64::MAX >> 23, permitted: u64::MAX >> 23, inheritable: 0, ambient: 0 }),
+            Step::SetCaps(CapSets {
+                effective: u64::MAX >> 23,
+                permitted: u64::MAX >> 23,
+                inheritable: 0,
+                ambient: 0,
+            }),
             "regain capabilities in the new user namespace",
         );
     }
-    for (t, fd) in i.join.iter().filter(|(t, _)| *t != LinuxNamespaceType::User) {
-        p.push(Step::Setns { fd: *fd, nstype: ns_flag(*t) }, format!("join the {t} namespace"));
+    for (t, fd) in i
+        .join
+        .iter()
+        .filter(|(t, _)| *t != LinuxNamespaceType::User)
+    {
+        p.push(
+            Step::Setns {
+                fd: *fd,
+                nstype: ns_flag(*t),
+            },
+            format!("join the {t} namespace"),
+        );
     }
     if new.contains(&LinuxNamespaceType::Cgroup) {
-        p.push(Step::Unshare(libc::CLONE_NEWCGROUP), "create the cgroup namespace");
+        p.push(
+            Step::Unshare(libc::CLONE_NEWCGROUP),
+            "create the cgroup namespace",
+        );
     }
     let root_prop = match linux.rootfs_propagation().as_deref() {
         None | Some("") => libc::MS_SLAVE | libc::MS_REC,
@@ -488,10 +545,15 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     p.mount(Some(rb), rootfs, None, libc::MS_BIND | libc::MS_REC, None)?;
 
     for (n, m) in spec.mounts().iter().flatten().enumerate() {
-        mount_entry(&mut p, m, i, userns).map_err(|e| format!("mounts[{n}] ({}): {e}", m.destination().display()))?;
+        mount_entry(&mut p, m, i, userns)
+            .map_err(|e| format!("mounts[{n}] ({}): {e}", m.destination().display()))?;
     }
     devices(&mut p, &linux, rootfs, userns)?;
-    let terminal = spec.process().as_ref().and_then(|p| p.terminal()).unwrap_or(false);
+    let terminal = spec
+        .process()
+        .as_ref()
+        .and_then(|p| p.terminal())
+        .unwrap_or(false);
     if terminal {
         let socket = i
             .console_socket
@@ -509,7 +571,13 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         );
         let console = secure_join(rootfs, Path::new("/dev/console"));
         p.push(
-            Step::Tolerate(libc::EEXIST, Box::new(Step::CreateFile { path: cpath(&console)?, mode: 0o600 })),
+            Step::Tolerate(
+                libc::EEXIST,
+                Box::new(Step::CreateFile {
+                    path: cpath(&console)?,
+                    mode: 0o600,
+                }),
+            ),
             "create /dev/console",
         );
         let src = format!("/proc/self/fd/{CONSOLE_SLAVE_FD}");
@@ -522,14 +590,32 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         p.push(Step::Sethostname(h.as_bytes().to_vec()), "set the hostname");
     }
     if i.hooks_sync {
-        p.push(Step::Sync(HOOKS_SYNC), "wait for the createRuntime and createContainer hooks");
+        p.push(
+            Step::Sync(HOOKS_SYNC),
+            "wait for the createRuntime and createContainer hooks",
+        );
     }
     if i.no_pivot {
-        p.push(Step::MoveRoot { new_root: cpath(rootfs)? }, "move the rootfs onto / and chroot (--no-pivot)");
+        p.push(
+            Step::MoveRoot {
+                new_root: cpath(rootfs)?,
+            },
+            "move the rootfs onto / and chroot (--no-pivot)",
+        );
     } else {
-        p.push(Step::PivotRoot { new_root: cpath(rootfs)? }, format!("pivot_root into {}", rootfs.display()));
+        p.push(
+            Step::PivotRoot {
+                new_root: cpath(rootfs)?,
+            },
+            format!("pivot_root into {}", rootfs.display()),
+        );
     }
-    let mut sysctls: Vec<(String, String)> = linux.sysctl().clone().unwrap_or_default().into_iter().collect();
+    let mut sysctls: Vec<(String, String)> = linux
+        .sysctl()
+        .clone()
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
     sysctls.sort();
     for (k, v) in sysctls {
         if k.contains("..") || k.contains('\0') {
@@ -537,50 +623,101 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         }
         let path = format!("/proc/sys/{}", k.replace('.', "/"));
         p.push(
-            Step::WriteFile { path: cstr(&path)?, data: v.clone().into_bytes() },
+            Step::WriteFile {
+                path: cstr(&path)?,
+                data: v.clone().into_bytes(),
+            },
             format!("set sysctl {k}={v}"),
         );
     }
     if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
         p.push(
-            Step::WriteFile { path: cstr("/proc/self/oom_score_adj")?, data: adj.to_string().into_bytes() },
+            Step::WriteFile {
+                path: cstr("/proc/self/oom_score_adj")?,
+                data: adj.to_string().into_bytes(),
+            },
             "set process.oomScoreAdj",
         );
     }
     for m in linux.masked_paths().iter().flatten() {
-        p.push(Step::Mask { path: cstr(m)?, null: cstr("/dev/null")? }, format!("mask {m}"));
+        p.push(
+            Step::Mask {
+                path: cstr(m)?,
+                null: cstr("/dev/null")?,
+            },
+            format!("mask {m}"),
+        );
     }
     for r in linux.readonly_paths().iter().flatten() {
         let c = cstr(r)?;
         p.push(
-            Step::Optional(Box::new(Step::Mount { source: Some(c.clone()), target: c.clone(), fstype: None, flags: libc::MS_BIND | libc::MS_REC, data: None })),
+            Step::Optional(Box::new(Step::Mount {
+                source: Some(c.clone()),
+                target: c.clone(),
+                fstype: None,
+                flags: libc::MS_BIND | libc::MS_REC,
+                data: None,
+            })),
             format!("bind {r} onto itself"),
         );
         p.push(
-            Step::Optional(Box::new(Step::Mount { source: None, target: c, fstype: None, flags: libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_REC, data: None })),
+            Step::Optional(Box::new(Step::Mount {
+                source: None,
+                target: c,
+                fstype: None,
+                flags: libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_REC,
+                data: None,
+            })),
             format!("make {r} read-only"),
         );
     }
-    if spec.root().as_ref().and_then(|r| r.readonly()).unwrap_or(false) {
-        p.mount(None, Path::new("/"), None, libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY, None)?;
+    if spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false)
+    {
+        p.mount(
+            None,
+            Path::new("/"),
+            None,
+            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
+            None,
+        )?;
     }
     p.push(Step::Ready, "report the container created");
     p.push(
-        Step::OpenAt { dirfd: i.state_dir_fd, path: cstr("exec.fifo")?, flags: libc::O_WRONLY | libc::O_CLOEXEC, fd: FIFO_FD },
+        Step::OpenAt {
+            dirfd: i.state_dir_fd,
+            path: cstr("exec.fifo")?,
+            flags: libc::O_WRONLY | libc::O_CLOEXEC,
+            fd: FIFO_FD,
+        },
         "wait for start (open exec.fifo)",
     );
-    let process = spec.process().clone().ok_or("process is missing; config.json must say what to run")?;
+    let process = spec
+        .process()
+        .clone()
+        .ok_or("process is missing; config.json must say what to run")?;
     let notes = process_steps(&mut p, &process, &i.process)?;
     Ok((p, notes))
 }
 
 /// mkdir -p of `dir` inside the rootfs, one step per component (existing is fine).
 fn mkdirs(p: &mut Plan, rootfs: &Path, dir: &Path) -> Result<(), String> {
-    let rel = dir.strip_prefix(rootfs).map_err(|_| format!("{} is outside the rootfs", dir.display()))?;
+    let rel = dir
+        .strip_prefix(rootfs)
+        .map_err(|_| format!("{} is outside the rootfs", dir.display()))?;
     let mut at = rootfs.to_path_buf();
     for c in rel.components() {
         at.push(c);
-        p.push(Step::Mkdir { path: cpath(&at)?, mode: 0o755 }, format!("create {}", at.display()));
+        p.push(
+            Step::Mkdir {
+                path: cpath(&at)?,
+                mode: 0o755,
+            },
+            format!("create {}", at.display()),
+        );
     }
     Ok(())
 }
@@ -596,7 +733,11 @@ fn mount_entry(p: &mut Plan, m: &Mount, i: &InitInputs<'_>, userns: bool) -> Res
     let data = (!o.data.is_empty()).then(|| o.data.join(","));
     if typ == "bind" || o.bind {
         let src = m.source().clone().ok_or("a bind mount needs a source")?;
-        let src = if src.is_absolute() { src } else { i.bundle.join(src) };
+        let src = if src.is_absolute() {
+            src
+        } else {
+            i.bundle.join(src)
+        };
         let meta = std::fs::metadata(&src).map_err(|e| format!("source {}: {e}", src.display()))?;
         if meta.is_dir() {
             mkdirs(p, rootfs, &dest)?;
@@ -605,22 +746,48 @@ fn mount_entry(p: &mut Plan, m: &Mount, i: &InitInputs<'_>, userns: bool) -> Res
                 mkdirs(p, rootfs, parent)?;
             }
             p.push(
-                Step::Tolerate(libc::EEXIST, Box::new(Step::CreateFile { path: cpath(&dest)?, mode: 0o644 })),
+                Step::Tolerate(
+                    libc::EEXIST,
+                    Box::new(Step::CreateFile {
+                        path: cpath(&dest)?,
+                        mode: 0o644,
+                    }),
+                ),
                 format!("create {}", dest.display()),
             );
         }
         let rec = if o.recursive { libc::MS_REC } else { 0 };
-        p.mount(Some(src.as_os_str().as_bytes()), &dest, None, libc::MS_BIND | rec, data.as_deref())?;
+        p.mount(
+            Some(src.as_os_str().as_bytes()),
+            &dest,
+            None,
+            libc::MS_BIND | rec,
+            data.as_deref(),
+        )?;
         let extra = o.flags & !libc::MS_REMOUNT;
         if extra != 0 {
-            p.mount(None, &dest, None, libc::MS_BIND | libc::MS_REMOUNT | rec | extra, None)?;
+            p.mount(
+                None,
+                &dest,
+                None,
+                libc::MS_BIND | libc::MS_REMOUNT | rec | extra,
+                None,
+            )?;
         }
     } else if typ == "cgroup" || typ == "cgroup2" {
         cgroup_mount(p, &dest, i.cgroups, o.flags, rootfs, userns)?;
     } else {
         mkdirs(p, rootfs, &dest)?;
-        let src = m.source().clone().map(|s| std::os::unix::ffi::OsStringExt::into_vec(s.into_os_string())).unwrap_or_else(|| typ.clone().into_bytes());
-        let fstype = if typ.is_empty() { None } else { Some(typ.as_str()) };
+        let src = m
+            .source()
+            .clone()
+            .map(|s| std::os::unix::ffi::OsStringExt::into_vec(s.into_os_string()))
+            .unwrap_or_else(|| typ.clone().into_bytes());
+        let fstype = if typ.is_empty() {
+            None
+        } else {
+            Some(typ.as_str())
+        };
         p.mount(Some(&src), &dest, fstype, o.flags, data.as_deref())?;
     }
     for prop in &o.propagation {
@@ -646,28 +813,70 @@ fn cgroup_mount(
     match set.version {
         CgroupVersion::V2 => {
             let dir = &set.dirs.first().ok_or("the container has no cgroup")?.1;
-            p.mount(Some(dir.as_os_str().as_bytes()), dest, None, libc::MS_BIND, None)?;
-            p.mount(None, dest, None, libc::MS_BIND | libc::MS_REMOUNT | base | ro, None)?;
+            p.mount(
+                Some(dir.as_os_str().as_bytes()),
+                dest,
+                None,
+                libc::MS_BIND,
+                None,
+            )?;
+            p.mount(
+                None,
+                dest,
+                None,
+                libc::MS_BIND | libc::MS_REMOUNT | base | ro,
+                None,
+            )?;
         }
         CgroupVersion::V1 => {
             p.mount(Some(b"tmpfs"), dest, Some("tmpfs"), base, Some("mode=755"))?;
             for (ctrls, dir) in &set.dirs {
                 let at = dest.join(ctrls);
-                p.push(Step::Mkdir { path: cpath(&at)?, mode: 0o755 }, format!("create {}", at.display()));
-                p.mount(Some(dir.as_os_str().as_bytes()), &at, None, libc::MS_BIND, None)?;
-                p.mount(None, &at, None, libc::MS_BIND | libc::MS_REMOUNT | base | ro, None)?;
+                p.push(
+                    Step::Mkdir {
+                        path: cpath(&at)?,
+                        mode: 0o755,
+                    },
+                    format!("create {}", at.display()),
+                );
+                p.mount(
+                    Some(dir.as_os_str().as_bytes()),
+                    &at,
+                    None,
+                    libc::MS_BIND,
+                    None,
+                )?;
+                p.mount(
+                    None,
+                    &at,
+                    None,
+                    libc::MS_BIND | libc::MS_REMOUNT | base | ro,
+                    None,
+                )?;
                 if ctrls.contains(',') {
                     for c in ctrls.split(',') {
                         let link = dest.join(c);
                         p.push(
-                            Step::Tolerate(libc::EEXIST, Box::new(Step::Symlink { target: cstr(ctrls)?, link: cpath(&link)? })),
+                            Step::Tolerate(
+                                libc::EEXIST,
+                                Box::new(Step::Symlink {
+                                    target: cstr(ctrls)?,
+                                    link: cpath(&link)?,
+                                }),
+                            ),
                             format!("link {}", link.display()),
                         );
                     }
                 }
             }
             if ro != 0 {
-                p.mount(None, dest, None, libc::MS_REMOUNT | base | ro, Some("mode=755"))?;
+                p.mount(
+                    None,
+                    dest,
+                    None,
+                    libc::MS_REMOUNT | base | ro,
+                    Some("mode=755"),
+                )?;
             }
         }
     }
@@ -675,7 +884,12 @@ fn cgroup_mount(
 }
 
 /// The runtime-spec's default devices, then `linux.devices`; the /dev links.
-fn devices(p: &mut Plan, linux: &oci_spec::runtime::Linux, rootfs: &Path, userns: bool) -> Result<(), String> {
+fn devices(
+    p: &mut Plan,
+    linux: &oci_spec::runtime::Linux,
+    rootfs: &Path,
+    userns: bool,
+) -> Result<(), String> {
     let mut list: Vec<(PathBuf, libc::mode_t, u64, u64, u32, u32, u32)> = [
         ("/dev/null", 1, 3),
         ("/dev/zero", 1, 5),
@@ -693,10 +907,23 @@ fn devices(p: &mut Plan, linux: &oci_spec::runtime::Linux, rootfs: &Path, userns
             T::C | T::U => libc::S_IFCHR,
             T::B => libc::S_IFBLK,
             T::P => libc::S_IFIFO,
-            T::A => return Err(format!("linux.devices {}: type must be c, b, u or p", d.path().display())),
+            T::A => {
+                return Err(format!(
+                    "linux.devices {}: type must be c, b, u or p",
+                    d.path().display()
+                ))
+            }
         };
         list.retain(|x| x.0 != *d.path());
-        list.push((d.path().clone(), kind, d.major() as u64, d.minor() as u64, d.file_mode().unwrap_or(0o666), d.uid().unwrap_or(0), d.gid().unwrap_or(0)));
+        list.push((
+            d.path().clone(),
+            kind,
+            d.major() as u64,
+            d.minor() as u64,
+            d.file_mode().unwrap_or(0o666),
+            d.uid().unwrap_or(0),
+            d.gid().unwrap_or(0),
+        ));
     }
     for (path, kind, major, minor, mode, _uid, _gid) in list {
         let at = secure_join(rootfs, &path);
@@ -706,13 +933,32 @@ fn devices(p: &mut Plan, linux: &oci_spec::runtime::Linux, rootfs: &Path, userns
         if userns {
             // mknod is refused in a user namespace: bind the host's node instead.
             p.push(
-                Step::Tolerate(libc::EEXIST, Box::new(Step::CreateFile { path: cpath(&at)?, mode: 0o644 })),
+                Step::Tolerate(
+                    libc::EEXIST,
+                    Box::new(Step::CreateFile {
+                        path: cpath(&at)?,
+                        mode: 0o644,
+                    }),
+                ),
                 format!("create {}", at.display()),
             );
-            p.mount(Some(path.as_os_str().as_bytes()), &at, None, libc::MS_BIND, None)?;
+            p.mount(
+                Some(path.as_os_str().as_bytes()),
+                &at,
+                None,
+                libc::MS_BIND,
+                None,
+            )?;
         } else {
             p.push(
-                Step::Tolerate(libc::EEXIST, Box::new(Step::Mknod { path: cpath(&at)?, mode: kind | (mode & 0o7777), dev: libc::makedev(major as u32, minor as u32) })),
+                Step::Tolerate(
+                    libc::EEXIST,
+                    Box::new(Step::Mknod {
+                        path: cpath(&at)?,
+                        mode: kind | (mode & 0o7777),
+                        dev: libc::makedev(major as u32, minor as u32),
+                    }),
+                ),
                 format!("create device {}", path.display()),
             );
         }
@@ -726,7 +972,13 @@ fn devices(p: &mut Plan, linux: &oci_spec::runtime::Linux, rootfs: &Path, userns
     ] {
         let at = secure_join(rootfs, Path::new(link));
         p.push(
-            Step::Tolerate(libc::EEXIST, Box::new(Step::Symlink { target: cstr(target)?, link: cpath(&at)? })),
+            Step::Tolerate(
+                libc::EEXIST,
+                Box::new(Step::Symlink {
+                    target: cstr(target)?,
+                    link: cpath(&at)?,
+                }),
+            ),
             format!("link {link}"),
         );
     }
@@ -739,8 +991,21 @@ mod tests {
 
     #[test]
     fn options_split_into_flags_propagation_and_data() {
-        let o = parse_options(&["nosuid", "strictatime", "mode=755", "size=65536k", "rprivate", "ro"].map(String::from));
-        assert_eq!(o.flags, libc::MS_NOSUID | libc::MS_STRICTATIME | libc::MS_RDONLY);
+        let o = parse_options(
+            &[
+                "nosuid",
+                "strictatime",
+                "mode=755",
+                "size=65536k",
+                "rprivate",
+                "ro",
+            ]
+            .map(String::from),
+        );
+        assert_eq!(
+            o.flags,
+            libc::MS_NOSUID | libc::MS_STRICTATIME | libc::MS_RDONLY
+        );
         assert_eq!(o.propagation, vec![libc::MS_PRIVATE | libc::MS_REC]);
         assert_eq!(o.data, vec!["mode=755", "size=65536k"]);
         let b = parse_options(&["rbind", "rw", "tmpcopyup"].map(String::from));
@@ -755,14 +1020,30 @@ mod tests {
         std::os::unix::fs::symlink("/etc", root.join("escape")).unwrap();
         std::os::unix::fs::symlink("../../..", root.join("usr/bin/up")).unwrap();
         std::os::unix::fs::symlink("usr/bin", root.join("bin")).unwrap();
-        assert_eq!(secure_join(root, Path::new("/escape/passwd")), root.join("etc/passwd"));
-        assert_eq!(secure_join(root, Path::new("/usr/bin/up/up/x")), root.join("x"));
+        assert_eq!(
+            secure_join(root, Path::new("/escape/passwd")),
+            root.join("etc/passwd")
+        );
+        assert_eq!(
+            secure_join(root, Path::new("/usr/bin/up/up/x")),
+            root.join("x")
+        );
         assert_eq!(secure_join(root, Path::new("/../../a")), root.join("a"));
-        assert_eq!(secure_join(root, Path::new("/bin/sh")), root.join("usr/bin/sh"));
+        assert_eq!(
+            secure_join(root, Path::new("/bin/sh")),
+            root.join("usr/bin/sh")
+        );
         std::fs::write(root.join("usr/bin/sh"), "").unwrap();
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(root.join("usr/bin/sh"), std::fs::Permissions::from_mode(0o755)).unwrap();
-        assert_eq!(resolve_exec(root, "sh", "/sbin:/bin"), Some("/bin/sh".into()));
+        std::fs::set_permissions(
+            root.join("usr/bin/sh"),
+            std::fs::Permissions::from_mode(0o755),
+        )
+        .unwrap();
+        assert_eq!(
+            resolve_exec(root, "sh", "/sbin:/bin"),
+            Some("/bin/sh".into())
+        );
         assert_eq!(resolve_exec(root, "/bin/sh", ""), Some("/bin/sh".into()));
         assert_eq!(resolve_exec(root, "nope", "/bin"), None);
     }

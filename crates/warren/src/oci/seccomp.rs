@@ -135,28 +135,6 @@ fn action(a: LinuxSeccompAction, errno: Option<u32>) -> Result<u32, String> {
     }
 }
 
-fn resolve(block: Vec<Ins>) -> Vec<SockFilter> {
-    let len = block.len();
-    let off = |t: T, at: usize| -> u8 {
-        match t {
-            T::Next => 0,
-            T::Skip(n) => n,
-            // Past the rest of the block (the last instruction is its ret).
-            T::Fail => (len - at - 1) as u8,
-        }
-    };
-    block
-        .iter()
-        .enumerate()
-        .map(|(at, i)| SockFilter {
-            code: i.code,
-            jt: off(i.jt, at),
-            jf: off(i.jf, at),
-            k: i.k,
-        })
-        .collect()
-}
-
 /// Compile a profile. `lookup` gives a syscall's x86_64 number by name.
 pub fn compile(
     profile: &LinuxSeccomp,
@@ -260,7 +238,6 @@ pub fn compile(
 /// of the syscall number, since conditions overwrote the accumulator).
 fn resolve_with_reload(block: Vec<Ins>) -> Vec<SockFilter> {
     let len = block.len();
-    let _ = resolve; // the plain form is kept for blocks without a reload
     block
         .iter()
         .enumerate()
@@ -358,18 +335,36 @@ mod tests {
         assert_eq!(run(&prog, X86, nr("read"), z), ALLOW);
         assert_eq!(run(&prog, X86, nr("write"), z), ALLOW);
         assert_eq!(run(&prog, X86, nr("open"), z), EPERM);
-        assert_eq!(run(&prog, X86, nr("personality"), [8, 0, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(&prog, X86, nr("personality"), [9, 0, 0, 0, 0, 0]), EPERM);
-        assert_eq!(run(&prog, X86, nr("personality"), [8 | 1 << 32, 0, 0, 0, 0, 0]), EPERM);
+        assert_eq!(
+            run(&prog, X86, nr("personality"), [8, 0, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(&prog, X86, nr("personality"), [9, 0, 0, 0, 0, 0]),
+            EPERM
+        );
+        assert_eq!(
+            run(&prog, X86, nr("personality"), [8 | 1 << 32, 0, 0, 0, 0, 0]),
+            EPERM
+        );
         assert_eq!(run(&prog, X86, nr("socket"), [2, 0, 0, 0, 0, 0]), ALLOW);
         assert_eq!(run(&prog, X86, nr("socket"), [40, 0, 0, 0, 0, 0]), EPERM);
         let newns = 0x1000_0000u64;
         assert_eq!(run(&prog, X86, nr("clone"), [0x11, 0, 0, 0, 0, 0]), ALLOW);
         assert_eq!(run(&prog, X86, nr("clone"), [newns, 0, 0, 0, 0, 0]), EPERM);
         assert_eq!(run(&prog, X86, nr("mkdir"), z), 0x0005_0000 | 38);
-        assert_eq!(run(&prog, X86, nr("lseek"), [0, 1 << 32, 0, 0, 0, 0]), EPERM);
-        assert_eq!(run(&prog, X86, nr("lseek"), [0, (1 << 32) + 1, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(&prog, X86, nr("lseek"), [0, 2 << 32, 0, 0, 0, 0]), ALLOW);
+        assert_eq!(
+            run(&prog, X86, nr("lseek"), [0, 1 << 32, 0, 0, 0, 0]),
+            EPERM
+        );
+        assert_eq!(
+            run(&prog, X86, nr("lseek"), [0, (1 << 32) + 1, 0, 0, 0, 0]),
+            ALLOW
+        );
+        assert_eq!(
+            run(&prog, X86, nr("lseek"), [0, 2 << 32, 0, 0, 0, 0]),
+            ALLOW
+        );
         assert_eq!(run(&prog, X86, nr("dup"), [10, 0, 0, 0, 0, 0]), ALLOW);
         assert_eq!(run(&prog, X86, nr("dup"), [11, 0, 0, 0, 0, 0]), EPERM);
         assert_eq!(run(&prog, X86, nr("dup"), [1 << 32, 0, 0, 0, 0, 0]), EPERM);
@@ -395,7 +390,9 @@ mod tests {
         );
         let e = compile(&notify, number).unwrap_err();
         assert!(e.contains("syscalls[0]") && e.contains("NOTIFY"), "{e}");
-        assert!(super::super::syscalls::X86_64.windows(2).all(|w| w[0].0 < w[1].0));
+        assert!(super::super::syscalls::X86_64
+            .windows(2)
+            .all(|w| w[0].0 < w[1].0));
         assert_eq!(number("read"), Some(0));
         assert_eq!(number("openat2"), Some(437));
     }

@@ -188,10 +188,7 @@ pub fn observe_host(r: &Record, proc_root: &Path) -> Status {
         }
         _ => false,
     };
-    let frozen = alive
-        && r.cgroups
-            .as_ref()
-            .is_some_and(|c| super::cgroup::is_frozen(c));
+    let frozen = alive && r.cgroups.as_ref().is_some_and(super::cgroup::is_frozen);
     observe(r, Observed { alive, frozen })
 }
 
@@ -280,7 +277,10 @@ mod tests {
             .unwrap_err()
             .contains("has stopped"));
         let e = allowed("c", Running, Verb::Delete { force: false }).unwrap_err();
-        assert!(e.contains("not stopped: running") && e.contains("--force"), "{e}");
+        assert!(
+            e.contains("not stopped: running") && e.contains("--force"),
+            "{e}"
+        );
         assert!(allowed("c", Running, Verb::Delete { force: true }).is_ok());
         assert!(allowed("c", Stopped, Verb::Delete { force: false }).is_ok());
         assert!(allowed("c", Created, Verb::Delete { force: false }).is_ok());
