@@ -212,7 +212,7 @@ impl Env {
 }
 
 /// Kill whatever is left in a cgroup tree and remove it (guard cleanup only).
-fn force_remove_cgroup(dir: &Path) {
+pub fn force_remove_cgroup(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {
