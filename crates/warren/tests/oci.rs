@@ -527,3 +527,138 @@ fn podman_runs_zones_through_warren_oci() {
         String::from_utf8_lossy(&o.stdout)
     );
 }
+
+/// `warren` (not `warren oci`) against a private zone root, reading `t`'s OCI root.
+fn warren_json(t: &Oci, args: &[&str]) -> serde_json::Value {
+    let o = Command::new(WARREN)
+        .env("WARREN_ROOT", t.path().join("zones-root"))
+        .arg("--oci-root")
+        .arg(t.path().join("state"))
+        .arg("--json")
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "warren {args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+fn warren_table(t: &Oci, args: &[&str]) -> String {
+    let o = Command::new(WARREN)
+        .env("WARREN_ROOT", t.path().join("zones-root"))
+        .env("WARREN_OCI_ROOT", t.path().join("state"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn oci_row<'a>(list: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    list.as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["name"] == id)
+        .unwrap_or_else(|| panic!("{id} not listed: {list}"))
+}
+
+#[test]
+fn list_and_stat_show_oci_containers() {
+    let t = Oci::new();
+    t.spec(&["sh", "-c", "sleep 1000"], |_| {});
+    let id = "listed";
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        id,
+    ]);
+    let pid: i64 = std::fs::read_to_string(t.path().join("pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    // Created: listed as kind oci, state ready (its init waits), status created.
+    let list = warren_json(&t, &["list"]);
+    let row = oci_row(&list, id);
+    assert_eq!(row["kind"], "oci", "{row}");
+    assert_eq!(row["state"], "ready", "{row}");
+    assert_eq!(row["oci"]["status"], "created", "{row}");
+    assert_eq!(row["init_pid"], pid, "{row}");
+    assert_eq!(row["oci"]["bundle"].as_str(), t.bundle().to_str(), "{row}");
+    assert!(
+        row["oci"]["created"].as_str().unwrap().contains('T'),
+        "{row}"
+    );
+
+    t.ok(&["start", id]);
+    let list = warren_json(&t, &["list"]);
+    let row = oci_row(&list, id);
+    assert_eq!(
+        (row["state"].as_str(), row["oci"]["status"].as_str()),
+        (Some("running"), Some("running")),
+        "{row}"
+    );
+    let table = warren_table(&t, &["list", "-v"]);
+    let line = table
+        .lines()
+        .find(|l| l.starts_with(id))
+        .unwrap_or_else(|| panic!("{table}"));
+    let cols: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(cols[1], "running", "{table}");
+    assert!(cols.contains(&"oci"), "no KIND oci: {table}");
+    assert!(cols.contains(&pid.to_string().as_str()), "no PID: {table}");
+    assert!(table.lines().next().unwrap().contains("KIND"), "{table}");
+
+    // stat reads its cgroups: memory charged, one process, the pids.max of none.
+    let report = warren_json(&t, &["stat"]);
+    let z = oci_row(&report["zones"], id);
+    assert_eq!(z["kind"], "oci", "{z}");
+    assert_eq!(z["state"], "running", "{z}");
+    assert!(z["memory"]["charged_bytes"].as_u64().unwrap() > 0, "{z}");
+    assert_eq!(z["processes"], 1, "{z}");
+    assert!(z["uptime_s"].is_u64(), "{z}");
+    let table = warren_table(&t, &["stat"]);
+    assert!(table.contains(&format!("{id} [oci]")), "{table}");
+
+    // Paused is still running in zone terms; the status says paused.
+    t.ok(&["pause", id]);
+    let row = oci_row(&warren_json(&t, &["list"]), id).clone();
+    assert_eq!(
+        (row["state"].as_str(), row["oci"]["status"].as_str()),
+        (Some("running"), Some("paused")),
+        "{row}"
+    );
+    t.ok(&["resume", id]);
+
+    // Stopped: installed in zone terms, no pid; stat leaves it out.
+    t.ok(&["kill", id, "KILL"]);
+    wait_for("stopped", || t.status(id) == "stopped");
+    let row = oci_row(&warren_json(&t, &["list"]), id).clone();
+    assert_eq!(
+        (row["state"].as_str(), row["oci"]["status"].as_str()),
+        (Some("installed"), Some("stopped")),
+        "{row}"
+    );
+    assert!(row.get("init_pid").is_none(), "{row}");
+    let report = warren_json(&t, &["stat"]);
+    assert!(
+        report["zones"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|z| z["name"] != id),
+        "a stopped container in stat: {report}"
+    );
+    t.ok(&["delete", id]);
+    let list = warren_json(&t, &["list"]);
+    assert!(
+        list.as_array().unwrap().iter().all(|z| z["name"] != id),
+        "{list}"
+    );
+}

@@ -91,6 +91,10 @@ pub struct Cli {
     /// Print JSON (the API objects) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The OCI runtime's state root (`warren oci --root`): `list` and `stat` show its
+    /// containers beside the zones, kind `oci`.
+    #[arg(long, global = true, env = "WARREN_OCI_ROOT", default_value = crate::oci::DEFAULT_ROOT, value_name = "DIR")]
+    pub oci_root: PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -547,7 +551,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(())
         })?,
         Command::List { verbose } => {
-            let infos = zone::list(&ctx)?;
+            let infos = zone::list_with_oci(&ctx, &cli.oci_root)?;
             if json {
                 output::json(&infos);
             } else {
@@ -579,7 +583,12 @@ fn run(cli: Cli) -> Result<i32> {
         } => stat::stat(
             &ctx,
             json,
-            crate::stat::Options { zones, sort, pss },
+            crate::stat::Options {
+                zones,
+                sort,
+                pss,
+                oci_root: Some(cli.oci_root.clone()),
+            },
             interval,
             count,
         )?,

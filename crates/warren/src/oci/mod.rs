@@ -9,7 +9,8 @@
 //!   from reading the rootfs to resolve paths); [`seccomp`]: the profile → BPF (pure);
 //!   [`cgroup`]: `linux.resources` → warren's `Limits`, cgroups beneath the
 //!   runtime's own; [`state`]: the record under `--root` and the status (pure).
-//! - [`ops`]: the verbs; [`hooks`]: the lifecycle hooks.
+//! - [`ops`]: the verbs; [`hooks`]: the lifecycle hooks; [`view`]: the containers
+//!   as `warren list` / `warren stat` show them (kind `oci`).
 //!
 //! The create/start split: `create` clones the init into its namespaces, the parent
 //! moves it into its cgroups, the init mounts and pivots, reports "ready" and blocks
@@ -26,6 +27,7 @@ pub mod plan;
 pub mod seccomp;
 pub mod state;
 mod syscalls;
+pub mod view;
 
 use std::io::Write;
 use std::path::PathBuf;

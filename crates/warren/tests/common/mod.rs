@@ -98,7 +98,10 @@ impl Env {
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(WARREN);
+        // A private OCI state root: `list` and `stat` also show the containers of
+        // the default one (/run/warren-oci), which tests running beside this one use.
         c.env("WARREN_ROOT", self.root())
+            .env("WARREN_OCI_ROOT", self.root().join("oci"))
             .env_remove("WARREN_CGROUP")
             .env_remove("WARREN_STORAGE");
         c
