@@ -390,7 +390,10 @@ impl Podman {
                 "vfs",
             ])
             .arg("--runtime")
-            .arg(self.oci.bin());
+            .arg(self.oci.bin())
+            // The runtime's state root in the temp dir, not /run/warren-oci.
+            .arg("--runtime-flag")
+            .arg(format!("root={}", self.oci.path().join("state").display()));
         c
     }
     fn run(&self, args: &[&str]) -> Output {
@@ -661,4 +664,362 @@ fn list_and_stat_show_oci_containers() {
         list.as_array().unwrap().iter().all(|z| z["name"] != id),
         "{list}"
     );
+}
+
+/// Runs `warren-oci run` with the bundle's config and returns its stdout.
+fn run_ok(t: &Oci, extra: &[&str], id: &str) -> String {
+    let bundle = t.bundle();
+    let mut args = vec!["run", "--bundle", bundle.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    args.push(id);
+    t.ok(&args)
+}
+
+#[test]
+fn user_namespace_maps_the_ids() {
+    let t = Oci::new();
+    t.spec(
+        &[
+            "sh",
+            "-c",
+            "cat /proc/self/uid_map /proc/self/gid_map; id -u; id -g; ls -ln /bin/busybox",
+        ],
+        |v| {
+            v["linux"]["namespaces"]
+                .as_array_mut()
+                .unwrap()
+                .push(serde_json::json!({"type": "user"}));
+            let map = serde_json::json!([{"containerID": 0, "hostID": 200000, "size": 65536}]);
+            v["linux"]["uidMappings"] = map.clone();
+            v["linux"]["gidMappings"] = map;
+        },
+    );
+    let out = run_ok(&t, &[], "userns");
+    let maps: Vec<Vec<&str>> = out
+        .lines()
+        .take(2)
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(
+        maps,
+        vec![vec!["0", "200000", "65536"], vec!["0", "200000", "65536"]],
+        "{out}"
+    );
+    let rest: Vec<&str> = out.lines().skip(2).collect();
+    assert_eq!(&rest[..2], &["0", "0"], "root inside: {out}");
+    // Files owned by host root are outside the mapping: the overflow id.
+    assert!(rest[2].contains(" 65534 "), "{out}");
+}
+
+/// A network namespace made by the test (as CNI makes one) with a veth pair in it
+/// (`LINK` and `LINKp`), bound to a file in the test's directory; removed on drop
+/// (the namespace, and its links with it, go when the bind mount does).
+struct NetNs {
+    file: PathBuf,
+}
+
+impl NetNs {
+    fn new(dir: &Path, link: &str) -> NetNs {
+        let file = dir.join("netns");
+        std::fs::write(&file, "").unwrap();
+        let ns = NetNs { file };
+        let o = Command::new("unshare")
+            .arg(format!("--net={}", ns.file.display()))
+            .args(["ip", "link", "add", link, "type", "veth", "peer", "name"])
+            .arg(format!("{link}p"))
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "unshare --net: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ns
+    }
+}
+
+impl Drop for NetNs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.file).status();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+#[test]
+fn a_network_namespace_is_joined_by_path() {
+    let t = Oci::new();
+    let link = format!("wo{}", std::process::id() % 100_000_000);
+    let ns = NetNs::new(t.path(), &link);
+    t.spec(&["sh", "-c", "cat /proc/net/dev"], |v| {
+        for n in v["linux"]["namespaces"].as_array_mut().unwrap() {
+            if n["type"] == "network" {
+                n["path"] = ns.file.to_str().unwrap().into();
+            }
+        }
+    });
+    let out = run_ok(&t, &[], "netjoin");
+    assert!(out.contains(&format!("{link}:")), "{link} missing: {out}");
+    // The same namespace as the file's, not a new one.
+    let ours = std::fs::metadata(&ns.file).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    t.spec(&["sh", "-c", "sleep 1000"], |v| {
+        for n in v["linux"]["namespaces"].as_array_mut().unwrap() {
+            if n["type"] == "network" {
+                n["path"] = ns.file.to_str().unwrap().into();
+            }
+        }
+    });
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "netjoin2",
+    ]);
+    let pid = std::fs::read_to_string(t.path().join("pid")).unwrap();
+    let theirs = std::fs::metadata(format!("/proc/{}/ns/net", pid.trim())).unwrap();
+    assert_eq!(theirs.ino(), ours.ino(), "the init is in another netns");
+    t.ok(&["delete", "--force", "netjoin2"]);
+    // A path that is not there: runc's failure, naming the field.
+    t.spec(&["true"], |v| {
+        for n in v["linux"]["namespaces"].as_array_mut().unwrap() {
+            if n["type"] == "network" {
+                n["path"] = "/nonexistent/netns".into();
+            }
+        }
+    });
+    t.fails(
+        &["create", "--bundle", t.bundle().to_str().unwrap(), "netbad"],
+        "linux.namespaces net: path /nonexistent/netns",
+    );
+    assert!(!t.path().join("state/netbad").exists());
+}
+
+#[test]
+fn no_pivot_runs_in_the_rootfs() {
+    let t = Oci::new();
+    t.spec(
+        &["sh", "-c", "[ -x /bin/busybox ] && echo has-busybox; [ -e /etc/os-release ] || echo no-host-etc; cat /proc/self/mountinfo | head -1"],
+        |_| {},
+    );
+    let out = run_ok(&t, &["--no-pivot"], "nopivot");
+    assert!(
+        out.contains("has-busybox") && out.contains("no-host-etc"),
+        "{out}"
+    );
+}
+
+#[test]
+fn features_describe_the_runtime() {
+    let t = Oci::new();
+    let v: serde_json::Value = serde_json::from_str(&t.ok(&["features"])).unwrap();
+    assert_eq!(v["ociVersionMin"], "1.0.0");
+    assert!(
+        v["ociVersionMax"].as_str().unwrap().starts_with("1."),
+        "{v}"
+    );
+    let strings = |p: &serde_json::Value| -> Vec<String> {
+        p.as_array()
+            .unwrap_or_else(|| panic!("not an array: {p}"))
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let hooks = strings(&v["hooks"]);
+    for h in [
+        "createRuntime",
+        "createContainer",
+        "startContainer",
+        "poststart",
+        "poststop",
+    ] {
+        assert!(hooks.iter().any(|x| x == h), "{h} not in {hooks:?}");
+    }
+    let ns = strings(&v["linux"]["namespaces"]);
+    for n in ["user", "network", "pid", "mount", "ipc", "uts", "cgroup"] {
+        assert!(ns.iter().any(|x| x == n), "{n} not in {ns:?}");
+    }
+    assert!(strings(&v["mountOptions"]).iter().any(|o| o == "rbind"));
+    assert!(strings(&v["linux"]["capabilities"])
+        .iter()
+        .any(|c| c == "CAP_SYS_ADMIN"));
+    assert_eq!(v["linux"]["seccomp"]["enabled"], true);
+    assert!(strings(&v["linux"]["seccomp"]["actions"])
+        .iter()
+        .any(|a| a == "SCMP_ACT_ERRNO"));
+    assert_eq!(v["linux"]["cgroup"]["v1"], true);
+    assert_eq!(v["linux"]["apparmor"]["enabled"], false);
+}
+
+/// The host directory of a live process's cgroup in the v1 `controller` hierarchy.
+fn v1_cgroup_dir(pid: &str, controller: &str) -> PathBuf {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let path = text
+        .lines()
+        .find_map(|l| {
+            let mut it = l.splitn(3, ':');
+            let (_, c, p) = (it.next()?, it.next()?, it.next()?);
+            c.split(',').any(|x| x == controller).then(|| p.to_string())
+        })
+        .unwrap_or_else(|| panic!("no {controller} line in {text}"));
+    Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(path.trim_start_matches('/'))
+}
+
+#[test]
+fn update_changes_the_limits() {
+    let t = Oci::new();
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        panic!("this test reads cgroup v1 memory files; this host has no /sys/fs/cgroup/memory");
+    }
+    t.spec(&["sleep", "1000"], |v| {
+        v["linux"]["resources"] =
+            serde_json::json!({"memory": {"limit": 134217728}, "pids": {"limit": 50}});
+    });
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "upd",
+    ]);
+    t.ok(&["start", "upd"]);
+    let pid = std::fs::read_to_string(t.path().join("pid")).unwrap();
+    let mem = v1_cgroup_dir(pid.trim(), "memory");
+    let pids = v1_cgroup_dir(pid.trim(), "pids");
+    let read = |d: &Path, f: &str| {
+        std::fs::read_to_string(d.join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read(&mem, "memory.limit_in_bytes"), "134217728");
+    assert_eq!(read(&pids, "pids.max"), "50");
+    let res = t.path().join("resources.json");
+    std::fs::write(
+        &res,
+        r#"{"memory": {"limit": 67108864}, "pids": {"limit": 20}}"#,
+    )
+    .unwrap();
+    t.ok(&["update", "--resources", res.to_str().unwrap(), "upd"]);
+    assert_eq!(read(&mem, "memory.limit_in_bytes"), "67108864");
+    assert_eq!(read(&pids, "pids.max"), "20");
+    // Bad JSON: refused, limits kept.
+    std::fs::write(&res, "{\"memory\": ").unwrap();
+    t.fails(
+        &["update", "--resources", res.to_str().unwrap(), "upd"],
+        "linux.resources",
+    );
+    assert_eq!(read(&mem, "memory.limit_in_bytes"), "67108864");
+    t.ok(&["delete", "--force", "upd"]);
+}
+
+#[test]
+fn exec_tty_sends_a_pty_to_the_console_socket() {
+    let t = Oci::new();
+    t.spec(&["sleep", "1000"], |_| {});
+    t.ok(&["create", "--bundle", t.bundle().to_str().unwrap(), "ex"]);
+    t.ok(&["start", "ex"]);
+    // --tty without a socket is refused.
+    t.fails(&["exec", "--tty", "ex", "true"], "console-socket");
+    let sock = t.path().join("exec-console.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    let recv = std::thread::spawn(move || {
+        use std::os::fd::AsRawFd;
+        let (conn, _) = listener.accept().unwrap();
+        warren_sys::pty::recv_fd(conn.as_raw_fd()).unwrap()
+    });
+    let o = t.run(&[
+        "exec",
+        "--tty",
+        "--console-socket",
+        sock.to_str().unwrap(),
+        "ex",
+        "sh",
+        "-c",
+        "tty; [ -t 0 ] && [ -t 1 ] && echo exec-has-tty; exit 4",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(4),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let (master, _) = recv.join().unwrap();
+    let mut f = std::fs::File::from(master);
+    let mut out = Vec::new();
+    let mut buf = [0u8; 1024];
+    use std::io::Read;
+    while let Ok(n) = f.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    let out = String::from_utf8_lossy(&out);
+    assert!(out.contains("/dev/pts/"), "{out}");
+    assert!(out.contains("exec-has-tty"), "{out}");
+    t.ok(&["delete", "--force", "ex"]);
+}
+
+#[test]
+fn create_and_start_container_hooks_run_in_the_container() {
+    let t = Oci::new();
+    // createContainer runs in the container's mount namespace before pivot_root (as
+    // runc's): it writes to the host path of the rootfs's /tmp and records its mount
+    // namespace. startContainer runs after it, inside the root: its /tmp is the same
+    // directory.
+    let log = t.bundle().join("rootfs/tmp/hooks.log");
+    t.spec(&["sleep", "1000"], |v| {
+        let create = format!(
+            "read s; echo createContainer \"$s\" >> {0}; echo ns $(readlink /proc/self/ns/mnt) >> {0}",
+            log.display()
+        );
+        let start = "read s; echo startContainer \"$s\" >> /tmp/hooks.log";
+        v["hooks"] = serde_json::json!({
+            "createContainer": [{"path": "/bin/sh", "args": ["sh", "-c", create]}],
+            "startContainer": [{"path": "/bin/sh", "args": ["sh", "-c", start]}]});
+    });
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "hk",
+    ]);
+    let pid = std::fs::read_to_string(t.path().join("pid")).unwrap();
+    let init_ns = std::fs::read_link(format!("/proc/{}/ns/mnt", pid.trim())).unwrap();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        text.contains("createContainer {") && !text.contains("startContainer"),
+        "after create: {text:?}"
+    );
+    let ns_line = format!("ns {}", init_ns.display());
+    assert!(
+        text.lines().any(|l| l == ns_line),
+        "createContainer ran outside the container's mount namespace ({ns_line}): {text}"
+    );
+    t.ok(&["start", "hk"]);
+    t.ok(&["delete", "--force", "hk"]);
+    let text = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with("ns ")).collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, (name, status)) in lines.iter().zip([
+        ("createContainer", "creating"),
+        ("startContainer", "created"),
+    ]) {
+        let (n, json) = line.split_once(' ').unwrap();
+        assert_eq!(n, name, "{text}");
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        assert_eq!(
+            (v["id"].as_str(), v["status"].as_str()),
+            (Some("hk"), Some(status)),
+            "{line}"
+        );
+        assert_eq!(v["pid"].as_i64(), pid.trim().parse().ok(), "{line}");
+    }
 }

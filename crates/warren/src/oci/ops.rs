@@ -153,6 +153,20 @@ fn create_in(
     warren_sys::fs::mkfifo(&dir.join("exec.fifo"), 0o600)
         .ctx(|| format!("creating {}/exec.fifo", dir.display()))?;
     let linux = spec.linux().clone().unwrap_or_default();
+    if plan::new_namespaces(spec).contains(&LinuxNamespaceType::User) {
+        // The init opens exec.fifo (by its directory's fd) as the container's root,
+        // which is an unprivileged id on the host: as runc, the fifo belongs to it
+        // and the directory may be searched.
+        let root_of = |maps: &Option<Vec<oci_spec::runtime::LinuxIdMapping>>| {
+            plan::host_id_of_root(maps.as_deref().unwrap_or_default())
+        };
+        let (uid, gid) = (root_of(linux.uid_mappings()), root_of(linux.gid_mappings()));
+        let fifo = dir.join("exec.fifo");
+        std::os::unix::fs::chown(&fifo, uid, gid)
+            .ctx(|| format!("container '{id}': chown {}", fifo.display()))?;
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o711))
+            .ctx(|| format!("container '{id}': chmod {}", dir.display()))?;
+    }
     let resources = linux.resources().clone().unwrap_or_default();
     let (limits, notes) = cgroup::limits(&resources, cgroup::host_has_memsw()).map_err(&inval)?;
     for n in notes {

@@ -440,6 +440,13 @@ fn ns_flag(t: LinuxNamespaceType) -> libc::c_int {
 }
 
 /// Which namespaces are new (not joined by path).
+/// The host id that container id 0 maps to under `maps`, if any (pure).
+pub fn host_id_of_root(maps: &[oci_spec::runtime::LinuxIdMapping]) -> Option<u32> {
+    maps.iter()
+        .find(|m| m.container_id() == 0 && m.size() > 0)
+        .map(|m| m.host_id())
+}
+
 pub fn new_namespaces(spec: &Spec) -> Vec<LinuxNamespaceType> {
     spec.linux()
         .as_ref()
@@ -988,6 +995,25 @@ fn devices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_id_of_the_container_root() {
+        let m = |c: u32, h: u32, n: u32| {
+            oci_spec::runtime::LinuxIdMappingBuilder::default()
+                .container_id(c)
+                .host_id(h)
+                .size(n)
+                .build()
+                .unwrap()
+        };
+        assert_eq!(host_id_of_root(&[m(0, 200000, 65536)]), Some(200000));
+        assert_eq!(
+            host_id_of_root(&[m(1, 100001, 10), m(0, 5000, 1)]),
+            Some(5000)
+        );
+        assert_eq!(host_id_of_root(&[m(1, 100001, 10)]), None);
+        assert_eq!(host_id_of_root(&[]), None);
+    }
 
     #[test]
     fn options_split_into_flags_propagation_and_data() {
