@@ -1023,3 +1023,53 @@ fn create_and_start_container_hooks_run_in_the_container() {
         assert_eq!(v["pid"].as_i64(), pid.trim().parse().ok(), "{line}");
     }
 }
+
+#[test]
+fn bench_density_via_oci_measures_containers_made_by_the_runtime() {
+    let env = common::Env::new();
+    let out = env.root().join("out");
+    let r = env.ok(&[
+        "bench",
+        "density",
+        "--zones",
+        "1,2",
+        "--idle",
+        "1",
+        "--via",
+        "oci",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    assert_eq!(v["template"], "busybox", "--via oci uses the busybox root");
+    let sys = &v["systems"][0];
+    assert_eq!(
+        (sys["name"].as_str(), sys["status"].as_str()),
+        (Some("warren-oci"), Some("ok")),
+        "{sys}"
+    );
+    let steps = sys["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{sys}");
+    for (s, n) in steps.iter().zip([1, 2]) {
+        assert_eq!(s["zones"], n, "{s}");
+        for k in ["clone_ms", "boot_ms", "halt_ms", "delete_ms"] {
+            assert!(s[k]["median"].as_f64().unwrap() > 0.0, "{k}: {s}");
+        }
+        let disk = s["disk_per_zone_kib"].as_f64().unwrap();
+        assert!(disk > 0.0 && disk < 1024.0, "disk per zone {disk} KiB: {s}");
+    }
+    assert!(r.stdout.contains("| warren-oci |"), "{}", r.stdout);
+    // Nothing left: no container state, no scratch dir, no template, no zone.
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
+    let left: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".bench"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    // The OCI containers get no network but loopback: a bridge is refused.
+    env.run(&["bench", "density", "--via", "oci", "--net", "bridge"])
+        .fails(5, "--via oci --net bridge");
+}
