@@ -499,6 +499,37 @@ fn ctr_runs_tasks_through_warren_oci() {
         !container_cgroup_dirs(&format!("{NS}-{id}")).is_empty(),
         "the running task has no cgroup beneath ours"
     );
+    // pause / resume go through `warren-oci pause` (the freezer), ps through
+    // `warren-oci ps --format json`.
+    c.ctr_ok(&["task", "pause", &id]);
+    let tasks = c.ctr_ok(&["task", "ls"]);
+    assert!(
+        tasks
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("PAUSED")),
+        "{tasks}"
+    );
+    c.ctr_ok(&["task", "resume", &id]);
+    let tasks = c.ctr_ok(&["task", "ls"]);
+    assert!(
+        tasks
+            .lines()
+            .any(|l| l.starts_with(&id) && l.contains("RUNNING")),
+        "{tasks}"
+    );
+    let task_pid = tasks
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .unwrap_or_else(|| panic!("no pid for {id}: {tasks}"))
+        .to_string();
+    let ps = c.ctr_ok(&["task", "ps", &id]);
+    assert!(
+        ps.lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().next() == Some(task_pid.as_str())),
+        "the task's pid {task_pid} is not in ps: {ps}"
+    );
     c.ctr_ok(&["task", "kill", "-s", "KILL", &id]);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
