@@ -499,6 +499,31 @@ fn ctr_runs_tasks_through_warren_oci() {
         !container_cgroup_dirs(&format!("{NS}-{id}")).is_empty(),
         "the running task has no cgroup beneath ours"
     );
+    // warren list sees it under the shim's runtime root (`<Root>/<namespace>`). The
+    // recorded pids are those of containerd's pid namespace, so warren runs there
+    // (as on a host, where containerd is in the host's).
+    let daemon = c.daemon_pid().expect("containerd runs").to_string();
+    let o = Command::new("nsenter")
+        .args(["-t", &daemon, "-m", "-p", "--", WARREN])
+        .env("WARREN_ROOT", c.path().join("zones"))
+        .arg("--oci-root")
+        .arg(c.path().join("oci-root").join(NS))
+        .args(["list", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let list: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let row = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == id.as_str())
+        .unwrap_or_else(|| panic!("{id} not in warren list: {list}"));
+    assert_eq!(
+        (row["kind"].as_str(), row["oci"]["status"].as_str()),
+        (Some("oci"), Some("running")),
+        "{row}"
+    );
     // pause / resume go through `warren-oci pause` (the freezer), ps through
     // `warren-oci ps --format json`.
     c.ctr_ok(&["task", "pause", &id]);
