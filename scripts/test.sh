@@ -16,6 +16,9 @@ need=()
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
+# tests/oci.rs drives warren-oci with real clients (private stores, temp roots).
+command -v podman >/dev/null 2>&1 || need+=(podman)
+command -v containerd >/dev/null 2>&1 || need+=(containerd)
 if [ ${#need[@]} -gt 0 ]; then
     echo "scripts/test.sh: installing ${need[*]} (apt-get)"
     apt-get update -qq

@@ -291,6 +291,13 @@ pub fn is_btrfs_subvol(path: &Path) -> bool {
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir() && m.ino() == 256)
 }
 
+/// `mkfifo(path, mode)`.
+pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
+    let c = crate::cstring(path.as_os_str().as_bytes())?;
+    // SAFETY: `c` is a NUL-terminated path alive for the call.
+    crate::cvt(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

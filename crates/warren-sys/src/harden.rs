@@ -128,6 +128,102 @@ pub(crate) fn load_seccomp(filter: &[SockFilter]) -> Result<(), ()> {
     } as libc::c_int)
 }
 
+/// The capability sets of an OCI `process.capabilities` (bit n = capability n).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CapSets {
+    pub effective: u64,
+    pub permitted: u64,
+    pub inheritable: u64,
+    pub ambient: u64,
+}
+
+/// Drop every capability not in `keep` from the bounding set (needs CAP_SETPCAP).
+pub(crate) fn drop_bounding(keep: u64) -> Result<(), ()> {
+    for cap in 0..64 {
+        if keep & (1u64 << cap) != 0 {
+            continue;
+        }
+        // SAFETY: prctl with integer arguments only.
+        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
+        if rc < 0 {
+            if errno() == libc::EINVAL {
+                break; // past the kernel's last capability
+            }
+            return Err(());
+        }
+    }
+    Ok(())
+}
+
+/// Become `uid`/`gid` with supplementary `groups`. PR_SET_KEEPCAPS keeps the
+/// permitted set across the change so [`set_caps`] can set what the process keeps.
+/// Raw syscalls: glibc's wrappers would signal threads of the parent's copy.
+pub(crate) fn set_ids(
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    groups: &[libc::gid_t],
+) -> Result<(), ()> {
+    // SAFETY: prctl and the set*id syscalls take integers; `groups` is valid for its
+    // length.
+    unsafe {
+        ok(libc::prctl(libc::PR_SET_KEEPCAPS, 1, 0, 0, 0))?;
+        ok(libc::syscall(libc::SYS_setgroups, groups.len(), groups.as_ptr()) as libc::c_int)?;
+        ok(libc::syscall(libc::SYS_setresgid, gid, gid, gid) as libc::c_int)?;
+        ok(libc::syscall(libc::SYS_setresuid, uid, uid, uid) as libc::c_int)?;
+        ok(libc::prctl(libc::PR_SET_KEEPCAPS, 0, 0, 0, 0))
+    }
+}
+
+/// Set the effective, permitted and inheritable sets, then raise each ambient
+/// capability (the kernel requires it to be permitted and inheritable).
+pub(crate) fn set_caps(sets: &CapSets) -> Result<(), ()> {
+    let mut header = CapHeader {
+        version: CAP_VERSION_3,
+        pid: 0,
+    };
+    let data = [
+        CapData {
+            effective: sets.effective as u32,
+            permitted: sets.permitted as u32,
+            inheritable: sets.inheritable as u32,
+        },
+        CapData {
+            effective: (sets.effective >> 32) as u32,
+            permitted: (sets.permitted >> 32) as u32,
+            inheritable: (sets.inheritable >> 32) as u32,
+        },
+    ];
+    // SAFETY: `header` and the two-element `data` array are the layout capset(2)
+    // expects for version 3; both live for the call.
+    ok(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } as libc::c_int)?;
+    // SAFETY: prctl with integer arguments only.
+    ok(unsafe {
+        libc::prctl(
+            libc::PR_CAP_AMBIENT,
+            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    })?;
+    for cap in 0..64 {
+        if sets.ambient & (1u64 << cap) == 0 {
+            continue;
+        }
+        // SAFETY: prctl with integer arguments only.
+        ok(unsafe {
+            libc::prctl(
+                libc::PR_CAP_AMBIENT,
+                libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
+                cap as libc::c_ulong,
+                0,
+                0,
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// For processes that join a running zone (`warren login`): keep `keep`, set
 /// no_new_privs and load `filter`, in that order, on the calling thread. The caller
 /// must be single-threaded so the whole process is confined.

@@ -15,6 +15,7 @@ pub mod proc;
 pub mod pty;
 pub mod signal;
 pub mod spawn;
+mod steps;
 pub mod swap;
 
 /// Constants (MS_*, CLONE_*, signal numbers) for callers that build plans.
@@ -73,6 +74,17 @@ pub fn rlimit_nofile() -> io::Result<(u64, u64)> {
     };
     // SAFETY: `r` is a valid rlimit for getrlimit to fill.
     cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) })?;
+    Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// `(soft, hard)` of any resource (RLIMIT_*).
+pub fn getrlimit(resource: libc::c_int) -> io::Result<(u64, u64)> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit for getrlimit to fill.
+    cvt(unsafe { libc::getrlimit(resource as libc::__rlimit_resource_t, &mut r) })?;
     Ok((r.rlim_cur, r.rlim_max))
 }
 

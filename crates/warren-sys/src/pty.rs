@@ -180,3 +180,44 @@ pub fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<i16>> {
 pub fn raw(f: &File) -> RawFd {
     f.as_raw_fd()
 }
+
+/// Receive one descriptor sent with SCM_RIGHTS on the Unix socket `socket` (a
+/// `--console-socket` listener's accepted connection). Returns it with the bytes.
+pub fn recv_fd(socket: RawFd) -> io::Result<(std::os::fd::OwnedFd, Vec<u8>)> {
+    #[repr(C, align(8))]
+    struct Control([u8; 64]);
+    let mut control = Control([0; 64]);
+    let mut data = [0u8; 4096];
+    let mut iov = libc::iovec {
+        iov_base: data.as_mut_ptr().cast(),
+        iov_len: data.len(),
+    };
+    // SAFETY: msghdr is plain data; zeroed is a valid empty header.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.0.as_mut_ptr().cast();
+    msg.msg_controllen = control.0.len();
+    // SAFETY: `msg` points at live buffers of the lengths given.
+    let n = cvt(unsafe { libc::recvmsg(socket, &mut msg, libc::MSG_CMSG_CLOEXEC) })?;
+    // SAFETY: the kernel filled `msg`; CMSG_FIRSTHDR returns NULL or a header inside
+    // `control`, whose data holds an int for SCM_RIGHTS.
+    unsafe {
+        let cmsg = libc::CMSG_FIRSTHDR(&msg);
+        if cmsg.is_null()
+            || (*cmsg).cmsg_level != libc::SOL_SOCKET
+            || (*cmsg).cmsg_type != libc::SCM_RIGHTS
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "no descriptor in the message",
+            ));
+        }
+        let fd = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>());
+        use std::os::fd::FromRawFd;
+        Ok((
+            std::os::fd::OwnedFd::from_raw_fd(fd),
+            data[..n as usize].to_vec(),
+        ))
+    }
+}

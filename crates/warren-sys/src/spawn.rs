@@ -81,6 +81,76 @@ pub enum Step {
     NoNewPrivs,
     /// Load this seccomp BPF program (after `NoNewPrivs`; last before exec).
     Seccomp(Vec<crate::harden::SockFilter>),
+    /// Run the inner step; the errno given is not a failure (e.g. EEXIST for a device
+    /// node the root already has).
+    Tolerate(libc::c_int, Box<Step>),
+    /// `setns(fd, nstype)`: join an existing namespace (an OCI `namespaces[].path`).
+    Setns { fd: RawFd, nstype: libc::c_int },
+    /// Tell the parent this step was reached and wait for its go (one byte); the
+    /// parent's [`Event::Sync`] handler runs meanwhile (e.g. hooks in the child's
+    /// namespaces, uid maps of its new user namespace).
+    Sync(u32),
+    /// Tell the parent the child is set up: [`spawn_staged`] returns the pid now and
+    /// the child goes on alone (an OCI `create`, which leaves it waiting for `start`).
+    Ready,
+    /// `openat(dirfd, path, flags)` moved to `fd`: reaches a host file through a
+    /// directory descriptor opened before the clone, after pivot_root hid the path.
+    /// Opening a fifo for writing blocks until a reader comes (the OCI exec fifo).
+    OpenAt {
+        dirfd: RawFd,
+        path: CString,
+        flags: libc::c_int,
+        fd: RawFd,
+    },
+    /// Write `data` to descriptor `fd` (a byte on the exec fifo: "opened").
+    WriteFd { fd: RawFd, data: Vec<u8> },
+    /// Write `data` to the file at `path` (a sysctl under /proc/sys, oom_score_adj).
+    WriteFile { path: CString, data: Vec<u8> },
+    /// `setrlimit(resource, {soft, hard})`.
+    Rlimit {
+        resource: libc::c_int,
+        soft: u64,
+        hard: u64,
+    },
+    /// Drop every capability not in `keep` from the bounding set.
+    DropBounding(u64),
+    /// Become `uid`/`gid` with supplementary `groups`, keeping the permitted
+    /// capabilities across the change (raw syscalls: no libc setxid broadcast).
+    SetIds {
+        uid: libc::uid_t,
+        gid: libc::gid_t,
+        groups: Vec<libc::gid_t>,
+    },
+    /// Set the effective, permitted and inheritable sets and raise the ambient set.
+    SetCaps(crate::harden::CapSets),
+    /// Allocate a pty from the devpts instance whose `ptmx` is at `ptmx`, keep the
+    /// slave as `slave_fd`, send the master over the connected Unix socket `socket`
+    /// (SCM_RIGHTS, as runc's `--console-socket`) and close it.
+    Console {
+        ptmx: CString,
+        socket: RawFd,
+        slave_fd: RawFd,
+        rows: u16,
+        cols: u16,
+    },
+    /// `setsid`, make `fd` (a pty slave) the controlling terminal, and dup it onto
+    /// stdin, stdout and stderr.
+    Ctty(RawFd),
+    /// Hide `path`: bind /dev/null over it, or an empty read-only tmpfs if it is a
+    /// directory; a path that does not exist is skipped (OCI `maskedPaths`).
+    Mask { path: CString, null: CString },
+    /// Without pivot_root (`--no-pivot`): move the mount at `new_root` onto `/` and
+    /// chroot into it.
+    MoveRoot { new_root: CString },
+}
+
+/// What the parent of [`spawn_staged`] is told about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// The child exists (host pid); a [`Step::WaitParent`] waits for this handler.
+    Cloned(i32),
+    /// The child reached [`Step::Sync`] `n` and waits for this handler.
+    Sync(u32),
 }
 
 /// What to execute once the steps are done.
@@ -120,6 +190,10 @@ pub enum SpawnError<E = std::convert::Infallible> {
 }
 
 const EXEC_STEP: u32 = u32::MAX;
+/// Report-pipe index of a [`Step::Sync`] message (the errno field carries `n`).
+const SYNC_MARK: u32 = u32::MAX - 1;
+/// Report-pipe index of a [`Step::Ready`] message.
+const READY_MARK: u32 = u32::MAX - 2;
 
 /// Clone a child into new namespaces, run `plan.steps` in it and exec `plan.exec`.
 /// Returns the child's pid (in the caller's pid namespace) once the exec has succeeded.
@@ -163,7 +237,14 @@ pub fn spawn_zone_with<E>(
         // Dropping an OwnedFd is a plain close(2): no allocation.
         drop(go_wr);
         drop(rd);
-        let (index, errno) = run_child(plan, &argv, &envp, empty.as_ptr(), go_rd.as_raw_fd());
+        let (index, errno) = run_child(
+            plan,
+            &argv,
+            &envp,
+            empty.as_ptr(),
+            go_rd.as_raw_fd(),
+            wr.as_raw_fd(),
+        );
         let mut buf = [0u8; 8];
         buf[..4].copy_from_slice(&index.to_ne_bytes());
         buf[4..].copy_from_slice(&errno.to_ne_bytes());
@@ -252,9 +333,10 @@ fn run_child(
     envp: &[*const libc::c_char],
     empty: *const libc::c_char,
     go_fd: RawFd,
+    report_fd: RawFd,
 ) -> (u32, i32) {
     for (i, step) in plan.steps.iter().enumerate() {
-        if run_step(step, go_fd).is_err() {
+        if run_step(step, go_fd, report_fd).is_err() {
             return (i as u32, errno());
         }
     }
@@ -280,7 +362,7 @@ fn run_child(
 }
 
 /// One step, as raw syscalls only (this runs in the cloned child).
-fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
+fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
     let ok = |rc: libc::c_int| if rc < 0 { Err(()) } else { Ok(()) };
     match step {
         // SAFETY: unshare takes flags only.
@@ -378,10 +460,55 @@ fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
             }
             Ok(())
         }
-        Step::Optional(inner) => match run_step(inner, go_fd) {
+        Step::Optional(inner) => match run_step(inner, go_fd, report_fd) {
             Err(()) if errno() == libc::ENOENT => Ok(()),
             r => r,
         },
+        Step::Tolerate(e, inner) => match run_step(inner, go_fd, report_fd) {
+            Err(()) if errno() == *e => Ok(()),
+            r => r,
+        },
+        // SAFETY: setns takes a descriptor and flags.
+        Step::Setns { fd, nstype } => ok(unsafe { libc::setns(*fd, *nstype) }),
+        Step::Sync(n) => {
+            report(report_fd, SYNC_MARK, *n as i32)?;
+            wait_parent(go_fd)
+        }
+        Step::Ready => report(report_fd, READY_MARK, 0),
+        Step::OpenAt {
+            dirfd,
+            path,
+            flags,
+            fd,
+        } => crate::steps::open_at(*dirfd, path, *flags, *fd),
+        Step::WriteFile { path, data } => crate::steps::write_file(path, data),
+        Step::WriteFd { fd, data } => {
+            // SAFETY: `data` is readable for its length.
+            let n = unsafe { libc::write(*fd, data.as_ptr().cast(), data.len()) };
+            if n < 0 {
+                Err(())
+            } else {
+                Ok(())
+            }
+        }
+        Step::Rlimit {
+            resource,
+            soft,
+            hard,
+        } => crate::steps::rlimit(*resource, *soft, *hard),
+        Step::DropBounding(keep) => crate::harden::drop_bounding(*keep),
+        Step::SetIds { uid, gid, groups } => crate::harden::set_ids(*uid, *gid, groups),
+        Step::SetCaps(sets) => crate::harden::set_caps(sets),
+        Step::Console {
+            ptmx,
+            socket,
+            slave_fd,
+            rows,
+            cols,
+        } => crate::steps::console(ptmx, *socket, *slave_fd, *rows, *cols),
+        Step::Ctty(fd) => crate::steps::ctty(*fd),
+        Step::Mask { path, null } => crate::steps::mask(path, null),
+        Step::MoveRoot { new_root } => crate::steps::move_root(new_root),
         Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
         Step::NoNewPrivs => crate::harden::no_new_privs(),
         Step::Seccomp(filter) => crate::harden::load_seccomp(filter),
@@ -423,6 +550,140 @@ fn loopback_up() -> Result<(), ()> {
         return Err(());
     }
     Ok(())
+}
+
+/// Write an 8-byte (index, value) message on the report pipe.
+fn report(fd: RawFd, index: u32, value: i32) -> Result<(), ()> {
+    let mut buf = [0u8; 8];
+    buf[..4].copy_from_slice(&index.to_ne_bytes());
+    buf[4..].copy_from_slice(&value.to_ne_bytes());
+    // SAFETY: `buf` is 8 readable bytes; a pipe write of 8 bytes is atomic.
+    let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+    if n == 8 {
+        Ok(())
+    } else {
+        Err(())
+    }
+}
+
+/// Clone a child, run `plan.steps` in it and exec, telling `on_event` when the child
+/// exists ([`Event::Cloned`]) and whenever it reaches a [`Step::Sync`]. Returns the
+/// child's pid when it has exec'd, or as soon as it reaches [`Step::Ready`] (then it
+/// goes on alone and a later failure is no longer reported). A handler error makes
+/// the child give up at its next wait and is returned as [`SpawnError::Setup`].
+/// The caller must be single-threaded (see [`spawn_zone_with`]).
+pub fn spawn_staged<E>(
+    plan: &SpawnPlan,
+    mut on_event: impl FnMut(Event) -> Result<(), E>,
+) -> Result<i32, SpawnError<E>> {
+    let argv = pointer_array(&plan.argv);
+    let envp = pointer_array(&plan.envp);
+    let empty = c"";
+    let (rd, wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
+    let (go_rd, go_wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
+    let waits_for_clone = plan.steps.iter().any(|s| matches!(s, Step::WaitParent));
+
+    let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
+    // SAFETY: as in `spawn_zone_with`: the callers are single-threaded and the child
+    // touches only pre-built data and raw syscalls before exec or _exit.
+    let pid = unsafe {
+        libc::syscall(
+            libc::SYS_clone,
+            flags,
+            ptr::null_mut::<libc::c_void>(),
+            ptr::null_mut::<libc::c_void>(),
+            ptr::null_mut::<libc::c_void>(),
+            0,
+        )
+    };
+    if pid < 0 {
+        return Err(SpawnError::Clone(io::Error::last_os_error()));
+    }
+    if pid == 0 {
+        drop(go_wr);
+        drop(rd);
+        let (index, errno) = run_child(
+            plan,
+            &argv,
+            &envp,
+            empty.as_ptr(),
+            go_rd.as_raw_fd(),
+            wr.as_raw_fd(),
+        );
+        let _ = report(wr.as_raw_fd(), index, errno);
+        crate::exit_now(127);
+    }
+    let pid = pid as i32;
+    drop(wr);
+    let mut go_wr = Some(go_wr);
+    let mut failed: Option<E> = None;
+    let go = |go_wr: &mut Option<OwnedFd>, failed: &mut Option<E>, r: Result<(), E>| {
+        match r {
+            Ok(()) => {
+                if let Some(w) = go_wr.as_ref() {
+                    let b = [1u8];
+                    // SAFETY: `w` is our open pipe end and `b` one readable byte; the
+                    // read end stays open in this process, so no EPIPE.
+                    unsafe { libc::write(w.as_raw_fd(), b.as_ptr().cast(), 1) };
+                }
+            }
+            Err(e) => {
+                *failed = Some(e);
+                *go_wr = None;
+            }
+        }
+    };
+    let r = on_event(Event::Cloned(pid));
+    if r.is_err() || waits_for_clone {
+        go(&mut go_wr, &mut failed, r);
+    }
+    let give_up = |e: E| {
+        let _ = crate::proc::kill(pid, libc::SIGKILL);
+        let _ = crate::proc::waitpid_blocking(pid);
+        SpawnError::Setup(e)
+    };
+    loop {
+        let mut buf = [0u8; 8];
+        let n = read_full(rd.as_raw_fd(), &mut buf).map_err(SpawnError::Pipe)?;
+        if n == 0 {
+            return match failed {
+                None => Ok(pid),
+                Some(e) => Err(give_up(e)),
+            };
+        }
+        let index = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
+        let value = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
+        match index {
+            SYNC_MARK => {
+                if failed.is_none() {
+                    let r = on_event(Event::Sync(value as u32));
+                    go(&mut go_wr, &mut failed, r);
+                }
+            }
+            READY_MARK => {
+                return match failed {
+                    None => Ok(pid),
+                    Some(e) => Err(give_up(e)),
+                }
+            }
+            _ => {
+                let _ = crate::proc::waitpid_blocking(pid);
+                let error = io::Error::from_raw_os_error(value);
+                let waited = plan
+                    .steps
+                    .get(index as usize)
+                    .is_some_and(|s| matches!(s, Step::WaitParent | Step::Sync(_)));
+                return match failed {
+                    Some(e) if waited => Err(SpawnError::Setup(e)),
+                    _ if index == EXEC_STEP => Err(SpawnError::Exec(error)),
+                    _ => Err(SpawnError::Step {
+                        index: index as usize,
+                        error,
+                    }),
+                };
+            }
+        }
+    }
 }
 
 /// Read one byte from the go pipe; EOF (the parent failed) is ECANCELED.

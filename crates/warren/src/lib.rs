@@ -32,6 +32,7 @@ pub mod lock;
 pub mod measure;
 pub mod names;
 pub mod net;
+pub mod oci;
 pub mod runtime;
 pub mod stat;
 pub mod state;

@@ -10,5 +10,15 @@ fn main() {
     if name == warren::runtime::init::ARGV0 {
         warren::runtime::init::main();
     }
+    if name == warren::oci::cli::ARGV0 {
+        std::process::exit(warren::oci::cli::main_with(std::env::args_os().collect()));
+    }
+    // `warren oci ...`: the same command line, named warren-oci in its help.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "oci") {
+        args.remove(1);
+        args[0] = "warren oci".into();
+        std::process::exit(warren::oci::cli::main_with(args));
+    }
     std::process::exit(warren::cli::main());
 }

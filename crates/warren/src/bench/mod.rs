@@ -7,6 +7,7 @@
 //! removed when a step ends, also when it fails.
 
 pub mod crun;
+pub mod oci;
 pub mod report;
 pub mod svg;
 
@@ -46,6 +47,9 @@ pub struct Options {
     pub idle: Duration,
     /// Other systems to run the same steps with ("crun", "lxc").
     pub compare: Vec<String>,
+    /// `--via oci`: warren's steps go through `warren oci create/start` on bundles
+    /// ([`oci`]) instead of zones.
+    pub via_oci: bool,
 }
 
 /// The machine a run came from.
@@ -266,7 +270,10 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     );
     std::fs::create_dir_all(&scratch.0).ctx(|| format!("creating {}", scratch.0.display()))?;
 
-    let warren_steps = run_warren(ctx, opts, &tname, progress);
+    let warren_steps = match opts.via_oci {
+        true => Ok(Vec::new()),
+        false => run_warren(ctx, opts, &tname, progress),
+    };
     let net_cleaned = if opts.bridge {
         demo::cleanup_net(ctx)
     } else {
@@ -288,6 +295,10 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         ),
         steps: warren_steps,
     }];
+    if opts.via_oci {
+        let rootfs = template::root_of(&ctx.layout, &tname);
+        systems[0] = oci::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress);
+    }
     for other in &opts.compare {
         let sys = match other.as_str() {
             "crun" => {

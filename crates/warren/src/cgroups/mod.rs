@@ -81,7 +81,26 @@ pub trait CgroupDriver {
     fn parents(&self) -> Vec<(String, PathBuf)>;
     /// Create the cgroups of `zone` and apply `limits`. An existing, empty cgroup of the
     /// same name (left by a crash) is reused.
-    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError>;
+    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
+        self.create_with(zone, limits, &CreateOptions::default())
+    }
+    /// [`CgroupDriver::create`] with more controllers or another device list (the OCI
+    /// runtime: freezer for pause/resume, the config's `linux.resources.devices`).
+    fn create_with(
+        &self,
+        zone: &str,
+        limits: &Limits,
+        options: &CreateOptions,
+    ) -> Result<CgroupSet, CgroupError>;
+}
+
+/// What [`CgroupDriver::create_with`] adds to a zone's defaults.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// v1 hierarchies joined on top of the defaults where mounted (e.g. "freezer").
+    pub extra: Vec<String>,
+    /// v1 `devices.deny` / `devices.allow` writes replacing warren's own list.
+    pub devices: Option<Vec<(&'static str, String)>>,
 }
 
 /// A zone's cgroups: one directory per v1 hierarchy, or one v2 directory.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{
     cpu_quota_us, io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet,
-    CgroupVersion, CPU_PERIOD_US,
+    CgroupVersion, CreateOptions, CPU_PERIOD_US,
 };
 use crate::config::Limits;
 
@@ -103,7 +103,12 @@ impl CgroupDriver for V1Driver {
             .collect()
     }
 
-    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
+    fn create_with(
+        &self,
+        zone: &str,
+        limits: &Limits,
+        options: &CreateOptions,
+    ) -> Result<CgroupSet, CgroupError> {
         for c in ["memory", "pids"] {
             if !self.has(c) {
                 return Err(CgroupError::MissingController {
@@ -135,6 +140,7 @@ impl CgroupDriver for V1Driver {
             for (ctrls, own) in &self.hierarchies {
                 let is_cpuset = ctrls.iter().any(|c| c == "cpuset");
                 let wanted = ctrls.iter().any(|c| ALWAYS.contains(&c.as_str()))
+                    || ctrls.iter().any(|c| options.extra.contains(c))
                     || (is_cpuset && limits.cpuset.is_some())
                     || (need_cpu && ctrls.iter().any(|c| c == "cpu"));
                 if !wanted {
@@ -164,7 +170,8 @@ impl CgroupDriver for V1Driver {
                 .iter()
                 .find(|(c, _)| c.split(',').any(|x| x == "devices"))
             {
-                for (file, value) in device_writes() {
+                let list = options.devices.clone().unwrap_or_else(device_writes);
+                for (file, value) in list {
                     write_file(dir, file, &value)?;
                 }
             }

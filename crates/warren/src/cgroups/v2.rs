@@ -87,7 +87,12 @@ impl CgroupDriver for V2Driver {
         vec![(self.delegated().join(","), self.own.join(&self.group))]
     }
 
-    fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
+    fn create_with(
+        &self,
+        zone: &str,
+        limits: &Limits,
+        _options: &super::CreateOptions,
+    ) -> Result<CgroupSet, CgroupError> {
         let delegated = self.delegated();
         let missing: Vec<&str> = needed(limits)
             .into_iter()

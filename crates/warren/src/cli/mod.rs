@@ -91,6 +91,10 @@ pub struct Cli {
     /// Print JSON (the API objects) instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The OCI runtime's state root (`warren oci --root`): `list` and `stat` show its
+    /// containers beside the zones, kind `oci`.
+    #[arg(long, global = true, env = "WARREN_OCI_ROOT", default_value = crate::oci::DEFAULT_ROOT, value_name = "DIR")]
+    pub oci_root: PathBuf,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -258,6 +262,7 @@ pub enum BenchCmd {
   warren bench density --zones 1,10,100
   warren bench density --zones 1,10,100,500 --compare crun --out /tmp/bench
   warren bench density --zones 1,3 --idle 1 --template busybox --json
+  warren bench density --zones 1,10 --via oci --compare crun
 
 Zones, crun containers and the bench's templates are removed after each step, also on
 failure. --compare installs nothing: a missing system is reported as not installed,
@@ -282,6 +287,11 @@ with the command that installs it.")]
         /// Run the same steps with other systems too (comma-separated: crun, lxc).
         #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc"])]
         compare: Vec<String>,
+        /// How warren's own steps start zones: native (clone + boot) or oci (`warren
+        /// oci create` + `start` on a bundle of the busybox template, as containerd
+        /// and podman do; implies --template busybox).
+        #[arg(long, default_value = "native", value_parser = ["native", "oci"])]
+        via: String,
     },
 }
 
@@ -547,7 +557,7 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(())
         })?,
         Command::List { verbose } => {
-            let infos = zone::list(&ctx)?;
+            let infos = zone::list_with_oci(&ctx, &cli.oci_root)?;
             if json {
                 output::json(&infos);
             } else {
@@ -579,7 +589,12 @@ fn run(cli: Cli) -> Result<i32> {
         } => stat::stat(
             &ctx,
             json,
-            crate::stat::Options { zones, sort, pss },
+            crate::stat::Options {
+                zones,
+                sort,
+                pss,
+                oci_root: Some(cli.oci_root.clone()),
+            },
             interval,
             count,
         )?,
@@ -620,8 +635,15 @@ fn run(cli: Cli) -> Result<i32> {
             out,
             idle,
             compare,
+            via,
         }) => {
             let steps = bench::parse_steps(&zones)?;
+            let via_oci = via == "oci";
+            if via_oci && net == "bridge" {
+                return Err(Error::Invalid(
+                    "--via oci --net bridge: the OCI containers get the network namespace of 'warren oci spec' (loopback only); drop --net bridge".into(),
+                ));
+            }
             if !(idle > 0.0 && idle <= 3600.0) {
                 return Err(Error::Invalid(format!(
                     "--idle {idle}: give seconds between 0 and 3600, e.g. --idle 1"
@@ -629,7 +651,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let opts = bench::Options {
                 steps,
-                template: if template == "busybox" {
+                template: if template == "busybox" || via_oci {
                     bench::TemplateKind::Busybox
                 } else {
                     bench::TemplateKind::Host
@@ -637,6 +659,7 @@ fn run(cli: Cli) -> Result<i32> {
                 bridge: net == "bridge",
                 idle: Duration::from_secs_f64(idle),
                 compare,
+                via_oci,
             };
             let dir = out.unwrap_or_else(|| bench::default_out(&ctx));
             let mut bars = output::Bars::new(json);

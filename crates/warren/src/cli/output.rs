@@ -107,15 +107,17 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     let rows: Vec<Vec<String>> = infos
         .iter()
         .map(|i| {
-            let state = match (&i.state, &i.error) {
-                (Some(s), _) => {
+            let state = match (&i.state, &i.error, &i.oci) {
+                // An OCI container: its runtime-spec status, as `warren oci list` says.
+                (_, _, Some(o)) => o.status.to_string(),
+                (Some(s), _, _) => {
                     let mut st = s.to_string();
                     if let Some(ev) = &i.evicted {
                         st.push_str(&format!(" (evicted: {ev})"));
                     }
                     st
                 }
-                (None, Some(_)) => "unreadable".into(),
+                (None, Some(_), _) => "unreadable".into(),
                 _ => dash(),
             };
             let mut row = vec![
@@ -123,6 +125,7 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
                 state,
                 i.template.clone().unwrap_or_else(dash),
                 i.backend.map(|b| b.to_string()).unwrap_or_else(dash),
+                i.kind.to_string(),
             ];
             if verbose {
                 row.push(i.init_pid.map(|p| p.to_string()).unwrap_or_else(dash));
@@ -142,13 +145,13 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     if verbose {
         table(
             &[
-                "NAME", "STATE", "TEMPLATE", "BACKEND", "PID", "UPTIME", "NET", "ADDRESS",
+                "NAME", "STATE", "TEMPLATE", "BACKEND", "KIND", "PID", "UPTIME", "NET", "ADDRESS",
                 "LIMITS", "ROOT",
             ],
             &rows,
         );
     } else {
-        table(&["NAME", "STATE", "TEMPLATE", "BACKEND"], &rows);
+        table(&["NAME", "STATE", "TEMPLATE", "BACKEND", "KIND"], &rows);
     }
 }
 

@@ -12,18 +12,20 @@ use super::{
     SCHEMA_VERSION,
 };
 use crate::cgroups::CgroupSet;
-use crate::config::ZoneConfig;
+use crate::config::Limits;
 use crate::error::Result;
 use crate::fsutil::disk_usage;
 use crate::state::ZoneState;
-use crate::zone::{self, Context};
+use crate::zone::{self, Context, Kind};
 use crate::{stats, storage};
 
 /// A zone as `stat` needs it: loaded files plus its state now.
 pub(crate) struct Target {
     pub name: String,
+    pub kind: Kind,
     pub state: ZoneState,
-    pub config: ZoneConfig,
+    /// The zone config's limits (none for an OCI container).
+    pub limits: Limits,
     /// The zone's cgroups while booted.
     pub cgroups: Option<CgroupSet>,
     pub booted_at_ms: Option<u64>,
@@ -50,6 +52,7 @@ fn target(ctx: &Context, name: &str) -> Result<Target> {
     let rt = z.runtime.filter(|_| state >= ZoneState::Ready);
     Ok(Target {
         name: z.name,
+        kind: Kind::Zone,
         state,
         cgroups: rt.as_ref().map(|r| r.cgroups.clone()),
         booted_at_ms: rt.as_ref().map(|r| r.booted_at_ms),
@@ -57,7 +60,7 @@ fn target(ctx: &Context, name: &str) -> Result<Target> {
             .lifecycle
             .backend
             .map(|b| storage::backend(b).private_dir(&z.dir)),
-        config: z.config,
+        limits: z.config.limits,
     })
 }
 
@@ -72,6 +75,49 @@ pub(crate) fn targets(ctx: &Context, names: &[String]) -> Result<Vec<Target>> {
         .filter_map(|n| target(ctx, n).ok())
         .filter(|t| t.state >= ZoneState::Ready)
         .collect())
+}
+
+/// An OCI container as a target: its cgroups while its init lives, no disk figure
+/// (its root belongs to whoever made the bundle) and no zone config.
+fn oci_target(s: crate::oci::view::Seen) -> Target {
+    let state = crate::oci::view::zone_state(s.status);
+    let live = state >= ZoneState::Ready;
+    Target {
+        name: s.record.id,
+        kind: Kind::Oci,
+        state,
+        limits: Limits::default(),
+        cgroups: s.record.cgroups.filter(|_| live),
+        booted_at_ms: s.uptime_s.map(|u| now_ms().saturating_sub(u * 1000)),
+        private_dir: None,
+    }
+}
+
+/// [`targets`], then the OCI containers of `opts.oci_root`: every live one, or those
+/// named that are not zones.
+fn targets_with_oci(ctx: &Context, opts: &Options) -> Result<Vec<Target>> {
+    let Some(root) = &opts.oci_root else {
+        return targets(ctx, &opts.zones);
+    };
+    let mut oci: Vec<Target> = crate::oci::view::all(root, &ctx.host.proc)
+        .into_iter()
+        .map(oci_target)
+        .collect();
+    if opts.zones.is_empty() {
+        let mut all = targets(ctx, &[])?;
+        all.extend(oci.into_iter().filter(|t| t.state >= ZoneState::Ready));
+        return Ok(all);
+    }
+    opts.zones
+        .iter()
+        .map(|n| match target(ctx, n) {
+            Err(e) => match oci.iter().position(|t| &t.name == n) {
+                Some(i) => Ok(oci.swap_remove(i)),
+                None => Err(e),
+            },
+            ok => ok,
+        })
+        .collect()
 }
 
 /// CPU counters at one instant.
@@ -113,7 +159,7 @@ impl Sampler {
     /// One report with CPU % over `window`; every other file is read while the window
     /// runs, so the report takes about `window` (plus the reading, if that is longer).
     pub fn snapshot(&mut self, ctx: &Context, window: Duration) -> Result<StatReport> {
-        let targets = targets(ctx, &self.opts.zones)?;
+        let targets = targets_with_oci(ctx, &self.opts)?;
         let a = cpu_sample(ctx, &targets);
         let rows: Vec<ZoneStat> = targets.iter().map(|t| self.row(ctx, t)).collect();
         let host_mem = stats::meminfo(&ctx.host.proc);
@@ -127,10 +173,10 @@ impl Sampler {
     pub fn tick(&mut self, ctx: &Context, interval: Duration) -> Result<StatReport> {
         let a = match self.prev.take() {
             Some(a) => a,
-            None => cpu_sample(ctx, &targets(ctx, &self.opts.zones)?),
+            None => cpu_sample(ctx, &targets_with_oci(ctx, &self.opts)?),
         };
         std::thread::sleep(interval.saturating_sub(a.at.elapsed()));
-        let targets = targets(ctx, &self.opts.zones)?;
+        let targets = targets_with_oci(ctx, &self.opts)?;
         let b = cpu_sample(ctx, &targets);
         let rows: Vec<ZoneStat> = targets.iter().map(|t| self.row(ctx, t)).collect();
         let host_mem = stats::meminfo(&ctx.host.proc);
@@ -171,6 +217,7 @@ impl Sampler {
         });
         ZoneStat {
             name: t.name.clone(),
+            kind: t.kind,
             state: t.state,
             uptime_s: t.booted_at_ms.map(|b| now_ms().saturating_sub(b) / 1000),
             cpu_pct: None,
@@ -180,8 +227,8 @@ impl Sampler {
             processes,
             tasks,
             pids_max,
-            max_processes: t.config.limits.max_processes,
-            max_threads: t.config.limits.max_threads,
+            max_processes: t.limits.max_processes,
+            max_threads: t.limits.max_threads,
             memory_pressure,
             disk_bytes: t.private_dir.as_ref().and_then(|d| self.disk_bytes(d)),
         }

@@ -103,6 +103,8 @@ pub struct Options {
     pub sort: SortKey,
     /// Read smaps_rollup of every zone process (slow).
     pub pss: bool,
+    /// Also show the live containers under this OCI state root (kind `oci`).
+    pub oci_root: Option<std::path::PathBuf>,
 }
 
 /// One `warren stat` report: the API object of `--json`.
@@ -159,6 +161,9 @@ pub struct ScopedPressure {
 #[derive(Debug, Clone, Serialize)]
 pub struct ZoneStat {
     pub name: String,
+    /// `zone`, or `oci` for a container of the OCI runtime (its state is the zone
+    /// state its status corresponds to, [`crate::oci::view::zone_state`]).
+    pub kind: crate::zone::Kind,
     pub state: ZoneState,
     pub uptime_s: Option<u64>,
     /// CPU over the window, in percent of one CPU.
@@ -211,6 +216,7 @@ mod tests {
     fn zone(name: &str, cpu: Option<f64>, mem: Option<u64>, procs: Option<u64>) -> ZoneStat {
         ZoneStat {
             name: name.into(),
+            kind: crate::zone::Kind::Zone,
             state: ZoneState::Running,
             uptime_s: None,
             cpu_pct: cpu,

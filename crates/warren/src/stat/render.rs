@@ -118,8 +118,12 @@ pub fn stat(r: &StatReport) -> String {
         .iter()
         .map(|z| {
             let m = &z.memory;
+            let name = match z.kind {
+                crate::zone::Kind::Zone => z.name.clone(),
+                crate::zone::Kind::Oci => format!("{} [oci]", z.name),
+            };
             let mut row = vec![
-                z.name.clone(),
+                name,
                 z.state.to_string(),
                 z.uptime_s.map(uptime).unwrap_or_else(|| "-".into()),
                 opt_pct(z.cpu_pct),

@@ -214,10 +214,31 @@ pub fn zones_using_template(layout: &Layout, template: &str) -> Result<Vec<Strin
     Ok(users)
 }
 
+/// What a row of `warren list` / `warren stat` is: a zone of this state root, or a
+/// container of the OCI runtime's state root (`--oci-root`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Zone,
+    Oci,
+}
+
+impl std::fmt::Display for Kind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Kind::Zone => "zone",
+            Kind::Oci => "oci",
+        })
+    }
+}
+
 /// One row of `warren list`; its JSON form is the API object.
 #[derive(Debug, Clone, Serialize)]
 pub struct ZoneInfo {
     pub name: String,
+    pub kind: Kind,
+    /// For an OCI container: the zone state its status corresponds to
+    /// ([`crate::oci::view::zone_state`]); `oci.status` is the exact one.
     pub state: Option<ZoneState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
@@ -241,6 +262,9 @@ pub struct ZoneInfo {
     /// Why the zone could not be read, if it could not.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// Kind `oci`: the runtime-spec status, bundle and creation time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oci: Option<crate::oci::view::OciInfo>,
 }
 
 fn now_ms() -> u64 {
@@ -255,6 +279,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
     match load(ctx, name) {
         Err(e) => ZoneInfo {
             name: name.into(),
+            kind: Kind::Zone,
             state: None,
             template: None,
             backend: None,
@@ -266,6 +291,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             config: None,
             root: None,
             error: Some(e.to_string()),
+            oci: None,
         },
         Ok(z) => {
             let mut st = z.state(ctx);
@@ -278,6 +304,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             let rt = z.runtime.as_ref().filter(|_| up);
             ZoneInfo {
                 name: z.name.clone(),
+                kind: Kind::Zone,
                 state: Some(st),
                 template: Some(z.config.template.clone()),
                 backend: z.lifecycle.backend,
@@ -292,6 +319,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                     .map(|b| crate::storage::backend(b).private_dir(&z.dir)),
                 config: Some(z.config),
                 error: None,
+                oci: None,
             }
         }
     }
@@ -311,4 +339,40 @@ pub fn list(ctx: &Context) -> Result<Vec<ZoneInfo>> {
         .iter()
         .map(|n| info(ctx, n))
         .collect())
+}
+
+/// `warren list`: all zones, then the containers under the OCI state root
+/// `oci_root` (kind `oci`).
+pub fn list_with_oci(ctx: &Context, oci_root: &Path) -> Result<Vec<ZoneInfo>> {
+    let mut out = list(ctx)?;
+    out.extend(
+        crate::oci::view::all(oci_root, &ctx.host.proc)
+            .into_iter()
+            .map(oci_info),
+    );
+    Ok(out)
+}
+
+fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
+    let live = s.uptime_s.is_some();
+    ZoneInfo {
+        name: s.record.id,
+        kind: Kind::Oci,
+        state: Some(crate::oci::view::zone_state(s.status)),
+        template: None,
+        backend: None,
+        net: None,
+        address: None,
+        init_pid: s.record.pid.filter(|_| live),
+        uptime_s: s.uptime_s,
+        evicted: None,
+        config: None,
+        root: Some(s.record.rootfs),
+        error: None,
+        oci: Some(crate::oci::view::OciInfo {
+            status: s.status,
+            bundle: s.record.bundle,
+            created: s.record.created,
+        }),
+    }
 }

@@ -98,7 +98,10 @@ impl Env {
 
     pub fn cmd(&self) -> Command {
         let mut c = Command::new(WARREN);
+        // A private OCI state root: `list` and `stat` also show the containers of
+        // the default one (/run/warren-oci), which tests running beside this one use.
         c.env("WARREN_ROOT", self.root())
+            .env("WARREN_OCI_ROOT", self.root().join("oci"))
             .env_remove("WARREN_CGROUP")
             .env_remove("WARREN_STORAGE");
         c
@@ -212,7 +215,7 @@ impl Env {
 }
 
 /// Kill whatever is left in a cgroup tree and remove it (guard cleanup only).
-fn force_remove_cgroup(dir: &Path) {
+pub fn force_remove_cgroup(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_type().map(|t| t.is_dir()).unwrap_or(false) {

@@ -1,0 +1,361 @@
+//! Where an OCI container's cgroups go and what goes into them.
+//!
+//! Sandbox rule, as for zones: cgroups are made only beneath the cgroup the runtime
+//! process itself is in, in a group `warren-oci`. `linux.cgroupsPath` therefore does
+//! not name an absolute cgroup; it names the *leaf*: the part of it that does not
+//! share a prefix with the runtime's own cgroup, with `/` turned into `-`
+//! ([`leaf_name`]). The systemd form `slice:prefix:name` (`--systemd-cgroup`) becomes
+//! `prefix-name.scope` the same way: warren never asks systemd for a unit.
+//! The resulting [`CgroupSet`] is recorded with the container, so later commands
+//! (run from other cgroups) find it.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxResources};
+
+use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions};
+use crate::config::{CpuSet, Limits};
+use crate::error::{Error, IoContext, Result};
+
+/// The group all OCI containers' cgroups live in, beneath the runtime's own cgroup.
+pub const GROUP: &str = "warren-oci";
+
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// The leaf cgroup name for `cgroups_path` when the runtime's own cgroup is `own`.
+pub fn leaf_name(cgroups_path: Option<&str>, own: &str, id: &str, systemd: bool) -> String {
+    let Some(path) = cgroups_path.filter(|p| !p.trim_matches('/').is_empty()) else {
+        return clean(id);
+    };
+    if systemd || (path.contains(':') && !path.contains('/')) {
+        let parts: Vec<&str> = path.split(':').collect();
+        if let [_slice, prefix, name] = parts.as_slice() {
+            let name = if prefix.is_empty() {
+                name.to_string()
+            } else {
+                format!("{prefix}-{name}")
+            };
+            return clean(&format!("{name}.scope"));
+        }
+    }
+    let own: Vec<&str> = own.split('/').filter(|s| !s.is_empty()).collect();
+    let mine: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let common = own.iter().zip(&mine).take_while(|(a, b)| a == b).count();
+    let rest = &mine[common..];
+    if rest.is_empty() {
+        clean(id)
+    } else {
+        clean(&rest.join("-"))
+    }
+}
+
+/// The runtime's own cgroup path (the memory hierarchy's on v1, else the v2 one).
+pub fn own_path(proc_root: &Path) -> String {
+    let text = std::fs::read_to_string(proc_root.join("self/cgroup")).unwrap_or_default();
+    let lines = cgroups::parse_proc_cgroup(&text);
+    lines
+        .iter()
+        .find(|(c, _)| c.iter().any(|x| x == "memory"))
+        .or_else(|| lines.iter().find(|(c, _)| c.is_empty()))
+        .map(|(_, p)| p.clone())
+        .unwrap_or_else(|| "/".into())
+}
+
+/// Limits from `linux.resources` (pure). Swap in OCI is memory+swap; warren's
+/// `memory_swap` is the swap on top. `memsw` says whether the host accounts swap.
+pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), String> {
+    let mut l = Limits::default();
+    let mut notes = Vec::new();
+    if let Some(m) = r.memory() {
+        if let Some(limit) = m.limit().filter(|v| *v > 0) {
+            l.memory_max = Some(limit as u64);
+            match m.swap() {
+                Some(swap) if swap > 0 && swap >= limit => {
+                    if memsw {
+                        l.memory_swap = Some((swap - limit) as u64);
+                    } else {
+                        notes.push("linux.resources.memory.swap ignored: this kernel does not account swap per cgroup (boot with swapaccount=1)".into());
+                    }
+                }
+                Some(swap) if swap > 0 => {
+                    return Err(format!(
+                        "linux.resources.memory.swap {swap} is below memory.limit {limit}; it is memory+swap and must be at least the limit (or -1)"
+                    ))
+                }
+                _ => {}
+            }
+        }
+        if let Some(res) = m.reservation().filter(|v| *v > 0) {
+            l.memory_request = Some(res as u64);
+        }
+    }
+    if let Some(p) = r.pids() {
+        if let Some(n) = Some(p.limit()).filter(|n| *n > 0) {
+            l.max_processes = Some(n as u64);
+        }
+    }
+    if let Some(c) = r.cpu() {
+        if let Some(s) = c.shares().filter(|s| *s > 0) {
+            l.cpu_shares = Some(s);
+        }
+        if let Some(q) = c.quota().filter(|q| *q > 0) {
+            let period = c.period().filter(|p| *p > 0).unwrap_or(100_000);
+            l.cpu_max = Some(q as f64 / period as f64);
+        }
+        if let Some(cpus) = c.cpus().as_deref().filter(|s| !s.is_empty()) {
+            let list = crate::config::parse_cpu_list(cpus).ok_or_else(|| {
+                format!("linux.resources.cpu.cpus {cpus:?}: expected a CPU list such as \"0-1\"")
+            })?;
+            l.cpuset = Some(CpuSet(list));
+        }
+    }
+    Ok((l, notes))
+}
+
+/// v1 `devices` cgroup writes from `linux.resources.devices`, in order, then what
+/// every container gets as runc grants it: mknod of any node (the mknod still needs
+/// CAP_MKNOD) and use of the runtime-spec's default devices and the ptys (pure).
+pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)> {
+    let defaults = ["c *:* m", "b *:* m"]
+        .into_iter()
+        .chain(crate::isolation::DEVICES_ALLOWED)
+        .map(|l| ("devices.allow", l.to_string()));
+    // No rules at all: deny what the defaults do not allow, as runc does.
+    let deny_all = rules.is_empty().then(|| ("devices.deny", "a".to_string()));
+    deny_all
+        .into_iter()
+        .chain(rules.iter().map(|d| {
+            let kind = match d.typ() {
+                Some(LinuxDeviceType::C) | Some(LinuxDeviceType::U) => "c",
+                Some(LinuxDeviceType::B) => "b",
+                Some(LinuxDeviceType::P) => "p",
+                Some(LinuxDeviceType::A) | None => "a",
+            };
+            let num = |n: Option<i64>| n.map_or("*".to_string(), |n| n.to_string());
+            let access = d.access().clone().unwrap_or_else(|| "rwm".into());
+            let line = if kind == "a" {
+                "a".to_string()
+            } else {
+                format!("{kind} {}:{} {access}", num(d.major()), num(d.minor()))
+            };
+            (
+                if d.allow() {
+                    "devices.allow"
+                } else {
+                    "devices.deny"
+                },
+                line,
+            )
+        }))
+        .chain(defaults)
+        .collect()
+}
+
+/// Create the container's cgroups beneath the runtime's own.
+pub fn create(
+    leaf: &str,
+    limits: &Limits,
+    devices: Option<Vec<(&'static str, String)>>,
+    proc_root: &Path,
+) -> Result<CgroupSet> {
+    let (driver, _) = cgroups::discover(proc_root, GROUP)?;
+    let options = CreateOptions {
+        extra: vec!["freezer".into()],
+        devices,
+    };
+    Ok(driver.create_with(leaf, limits, &options)?)
+}
+
+/// Whether the host accounts swap per cgroup (v1 memsw files, or v2).
+pub fn host_has_memsw() -> bool {
+    Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists()
+        || Path::new("/sys/fs/cgroup/memory.swap.max").exists()
+        || !Path::new("/sys/fs/cgroup/memory").exists()
+}
+
+/// The directory and file that freeze the set.
+fn freezer(
+    set: &CgroupSet,
+) -> Option<(std::path::PathBuf, &'static str, &'static str, &'static str)> {
+    match set.version {
+        CgroupVersion::V1 => set
+            .dirs
+            .iter()
+            .find(|(c, _)| c.split(',').any(|x| x == "freezer"))
+            .map(|(_, d)| (d.clone(), "freezer.state", "FROZEN", "THAWED")),
+        CgroupVersion::V2 => set
+            .dirs
+            .first()
+            .map(|(_, d)| (d.clone(), "cgroup.freeze", "1", "0")),
+    }
+}
+
+pub fn is_frozen(set: &CgroupSet) -> bool {
+    freezer(set).is_some_and(|(d, f, frozen, _)| {
+        std::fs::read_to_string(d.join(f)).is_ok_and(|s| s.trim() == frozen)
+    })
+}
+
+/// Freeze (`true`) or thaw the container's processes and wait until the kernel did.
+pub fn freeze(id: &str, set: &CgroupSet, on: bool) -> Result<()> {
+    let (dir, file, frozen, thawed) = freezer(set).ok_or_else(|| {
+        Error::Unsupported(format!(
+            "container '{id}': it has no freezer cgroup (mount the v1 freezer hierarchy to pause containers)"
+        ))
+    })?;
+    let want = if on { frozen } else { thawed };
+    let path = dir.join(file);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        std::fs::write(&path, want)
+            .ctx(|| format!("container '{id}': writing {want} to {}", path.display()))?;
+        let now = std::fs::read_to_string(&path).unwrap_or_default();
+        if now.trim() == want {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(Error::Refused(format!(
+                "container '{id}': {} stays {:?} instead of {want}; a process may be stuck in the kernel",
+                path.display(),
+                now.trim()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Apply new limits to an existing set (`update --resources`).
+pub fn apply(id: &str, set: &CgroupSet, limits: &Limits) -> Result<()> {
+    let write = |ctrl: &str, file: &str, value: &str| -> Result<()> {
+        let dir = set
+            .dirs
+            .iter()
+            .find(|(c, _)| set.version == CgroupVersion::V2 || c.split(',').any(|x| x == ctrl))
+            .map(|(_, d)| d)
+            .ok_or_else(|| {
+                Error::Unsupported(format!(
+                    "container '{id}': it has no {ctrl} cgroup; create it with a {ctrl} limit to update that limit"
+                ))
+            })?;
+        let path = dir.join(file);
+        std::fs::write(&path, value)
+            .ctx(|| format!("container '{id}': writing {value} to {}", path.display()))
+    };
+    match set.version {
+        CgroupVersion::V1 => {
+            let memsw = set.dirs.iter().any(|(c, d)| {
+                c.contains("memory") && d.join("memory.memsw.limit_in_bytes").exists()
+            });
+            // Raising memory+swap must come before raising memory, lowering after;
+            // writing memsw first when it grows keeps memsw >= memory throughout.
+            let w = crate::cgroups::v1::writes(limits, memsw)?;
+            let (sw, rest): (Vec<_>, Vec<_>) =
+                w.into_iter().partition(|(_, f, _)| f.contains("memsw"));
+            for (c, f, v) in sw.iter() {
+                let _ = write(c, f, v);
+            }
+            for (c, f, v) in &rest {
+                write(c, f, v)?;
+            }
+            for (c, f, v) in &sw {
+                write(c, f, v)?;
+            }
+        }
+        CgroupVersion::V2 => {
+            for (f, v) in crate::cgroups::v2::writes(limits) {
+                write("", f, &v)?;
+            }
+        }
+    }
+    if let Some(cs) = &limits.cpuset {
+        write("cpuset", "cpuset.cpus", &cs.to_string())?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cgroups_path_becomes_a_leaf_beneath_our_own() {
+        // podman: conmon runs in <parent>/conmon, the container path is <parent>/libpod-<id>.
+        assert_eq!(
+            leaf_name(Some("/t/sub/libpod-abc"), "/t/sub/conmon", "abc", false),
+            "libpod-abc"
+        );
+        // containerd: /<namespace>/<id>.
+        assert_eq!(
+            leaf_name(Some("/default/c1"), "/", "c1", false),
+            "default-c1"
+        );
+        assert_eq!(leaf_name(None, "/", "c1", false), "c1");
+        assert_eq!(leaf_name(Some("/"), "/x", "c1", false), "c1");
+        assert_eq!(
+            leaf_name(Some("machine.slice:libpod:abc"), "/", "abc", true),
+            "libpod-abc.scope"
+        );
+        assert_eq!(leaf_name(Some("/a b/c"), "/", "c", false), "a-b-c");
+    }
+
+    #[test]
+    fn resources_become_limits() {
+        let r: LinuxResources = serde_json::from_str(
+            r#"{"memory":{"limit":67108864,"swap":134217728,"reservation":1048576},
+                "pids":{"limit":20},"cpu":{"shares":512,"quota":50000,"period":100000,"cpus":"0"}}"#,
+        )
+        .unwrap();
+        let (l, notes) = limits(&r, true).unwrap();
+        assert_eq!(l.memory_max, Some(64 << 20));
+        assert_eq!(l.memory_swap, Some(64 << 20));
+        assert_eq!(l.memory_request, Some(1 << 20));
+        assert_eq!(l.max_processes, Some(20));
+        assert_eq!(l.cpu_shares, Some(512));
+        assert_eq!(l.cpu_max, Some(0.5));
+        assert_eq!(l.cpuset, Some(CpuSet(vec![0])));
+        assert!(notes.is_empty());
+        let (l, notes) = limits(&r, false).unwrap();
+        assert_eq!(l.memory_swap, None);
+        assert!(notes[0].contains("swapaccount=1"), "{notes:?}");
+        let bad: LinuxResources =
+            serde_json::from_str(r#"{"memory":{"limit":100,"swap":50}}"#).unwrap();
+        assert!(limits(&bad, true).unwrap_err().contains("memory.swap"));
+        let unlimited: LinuxResources =
+            serde_json::from_str(r#"{"memory":{"limit":100,"swap":-1},"pids":{"limit":0}}"#)
+                .unwrap();
+        let (l, _) = limits(&unlimited, true).unwrap();
+        assert_eq!((l.memory_swap, l.max_processes), (None, None));
+    }
+
+    #[test]
+    fn device_rules_become_v1_lines() {
+        let rules: Vec<LinuxDeviceCgroup> = serde_json::from_str(
+            r#"[{"allow":false,"access":"rwm"},
+                {"allow":true,"type":"c","major":1,"minor":3,"access":"rwm"},
+                {"allow":true,"type":"c","major":136,"access":"rwm"}]"#,
+        )
+        .unwrap();
+        let w = device_writes(&rules);
+        assert_eq!(
+            w[..4],
+            [
+                ("devices.deny", "a".to_string()),
+                ("devices.allow", "c 1:3 rwm".to_string()),
+                ("devices.allow", "c 136:* rwm".to_string()),
+                ("devices.allow", "c *:* m".to_string()),
+            ]
+        );
+        assert!(w.contains(&("devices.allow", "c 5:1 rwm".to_string())));
+    }
+}
