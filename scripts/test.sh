@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as root, on a fresh Debian 12 machine: installs what the tests
 # need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
-# test and crun for 'warren bench density --compare crun', with apt-get; cargo-fuzz with cargo install), runs every unit and integration
+# test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
+# 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
+# with apt-get, without recommends; cargo-fuzz with cargo install), runs every unit and integration
 # test, then a bounded fuzzing run (about a minute) of the parsers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,10 +18,12 @@ need=()
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
+command -v lxc-start >/dev/null 2>&1 || need+=(lxc)
+ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
 if [ ${#need[@]} -gt 0 ]; then
     echo "scripts/test.sh: installing ${need[*]} (apt-get)"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"

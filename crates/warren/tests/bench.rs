@@ -209,3 +209,240 @@ fn compare_crun_or_say_how_to_install_it() {
     assert!(md.contains("| crun |"), "{md}");
     check_svg(&out.join("latency.svg"));
 }
+
+fn results(out: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+/// Nothing of the run is left: no zone, no template, no scratch dir, no cgroup.
+fn nothing_left(env: &Env) {
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
+    let left: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".bench"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        std::fs::read_dir(env.root().join("templates"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+}
+
+/// The study's table and the step figures of a scale run.
+fn check_scale_step(s: &serde_json::Value, n: u64, cap_mib: f64) {
+    assert_eq!(s["zones"], n, "{s}");
+    let per: Vec<f64> = s["per_zone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(per.len() as u64, n, "{s}");
+    assert!(per.iter().all(|v| *v > 0.0), "every zone did work: {s}");
+    let total = s["throughput"].as_f64().unwrap();
+    assert!((total - per.iter().sum::<f64>()).abs() < 1e-6, "{s}");
+    assert!(s["latency_avg_ms"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["failed_zones"], serde_json::json!([]), "{s}");
+    assert_eq!(s["memory_total_mib"].as_f64().unwrap(), cap_mib * n as f64);
+    // Memory per zone: above zero, below the zone's cap.
+    let mem = s["zones_memory_peak_mib"].as_f64().unwrap() / n as f64;
+    assert!(
+        mem > 0.0 && mem <= cap_mib,
+        "memory per zone {mem} MiB: {s}"
+    );
+    assert!(s["boot_ms"]["median"].as_f64().unwrap() > 0.0);
+    assert!(s["zones_cpu_pct"].as_f64().unwrap() > 0.0, "{s}");
+}
+
+fn check_scale_report(out: &std::path::Path, steps: usize) {
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains(
+            "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % |"
+        ),
+        "{md}"
+    );
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |") || l.starts_with("| 3 |"));
+    assert_eq!(rows.count(), steps, "{md}");
+    check_svg(&out.join("throughput.svg"));
+    check_svg(&out.join("latency.svg"));
+}
+
+/// PostgreSQL and pgbench inside each zone (the test command installs postgresql).
+#[test]
+fn scale_pgbench_runs_postgres_in_each_zone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "1,3",
+        "--duration",
+        "5",
+        "--memory-per-zone",
+        "256M",
+        "--pgbench-scale",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(
+        (&r["workload"], &r["status"]),
+        (&"pgbench".into(), &"ok".into()),
+        "{r}"
+    );
+    let steps = r["results"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (s, n) in steps.iter().zip([1, 3]) {
+        check_scale_step(s, n, 256.0);
+        let tps = s["throughput"].as_f64().unwrap();
+        assert!((s["tpm"].as_f64().unwrap() - tps * 60.0).abs() < 1e-6);
+        assert!(s["budget_mib"].is_null());
+    }
+    assert!((steps[0]["scaling_efficiency"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    check_scale_report(&out, 2);
+    nothing_left(&env);
+}
+
+/// `--oversubscribe 25 --agent`: the budget is 1/1.25 of the caps, swap is there for
+/// the step and gone after it, and vm.swappiness is as before.
+#[test]
+fn scale_pgbench_oversubscribed_with_swap_and_agent() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "2",
+        "--duration",
+        "5",
+        "--memory-per-zone",
+        "256M",
+        "--pgbench-scale",
+        "1",
+        "--oversubscribe",
+        "25",
+        "--agent",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["oversubscribe_pct"], 25.0);
+    assert_eq!(r["agent"], true);
+    let s = &r["results"][0];
+    assert!(
+        (s["budget_mib"].as_f64().unwrap() - 512.0 / 1.25).abs() < 0.01,
+        "{s}"
+    );
+    assert!(
+        (s["oversubscription_pct"].as_f64().unwrap() - 25.0).abs() < 0.01,
+        "{s}"
+    );
+    assert!(s["swap_total_mib"].as_f64().unwrap() > 0.0, "{s}");
+    if s["evictions"] == 0 {
+        check_scale_step(s, 2, 256.0);
+    } else {
+        assert!(s["throughput"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    check_scale_report(&out, 1);
+    // warren's swap of this root is off and gone; swappiness restored.
+    assert!(!env.root().join("swap/state.json").exists());
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(!swaps.contains(env.root().to_str().unwrap()), "{swaps}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness
+    );
+    nothing_left(&env);
+}
+
+/// busybox httpd in each bridged zone, loaded from the host over the test's own bridge.
+#[test]
+fn scale_http_loads_each_zone_over_the_bridge() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::require_busybox();
+    let env = Env::new();
+    let bridge = format!("wt{:x}h", std::process::id());
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "http",
+        "--zones",
+        "1,3",
+        "--duration",
+        "3",
+        "--bridge",
+        &bridge,
+        "--subnet",
+        "10.250.8.0/24",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(
+        r["status"], "ok",
+        "bridge networking works on this machine: {r}"
+    );
+    let steps = r["results"].as_array().unwrap();
+    for (s, n) in steps.iter().zip([1, 3]) {
+        check_scale_step(s, n, 512.0);
+        assert!(
+            s["latency_p99_ms"].as_f64().unwrap() >= s["latency_avg_ms"].as_f64().unwrap() * 0.5
+        );
+        assert!(s["tpm"].is_null());
+    }
+    check_scale_report(&out, 2);
+    nothing_left(&env);
+    assert!(
+        !std::path::Path::new("/sys/class/net")
+            .join(&bridge)
+            .exists(),
+        "bridge {bridge} left behind"
+    );
+}
+
+#[test]
+fn bad_scale_flags_are_refused() {
+    let env = Env::new();
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--memory-per-zone",
+        "1K",
+    ])
+    .fails(5, "at least 64M");
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--oversubscribe=500",
+    ])
+    .fails(5, "--oversubscribe");
+    env.run(&["bench", "scale", "--workload", "pgbench", "--duration", "0"])
+        .fails(5, "--duration");
+    env.run(&["bench", "scale", "--workload", "ftp"])
+        .fails(2, "ftp");
+}

@@ -8,6 +8,7 @@
 
 pub mod crun;
 pub mod report;
+pub mod scale;
 pub mod svg;
 
 use std::path::{Path, PathBuf};
@@ -150,6 +151,12 @@ pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
     )
 }
 
+/// Now, UTC, RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    let (y, mo, d, h, mi, s) = civil(now_secs());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -173,7 +180,7 @@ pub fn default_out(ctx: &Context) -> PathBuf {
     ))
 }
 
-fn machine(ctx: &Context) -> Result<Machine> {
+pub(crate) fn machine(ctx: &Context) -> Result<Machine> {
     let (_, hier) = ctx.cgroups()?;
     let (backend, _) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
     let mem = stats::meminfo(&ctx.host.proc);
@@ -203,7 +210,7 @@ pub fn cleanup(ctx: &Context) -> Result<usize> {
 }
 
 /// Make the bench's template unless it exists; true if this call made it.
-fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
+pub(crate) fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
     match template::load(&ctx.layout, name) {
         Ok(_) => Ok(false),
         Err(Error::NoSuchTemplate(_)) => {
@@ -216,9 +223,9 @@ fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
 }
 
 /// Templates the bench made, deleted on drop (after the zones using them).
-struct Templates<'a> {
-    ctx: &'a Context,
-    made: Vec<String>,
+pub(crate) struct Templates<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) made: Vec<String>,
 }
 
 impl Drop for Templates<'_> {
@@ -243,10 +250,7 @@ impl Drop for Scratch {
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<Results> {
     ctx.require_root()?;
     cleanup(ctx)?;
-    let date = {
-        let (y, mo, d, h, mi, s) = civil(now_secs());
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-    };
+    let date = now_rfc3339();
     let machine = machine(ctx)?;
     let (tname, source) = match opts.template {
         TemplateKind::Host => (format!("{PREFIX}host"), Source::Host),
