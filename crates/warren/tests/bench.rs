@@ -150,7 +150,7 @@ fn bad_steps_are_refused() {
 }
 
 #[test]
-fn compare_crun_or_say_how_to_install_it() {
+fn compare_crun_and_lxc_or_say_how_to_install_them() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     common::require_busybox();
     let env = Env::new();
@@ -205,8 +205,54 @@ fn compare_crun_or_say_how_to_install_it() {
     }
     let lxc = &r["systems"][2];
     assert_eq!(lxc["name"], "lxc");
+    let lxc_installed = std::process::Command::new("lxc-start")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if lxc_installed {
+        assert_eq!(lxc["status"], "ok", "{lxc}");
+        check_plausible(step(lxc, 1));
+        check_plausible(step(lxc, 2));
+        check_memory(lxc);
+        assert!(lxc["note"]
+            .as_str()
+            .unwrap()
+            .contains("lxc.cgroup.relative = 1"));
+        // No container, monitor, cgroup or lock of this run is left.
+        let ps = std::process::Command::new("ps")
+            .args(["-eo", "args"])
+            .output()
+            .unwrap();
+        let ps = String::from_utf8_lossy(&ps.stdout);
+        assert!(!ps.contains(env.root().to_str().unwrap()), "{ps}");
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let mut left = Vec::new();
+        for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+            for l in own.lines() {
+                let path = l.splitn(3, ':').nth(2).unwrap_or("/");
+                let dir = m.path().join(path.trim_start_matches('/'));
+                for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    if n.starts_with("wbench-") || n.starts_with("lxc.") {
+                        left.push(e.path());
+                    }
+                }
+            }
+        }
+        // Other bench tests run one at a time (SERIAL), so any wbench- dir is ours.
+        assert!(left.is_empty(), "cgroups left: {left:?}");
+        let lock =
+            std::path::Path::new("/run/lxc/lock").join(env.root().strip_prefix("/").unwrap());
+        assert!(!lock.exists(), "{} left", lock.display());
+    } else {
+        assert_eq!(lxc["status"], "not installed");
+        assert!(lxc["note"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install lxc"));
+    }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.contains("| crun |"), "{md}");
+    assert!(md.contains("| crun |") && md.contains("| lxc |"), "{md}");
     check_svg(&out.join("latency.svg"));
 }
 

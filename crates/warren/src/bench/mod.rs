@@ -1,12 +1,14 @@
 //! `warren bench density`: for each step N, clone and boot N fresh zones, measure what
 //! they cost (clone/boot latency, memory per zone with the memstat breakdown, disk, idle
 //! CPU, halt and delete), remove them, and write `results.json`, `report.md` and two SVG
-//! charts. `--compare crun` runs the same steps with crun on the same machine.
+//! charts. `--compare crun,lxc` runs the same steps with crun and LXC on the same
+//! machine, in the same run.
 //!
-//! Everything the bench makes (zones, its templates, crun containers, its temp dir) is
+//! Everything the bench makes (zones, its templates, crun and LXC containers, its temp dir) is
 //! removed when a step ends, also when it fails.
 
 pub mod crun;
+pub mod lxc;
 pub mod report;
 pub mod scale;
 pub mod svg;
@@ -294,15 +296,18 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     }];
     for other in &opts.compare {
         let sys = match other.as_str() {
-            "crun" => {
+            "crun" | "lxc" => {
                 let bb = format!("{PREFIX}busybox");
                 if ensure_template(ctx, &bb, &Source::Busybox)? {
                     templates.made.push(bb.clone());
                 }
                 let rootfs = template::root_of(&ctx.layout, &bb);
-                crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                if other == "crun" {
+                    crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                } else {
+                    lxc::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                }
             }
-            "lxc" => lxc_status(),
             _ => unreachable!("clap limits --compare to crun and lxc"),
         };
         systems.push(sys);
@@ -319,21 +324,6 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         steps: opts.steps.clone(),
         systems,
     })
-}
-
-/// LXC is never installed by the bench; measuring it is not built yet.
-fn lxc_status() -> SystemRun {
-    let installed = crun::which("lxc-start").is_some();
-    SystemRun {
-        name: "lxc".into(),
-        status: if installed { "failed" } else { "not installed" }.into(),
-        note: if installed {
-            "lxc is installed but warren bench does not drive it yet".into()
-        } else {
-            "not installed; the bench installs nothing: apt-get install lxc".into()
-        },
-        steps: Vec::new(),
-    }
 }
 
 fn run_warren(

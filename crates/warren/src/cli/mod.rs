@@ -257,12 +257,14 @@ pub enum BenchCmd {
     /// results.json, report.md, latency.svg and memory.svg.
     #[command(after_help = "Examples:
   warren bench density --zones 1,10,100
-  warren bench density --zones 1,10,100,500 --compare crun --out /tmp/bench
+  warren bench density --zones 1,10,100,500 --compare crun,lxc --out /tmp/bench
   warren bench density --zones 1,3 --idle 1 --template busybox --json
 
-Zones, crun containers and the bench's templates are removed after each step, also on
-failure. --compare installs nothing: a missing system is reported as not installed,
-with the command that installs it.")]
+Zones, crun and LXC containers and the bench's templates are removed after each step,
+also on failure. --compare installs nothing: a missing system is reported as not
+installed, with the command that installs it. LXC runs with a private lxcpath in the
+bench's scratch dir and keeps its cgroups beneath the bench's own (lxc.cgroup.relative);
+if it does not, it is reported as unavailable.")]
     Density {
         /// Zone counts, one step each.
         #[arg(long, default_value = "1,10,100")]
