@@ -363,8 +363,9 @@ fn scale_pgbench_runs_postgres_in_each_zone() {
     nothing_left(&env);
 }
 
-/// `--oversubscribe 25 --agent`: the budget is 1/1.25 of the caps, swap is there for
-/// the step and gone after it, and vm.swappiness is as before.
+/// `--oversubscribe 25 --agent --cpu-per-zone 0.5`: the budget is 1/1.25 of the caps,
+/// swap is there for the step and gone after it, vm.swappiness is as before, and the
+/// CPU caps add up in the table.
 #[test]
 fn scale_pgbench_oversubscribed_with_swap_and_agent() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -387,6 +388,8 @@ fn scale_pgbench_oversubscribed_with_swap_and_agent() {
         "--oversubscribe",
         "25",
         "--agent",
+        "--cpu-per-zone",
+        "0.5",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -394,6 +397,7 @@ fn scale_pgbench_oversubscribed_with_swap_and_agent() {
     assert_eq!(r["oversubscribe_pct"], 25.0);
     assert_eq!(r["agent"], true);
     let s = &r["results"][0];
+    assert_eq!(s["cpu_cap_total"], 1.0, "{s}");
     assert!(
         (s["budget_mib"].as_f64().unwrap() - 512.0 / 1.25).abs() < 0.01,
         "{s}"
@@ -441,6 +445,8 @@ fn scale_http_loads_each_zone_over_the_bridge() {
         &bridge,
         "--subnet",
         "10.250.8.0/24",
+        "--clients",
+        "1",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -449,6 +455,7 @@ fn scale_http_loads_each_zone_over_the_bridge() {
         r["status"], "ok",
         "bridge networking works on this machine: {r}"
     );
+    assert_eq!(r["clients_per_zone"], 1);
     let steps = r["results"].as_array().unwrap();
     for (s, n) in steps.iter().zip([1, 3]) {
         check_scale_step(s, n, 512.0);
