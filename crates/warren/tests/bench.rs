@@ -61,6 +61,48 @@ fn check_memory(sys: &serde_json::Value) {
     assert!(best < 8.0 * 1024.0, "memory per zone {best} KiB: {sys}");
 }
 
+/// (pid, command line) of live processes in this test's memory cgroup or beneath it:
+/// what this test (and the bench it ran) started. Other sessions on the same machine
+/// sit in other cgroups, so their processes do not count.
+fn own_processes() -> Vec<(i32, String)> {
+    let memory_of = |pid: &str| -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .ok()?
+            .lines()
+            .find_map(|l| {
+                let mut p = l.splitn(3, ':');
+                let (_, c, path) = (p.next()?, p.next()?, p.next()?);
+                (c.split(',').any(|x| x == "memory") || c.is_empty()).then(|| path.to_string())
+            })
+    };
+    let own = memory_of("self").unwrap_or_else(|| "/".into());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        if !common::alive(pid) {
+            continue;
+        }
+        let Some(cg) = memory_of(&name) else { continue };
+        if cg == own || cg.starts_with(&format!("{}/", own.trim_end_matches('/'))) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            out.push((pid, cmd.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// `sleep 1000000` processes (crun's and LXC's containers, crun's helper) of this test.
+fn own_sleepers() -> Vec<(i32, String)> {
+    own_processes()
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("sleep 1000000"))
+        .collect()
+}
+
 /// The bench tests run one at a time: each is the other's memory noise.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -189,13 +231,9 @@ fn compare_crun_and_lxc_or_say_how_to_install_them() {
             .filter(|n| n.starts_with(".bench"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
-        let ps = std::process::Command::new("ps")
-            .args(["-eo", "args"])
-            .output()
-            .unwrap();
-        let ps = String::from_utf8_lossy(&ps.stdout);
         // Neither a container's /bin/sleep nor the mount-namespace helper is left.
-        assert!(!ps.contains("sleep 1000000"), "{ps}");
+        let left = own_sleepers();
+        assert!(left.is_empty(), "left running: {left:?}");
     } else {
         assert_eq!(crun["status"], "not installed");
         assert!(crun["note"]
@@ -219,12 +257,14 @@ fn compare_crun_and_lxc_or_say_how_to_install_them() {
             .unwrap()
             .contains("lxc.cgroup.relative = 1"));
         // No container, monitor, cgroup or lock of this run is left.
-        let ps = std::process::Command::new("ps")
-            .args(["-eo", "args"])
-            .output()
-            .unwrap();
-        let ps = String::from_utf8_lossy(&ps.stdout);
-        assert!(!ps.contains(env.root().to_str().unwrap()), "{ps}");
+        let left = own_sleepers();
+        assert!(left.is_empty(), "left running: {left:?}");
+        let monitors: Vec<String> = own_processes()
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(env.root().to_str().unwrap()))
+            .map(|(pid, cmd)| format!("{pid} {cmd}"))
+            .collect();
+        assert!(monitors.is_empty(), "left running: {monitors:?}");
         let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
         let mut left = Vec::new();
         for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {

@@ -403,7 +403,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             busybox.display(), opts.bridge, opts.subnet, opts.clients
         ),
     };
-    if opts.oversubscribe_pct.is_some() {
+    if opts.oversubscribe_pct.is_some() || opts.agent {
         let others: Vec<String> = zone::names_in(&ctx.layout)?
             .into_iter()
             .filter(|n| !n.starts_with(PREFIX))
@@ -413,7 +413,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             .collect();
         if !others.is_empty() {
             return Err(Error::Refused(format!(
-                "--oversubscribe sets a memory budget on this state root's zone group, and zone(s) {} run in it; use a state root of its own (--root DIR)",
+                "--oversubscribe and --agent act on this state root's zone group (its memory budget, its zones), and zone(s) {} run in it; use a state root of its own (--root DIR)",
                 others.join(", ")
             )));
         }
@@ -506,7 +506,7 @@ fn run_step(
     let _swap = match budget {
         Some(b) if total > b && swap_total_start == 0 => {
             let size = (total - b).max(64 << 20);
-            swap::enable(
+            let (_, already) = swap::enable(
                 &ctx.layout,
                 &ctx.host.proc,
                 &ctx.host.sys,
@@ -517,7 +517,8 @@ fn run_step(
                     swappiness: 60,
                 },
             )?;
-            Some(SwapOn(ctx))
+            // Swap this root had already enabled (recorded but not active) is not ours to turn off.
+            (!already).then_some(SwapOn(ctx))
         }
         _ => None,
     };
