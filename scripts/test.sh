@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as root, on a fresh Debian 12 machine: installs what the tests
 # need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
-# test and crun for 'warren bench density --compare crun', with apt-get; cargo-fuzz with cargo install), runs every unit and integration
-# test, then a bounded fuzzing run (about a minute) of the parsers.
+# test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
+# 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
+# podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
+# install), runs a bounded fuzzing run (about a minute) of the parsers, then every unit
+# and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -d "$HOME/.cargo/bin" ] && export PATH="$HOME/.cargo/bin:$PATH"
@@ -16,13 +19,24 @@ need=()
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
-# tests/oci.rs drives warren-oci with real clients (private stores, temp roots).
-command -v podman >/dev/null 2>&1 || need+=(podman)
-command -v containerd >/dev/null 2>&1 || need+=(containerd)
-if [ ${#need[@]} -gt 0 ]; then
-    echo "scripts/test.sh: installing ${need[*]} (apt-get)"
+# tests/bench.rs compares against LXC and runs PostgreSQL + pgbench in zones; their
+# recommends (lxcfs, dnsmasq, ...) would start host daemons, so they are left out.
+command -v lxc-start >/dev/null 2>&1 || need+=(lxc)
+ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
+# tests/oci.rs and tests/containerd.rs drive warren-oci with real clients (private
+# stores, temp roots); podman is installed with its recommends (catatonit,
+# fuse-overlayfs, uidmap), as Debian users have it.
+with_recommends=()
+command -v podman >/dev/null 2>&1 || with_recommends+=(podman)
+command -v containerd >/dev/null 2>&1 || with_recommends+=(containerd)
+if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
+    echo "scripts/test.sh: installing ${need[*]} ${with_recommends[*]} (apt-get)"
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+    export DEBIAN_FRONTEND=noninteractive
+    [ ${#need[@]} -eq 0 ] ||
+        apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+    [ ${#with_recommends[@]} -eq 0 ] ||
+        apt-get install -y -qq "${with_recommends[@]}" >/dev/null
 fi
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"

@@ -61,6 +61,48 @@ fn check_memory(sys: &serde_json::Value) {
     assert!(best < 8.0 * 1024.0, "memory per zone {best} KiB: {sys}");
 }
 
+/// (pid, command line) of live processes in this test's memory cgroup or beneath it:
+/// what this test (and the bench it ran) started. Other sessions on the same machine
+/// sit in other cgroups, so their processes do not count.
+fn own_processes() -> Vec<(i32, String)> {
+    let memory_of = |pid: &str| -> Option<String> {
+        std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+            .ok()?
+            .lines()
+            .find_map(|l| {
+                let mut p = l.splitn(3, ':');
+                let (_, c, path) = (p.next()?, p.next()?, p.next()?);
+                (c.split(',').any(|x| x == "memory") || c.is_empty()).then(|| path.to_string())
+            })
+    };
+    let own = memory_of("self").unwrap_or_else(|| "/".into());
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(pid) = name.parse::<i32>() else {
+            continue;
+        };
+        if !common::alive(pid) {
+            continue;
+        }
+        let Some(cg) = memory_of(&name) else { continue };
+        if cg == own || cg.starts_with(&format!("{}/", own.trim_end_matches('/'))) {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            out.push((pid, cmd.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// `sleep 1000000` processes (crun's and LXC's containers, crun's helper) of this test.
+fn own_sleepers() -> Vec<(i32, String)> {
+    own_processes()
+        .into_iter()
+        .filter(|(_, cmd)| cmd.contains("sleep 1000000"))
+        .collect()
+}
+
 /// The bench tests run one at a time: each is the other's memory noise.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
@@ -149,38 +191,8 @@ fn bad_steps_are_refused() {
         .fails(2, "docker");
 }
 
-/// Processes running `sleep 1000000` (what the crun containers and crun's helper
-/// run) in this test's memory cgroup or beneath it: (pid, cmdline).
-fn sleepers_in_our_cgroup() -> Vec<(String, String)> {
-    let memory_path = |text: &str| {
-        text.lines().find_map(|l| {
-            let mut it = l.splitn(3, ':');
-            let (_, c, p) = (it.next()?, it.next()?, it.next()?);
-            c.split(',').any(|x| x == "memory").then(|| p.to_string())
-        })
-    };
-    let own =
-        memory_path(&std::fs::read_to_string("/proc/self/cgroup").unwrap()).unwrap_or_default();
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let pid = e.file_name().to_string_lossy().into_owned();
-            pid.parse::<u32>().ok()?;
-            let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if !cmd.contains("sleep 1000000") {
-                return None;
-            }
-            let cg = memory_path(&std::fs::read_to_string(e.path().join("cgroup")).ok()?)?;
-            (cg == own || cg.starts_with(&format!("{}/", own.trim_end_matches('/'))))
-                .then_some((pid, cmd))
-        })
-        .collect()
-}
-
 #[test]
-fn compare_crun_or_say_how_to_install_it() {
+fn compare_crun_and_lxc_or_say_how_to_install_them() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     common::require_busybox();
     let env = Env::new();
@@ -219,10 +231,8 @@ fn compare_crun_or_say_how_to_install_it() {
             .filter(|n| n.starts_with(".bench"))
             .collect();
         assert!(left.is_empty(), "{left:?}");
-        // Neither a container's /bin/sleep nor the mount-namespace helper is left
-        // (among this test's processes: other work on the host, in other cgroups, may
-        // run the same command).
-        let left = sleepers_in_our_cgroup();
+        // Neither a container's /bin/sleep nor the mount-namespace helper is left.
+        let left = own_sleepers();
         assert!(left.is_empty(), "left running: {left:?}");
     } else {
         assert_eq!(crun["status"], "not installed");
@@ -233,7 +243,299 @@ fn compare_crun_or_say_how_to_install_it() {
     }
     let lxc = &r["systems"][2];
     assert_eq!(lxc["name"], "lxc");
+    let lxc_installed = std::process::Command::new("lxc-start")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if lxc_installed {
+        assert_eq!(lxc["status"], "ok", "{lxc}");
+        check_plausible(step(lxc, 1));
+        check_plausible(step(lxc, 2));
+        check_memory(lxc);
+        assert!(lxc["note"]
+            .as_str()
+            .unwrap()
+            .contains("lxc.cgroup.relative = 1"));
+        // No container, monitor, cgroup or lock of this run is left.
+        let left = own_sleepers();
+        assert!(left.is_empty(), "left running: {left:?}");
+        let monitors: Vec<String> = own_processes()
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains(env.root().to_str().unwrap()))
+            .map(|(pid, cmd)| format!("{pid} {cmd}"))
+            .collect();
+        assert!(monitors.is_empty(), "left running: {monitors:?}");
+        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+        let mut left = Vec::new();
+        for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+            for l in own.lines() {
+                let path = l.splitn(3, ':').nth(2).unwrap_or("/");
+                let dir = m.path().join(path.trim_start_matches('/'));
+                for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                    let n = e.file_name().to_string_lossy().into_owned();
+                    if n.starts_with("wbench-") || n.starts_with("lxc.") {
+                        left.push(e.path());
+                    }
+                }
+            }
+        }
+        // Other bench tests run one at a time (SERIAL), so any wbench- dir is ours.
+        assert!(left.is_empty(), "cgroups left: {left:?}");
+        let lock =
+            std::path::Path::new("/run/lxc/lock").join(env.root().strip_prefix("/").unwrap());
+        assert!(!lock.exists(), "{} left", lock.display());
+    } else {
+        assert_eq!(lxc["status"], "not installed");
+        assert!(lxc["note"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install lxc"));
+    }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.contains("| crun |"), "{md}");
+    assert!(md.contains("| crun |") && md.contains("| lxc |"), "{md}");
     check_svg(&out.join("latency.svg"));
+}
+
+fn results(out: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+/// Nothing of the run is left: no zone, no template, no scratch dir, no cgroup.
+fn nothing_left(env: &Env) {
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
+    let left: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".bench"))
+        .collect();
+    assert!(left.is_empty(), "{left:?}");
+    assert_eq!(
+        std::fs::read_dir(env.root().join("templates"))
+            .unwrap()
+            .count(),
+        0
+    );
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+}
+
+/// The study's table and the step figures of a scale run.
+fn check_scale_step(s: &serde_json::Value, n: u64, cap_mib: f64) {
+    assert_eq!(s["zones"], n, "{s}");
+    let per: Vec<f64> = s["per_zone"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert_eq!(per.len() as u64, n, "{s}");
+    assert!(per.iter().all(|v| *v > 0.0), "every zone did work: {s}");
+    let total = s["throughput"].as_f64().unwrap();
+    assert!((total - per.iter().sum::<f64>()).abs() < 1e-6, "{s}");
+    assert!(s["latency_avg_ms"].as_f64().unwrap() > 0.0, "{s}");
+    assert_eq!(s["failed_zones"], serde_json::json!([]), "{s}");
+    assert_eq!(s["memory_total_mib"].as_f64().unwrap(), cap_mib * n as f64);
+    // Memory per zone: above zero, below the zone's cap.
+    let mem = s["zones_memory_peak_mib"].as_f64().unwrap() / n as f64;
+    assert!(
+        mem > 0.0 && mem <= cap_mib,
+        "memory per zone {mem} MiB: {s}"
+    );
+    assert!(s["boot_ms"]["median"].as_f64().unwrap() > 0.0);
+    assert!(s["zones_cpu_pct"].as_f64().unwrap() > 0.0, "{s}");
+}
+
+fn check_scale_report(out: &std::path::Path, steps: usize) {
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains(
+            "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % |"
+        ),
+        "{md}"
+    );
+    let rows = md
+        .lines()
+        .filter(|l| l.starts_with("| 1 |") || l.starts_with("| 2 |") || l.starts_with("| 3 |"));
+    assert_eq!(rows.count(), steps, "{md}");
+    check_svg(&out.join("throughput.svg"));
+    check_svg(&out.join("latency.svg"));
+}
+
+/// PostgreSQL and pgbench inside each zone (the test command installs postgresql).
+#[test]
+fn scale_pgbench_runs_postgres_in_each_zone() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "1,3",
+        "--duration",
+        "5",
+        "--memory-per-zone",
+        "256M",
+        "--pgbench-scale",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["schema_version"], 1);
+    assert_eq!(
+        (&r["workload"], &r["status"]),
+        (&"pgbench".into(), &"ok".into()),
+        "{r}"
+    );
+    let steps = r["results"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (s, n) in steps.iter().zip([1, 3]) {
+        check_scale_step(s, n, 256.0);
+        let tps = s["throughput"].as_f64().unwrap();
+        assert!((s["tpm"].as_f64().unwrap() - tps * 60.0).abs() < 1e-6);
+        assert!(s["budget_mib"].is_null());
+    }
+    assert!((steps[0]["scaling_efficiency"].as_f64().unwrap() - 1.0).abs() < 1e-9);
+    check_scale_report(&out, 2);
+    nothing_left(&env);
+}
+
+/// `--oversubscribe 25 --agent --cpu-per-zone 0.5`: the budget is 1/1.25 of the caps,
+/// swap is there for the step and gone after it, vm.swappiness is as before, and the
+/// CPU caps add up in the table.
+#[test]
+fn scale_pgbench_oversubscribed_with_swap_and_agent() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "2",
+        "--duration",
+        "5",
+        "--memory-per-zone",
+        "256M",
+        "--pgbench-scale",
+        "1",
+        "--oversubscribe",
+        "25",
+        "--agent",
+        "--cpu-per-zone",
+        "0.5",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["oversubscribe_pct"], 25.0);
+    assert_eq!(r["agent"], true);
+    let s = &r["results"][0];
+    assert_eq!(s["cpu_cap_total"], 1.0, "{s}");
+    assert!(
+        (s["budget_mib"].as_f64().unwrap() - 512.0 / 1.25).abs() < 0.01,
+        "{s}"
+    );
+    assert!(
+        (s["oversubscription_pct"].as_f64().unwrap() - 25.0).abs() < 0.01,
+        "{s}"
+    );
+    assert!(s["swap_total_mib"].as_f64().unwrap() > 0.0, "{s}");
+    if s["evictions"] == 0 {
+        check_scale_step(s, 2, 256.0);
+    } else {
+        assert!(s["throughput"].as_f64().unwrap() > 0.0, "{s}");
+    }
+    check_scale_report(&out, 1);
+    // warren's swap of this root is off and gone; swappiness restored.
+    assert!(!env.root().join("swap/state.json").exists());
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(!swaps.contains(env.root().to_str().unwrap()), "{swaps}");
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness
+    );
+    nothing_left(&env);
+}
+
+/// busybox httpd in each bridged zone, loaded from the host over the test's own bridge.
+#[test]
+fn scale_http_loads_each_zone_over_the_bridge() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::require_busybox();
+    let env = Env::new();
+    let bridge = format!("wt{:x}h", std::process::id());
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "http",
+        "--zones",
+        "1,3",
+        "--duration",
+        "3",
+        "--bridge",
+        &bridge,
+        "--subnet",
+        "10.250.8.0/24",
+        "--clients",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(
+        r["status"], "ok",
+        "bridge networking works on this machine: {r}"
+    );
+    assert_eq!(r["clients_per_zone"], 1);
+    let steps = r["results"].as_array().unwrap();
+    for (s, n) in steps.iter().zip([1, 3]) {
+        check_scale_step(s, n, 512.0);
+        assert!(
+            s["latency_p99_ms"].as_f64().unwrap() >= s["latency_avg_ms"].as_f64().unwrap() * 0.5
+        );
+        assert!(s["tpm"].is_null());
+    }
+    check_scale_report(&out, 2);
+    nothing_left(&env);
+    assert!(
+        !std::path::Path::new("/sys/class/net")
+            .join(&bridge)
+            .exists(),
+        "bridge {bridge} left behind"
+    );
+}
+
+#[test]
+fn bad_scale_flags_are_refused() {
+    let env = Env::new();
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--memory-per-zone",
+        "1K",
+    ])
+    .fails(5, "at least 64M");
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--oversubscribe=500",
+    ])
+    .fails(5, "--oversubscribe");
+    env.run(&["bench", "scale", "--workload", "pgbench", "--duration", "0"])
+        .fails(5, "--duration");
+    env.run(&["bench", "scale", "--workload", "ftp"])
+        .fails(2, "ftp");
 }

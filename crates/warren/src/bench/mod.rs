@@ -1,14 +1,17 @@
 //! `warren bench density`: for each step N, clone and boot N fresh zones, measure what
 //! they cost (clone/boot latency, memory per zone with the memstat breakdown, disk, idle
 //! CPU, halt and delete), remove them, and write `results.json`, `report.md` and two SVG
-//! charts. `--compare crun` runs the same steps with crun on the same machine.
+//! charts. `--compare crun,lxc` runs the same steps with crun and LXC on the same
+//! machine, in the same run.
 //!
-//! Everything the bench makes (zones, its templates, crun containers, its temp dir) is
+//! Everything the bench makes (zones, its templates, crun and LXC containers, its temp dir) is
 //! removed when a step ends, also when it fails.
 
 pub mod crun;
+pub mod lxc;
 pub mod oci;
 pub mod report;
+pub mod scale;
 pub mod svg;
 
 use std::path::{Path, PathBuf};
@@ -154,6 +157,12 @@ pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
     )
 }
 
+/// Now, UTC, RFC 3339 (seconds).
+pub fn now_rfc3339() -> String {
+    let (y, mo, d, h, mi, s) = civil(now_secs());
+    format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -177,7 +186,7 @@ pub fn default_out(ctx: &Context) -> PathBuf {
     ))
 }
 
-fn machine(ctx: &Context) -> Result<Machine> {
+pub(crate) fn machine(ctx: &Context) -> Result<Machine> {
     let (_, hier) = ctx.cgroups()?;
     let (backend, _) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
     let mem = stats::meminfo(&ctx.host.proc);
@@ -207,7 +216,7 @@ pub fn cleanup(ctx: &Context) -> Result<usize> {
 }
 
 /// Make the bench's template unless it exists; true if this call made it.
-fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
+pub(crate) fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
     match template::load(&ctx.layout, name) {
         Ok(_) => Ok(false),
         Err(Error::NoSuchTemplate(_)) => {
@@ -220,9 +229,9 @@ fn ensure_template(ctx: &Context, name: &str, source: &Source) -> Result<bool> {
 }
 
 /// Templates the bench made, deleted on drop (after the zones using them).
-struct Templates<'a> {
-    ctx: &'a Context,
-    made: Vec<String>,
+pub(crate) struct Templates<'a> {
+    pub(crate) ctx: &'a Context,
+    pub(crate) made: Vec<String>,
 }
 
 impl Drop for Templates<'_> {
@@ -247,10 +256,7 @@ impl Drop for Scratch {
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<Results> {
     ctx.require_root()?;
     cleanup(ctx)?;
-    let date = {
-        let (y, mo, d, h, mi, s) = civil(now_secs());
-        format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
-    };
+    let date = now_rfc3339();
     let machine = machine(ctx)?;
     let (tname, source) = match opts.template {
         TemplateKind::Host => (format!("{PREFIX}host"), Source::Host),
@@ -301,15 +307,18 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     }
     for other in &opts.compare {
         let sys = match other.as_str() {
-            "crun" => {
+            "crun" | "lxc" => {
                 let bb = format!("{PREFIX}busybox");
                 if ensure_template(ctx, &bb, &Source::Busybox)? {
                     templates.made.push(bb.clone());
                 }
                 let rootfs = template::root_of(&ctx.layout, &bb);
-                crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                if other == "crun" {
+                    crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                } else {
+                    lxc::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                }
             }
-            "lxc" => lxc_status(),
             _ => unreachable!("clap limits --compare to crun and lxc"),
         };
         systems.push(sys);
@@ -326,21 +335,6 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         steps: opts.steps.clone(),
         systems,
     })
-}
-
-/// LXC is never installed by the bench; measuring it is not built yet.
-fn lxc_status() -> SystemRun {
-    let installed = crun::which("lxc-start").is_some();
-    SystemRun {
-        name: "lxc".into(),
-        status: if installed { "failed" } else { "not installed" }.into(),
-        note: if installed {
-            "lxc is installed but warren bench does not drive it yet".into()
-        } else {
-            "not installed; the bench installs nothing: apt-get install lxc".into()
-        },
-        steps: Vec::new(),
-    }
 }
 
 fn run_warren(

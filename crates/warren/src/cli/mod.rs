@@ -249,7 +249,8 @@ pub enum Command {
         #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
         net: String,
     },
-    /// Benchmarks: `bench density` (zones per step, latency, memory, disk, CPU).
+    /// Benchmarks: `bench density` (zones per step, latency, memory, disk, CPU) and
+    /// `bench scale` (a real workload in N zones at once: throughput, latency, memory).
     #[command(subcommand)]
     Bench(BenchCmd),
 }
@@ -260,13 +261,15 @@ pub enum BenchCmd {
     /// results.json, report.md, latency.svg and memory.svg.
     #[command(after_help = "Examples:
   warren bench density --zones 1,10,100
-  warren bench density --zones 1,10,100,500 --compare crun --out /tmp/bench
+  warren bench density --zones 1,10,100,500 --compare crun,lxc --out /tmp/bench
   warren bench density --zones 1,3 --idle 1 --template busybox --json
   warren bench density --zones 1,10 --via oci --compare crun
 
-Zones, crun containers and the bench's templates are removed after each step, also on
-failure. --compare installs nothing: a missing system is reported as not installed,
-with the command that installs it.")]
+Zones, crun and LXC containers and the bench's templates are removed after each step,
+also on failure. --compare installs nothing: a missing system is reported as not
+installed, with the command that installs it. LXC runs with a private lxcpath in the
+bench's scratch dir and keeps its cgroups beneath the bench's own (lxc.cgroup.relative);
+if it does not, it is reported as unavailable.")]
     Density {
         /// Zone counts, one step each.
         #[arg(long, default_value = "1,10,100")]
@@ -292,6 +295,63 @@ with the command that installs it.")]
         /// and podman do; implies --template busybox).
         #[arg(long, default_value = "native", value_parser = ["native", "oci"])]
         via: String,
+    },
+    /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
+    /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
+    /// throughput, latency, CPU, memory, swap and evictions; writes results.json,
+    /// report.md, throughput.svg and latency.svg.
+    #[command(after_help = "Examples:
+  warren bench scale --workload pgbench --zones 1,2,4,8
+  warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
+  warren bench scale --workload http --zones 1,2,4 --duration 10
+
+--oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
+set as the memory limit of this state root's zone group cgroup (restored afterwards), so
+the zones' caps add up to PCT % more than B; B must fit in the host's MemAvailable. With
+PCT > 0 and no swap on the host, warren's swap file of N x memory-per-zone - B is enabled
+for each step and removed after it. Without it, oversubscription is reported against the
+host's MemAvailable.
+
+pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
+in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
+own bridge, removed afterwards) and is reported as skipped without it.")]
+    Scale {
+        /// What each zone runs.
+        #[arg(long, value_parser = ["pgbench", "http"])]
+        workload: String,
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "1,2,4,8")]
+        zones: String,
+        /// memory.max of each zone.
+        #[arg(long, value_name = "SIZE", default_value = "512M")]
+        memory_per_zone: String,
+        /// cpu.max of each zone, in CPUs (default: uncapped).
+        #[arg(long, value_name = "CPUS")]
+        cpu_per_zone: Option<f64>,
+        /// Give the zones a memory budget PCT % smaller than their caps add up to (see below).
+        #[arg(long, value_name = "PCT")]
+        oversubscribe: Option<f64>,
+        /// Run `warren agent` (watching the zones' group) during each step; count evictions.
+        #[arg(long)]
+        agent: bool,
+        /// Seconds of the timed run per step.
+        #[arg(long, default_value_t = 30)]
+        duration: u64,
+        /// pgbench connections, or load threads, per zone.
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
+        /// pgbench scale factor (about 15 MiB of tables per unit).
+        #[arg(long, default_value_t = 4)]
+        pgbench_scale: u32,
+        /// http: the zones' bridge (removed afterwards if unused).
+        #[arg(long, default_value = "wbench1")]
+        bridge: String,
+        /// http: the bridge's subnet.
+        #[arg(long, default_value = "10.237.0.0/16")]
+        subnet: String,
+        /// Where to write the results [default: bench/results/<date>-<hostname>-<workload>].
+        #[arg(long)]
+        out: Option<PathBuf>,
     },
 }
 
@@ -672,8 +732,117 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Bench(BenchCmd::Scale {
+            workload,
+            zones,
+            memory_per_zone,
+            cpu_per_zone,
+            oversubscribe,
+            agent,
+            duration,
+            clients,
+            pgbench_scale,
+            bridge,
+            subnet,
+            out,
+        }) => {
+            let opts = scale_options(
+                &workload,
+                &zones,
+                &memory_per_zone,
+                cpu_per_zone,
+                oversubscribe,
+                agent,
+                duration,
+                clients,
+                pgbench_scale,
+                bridge,
+                subnet,
+            )?;
+            let dir = out.unwrap_or_else(|| {
+                let mut d = bench::default_out(&ctx).into_os_string();
+                d.push(format!("-{workload}"));
+                PathBuf::from(d)
+            });
+            let mut bars = output::Bars::new(json);
+            let results = bench::scale::run(&ctx, &opts, &mut bars)?;
+            bench::scale::write(&dir, &results)?;
+            if json {
+                output::json(&results);
+            } else {
+                print!("{}", bench::scale::report::markdown(&results));
+                println!("\nwritten to {}", dir.display());
+            }
+        }
     }
     Ok(0)
+}
+
+/// Check and resolve `bench scale`'s flags.
+#[allow(clippy::too_many_arguments)]
+fn scale_options(
+    workload: &str,
+    zones: &str,
+    memory_per_zone: &str,
+    cpu_per_zone: Option<f64>,
+    oversubscribe: Option<f64>,
+    agent: bool,
+    duration: u64,
+    clients: usize,
+    pgbench_scale: u32,
+    bridge: String,
+    subnet: String,
+) -> Result<bench::scale::Options> {
+    let steps = bench::parse_steps(zones)?;
+    let memory = config::parse_size(memory_per_zone)
+        .filter(|m| *m >= 64 << 20)
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "--memory-per-zone {memory_per_zone:?}: expected a size of at least 64M, such as 512M or 1G"
+            ))
+        })?;
+    if let Some(c) = cpu_per_zone.filter(|c| !(*c > 0.0 && *c <= 1024.0)) {
+        return Err(Error::Invalid(format!(
+            "--cpu-per-zone {c}: give CPUs above 0, e.g. 0.5 or 1"
+        )));
+    }
+    if let Some(p) = oversubscribe.filter(|p| !(*p >= 0.0 && *p <= 400.0)) {
+        return Err(Error::Invalid(format!(
+            "--oversubscribe {p}: give a percentage from 0 to 400, e.g. 25"
+        )));
+    }
+    if !(1..=3600).contains(&duration) {
+        return Err(Error::Invalid(format!(
+            "--duration {duration}: give seconds from 1 to 3600, e.g. --duration 30"
+        )));
+    }
+    if !(1..=64).contains(&clients) {
+        return Err(Error::Invalid(format!(
+            "--clients {clients}: give 1 to 64 per zone"
+        )));
+    }
+    if !(1..=1000).contains(&pgbench_scale) {
+        return Err(Error::Invalid(format!(
+            "--pgbench-scale {pgbench_scale}: give 1 to 1000"
+        )));
+    }
+    Ok(bench::scale::Options {
+        workload: if workload == "http" {
+            bench::scale::Workload::Http
+        } else {
+            bench::scale::Workload::Pgbench
+        },
+        steps,
+        memory_per_zone: memory,
+        cpu_per_zone,
+        oversubscribe_pct: oversubscribe,
+        agent,
+        duration: Duration::from_secs(duration),
+        clients,
+        pgbench_scale,
+        bridge,
+        subnet,
+    })
 }
 
 fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32> {

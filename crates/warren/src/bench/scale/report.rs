@@ -1,0 +1,149 @@
+//! `report.md` and the charts of `warren bench scale`. Pure: results in, text out.
+
+use std::fmt::Write;
+
+use super::{ScaleResults, Workload};
+use crate::bench::svg::{chart, Series};
+
+fn unit(r: &ScaleResults) -> (&'static str, &'static str) {
+    match r.workload {
+        Workload::Pgbench => ("TPS", "transactions/s"),
+        Workload::Http => ("req/s", "requests/s"),
+    }
+}
+
+/// The Markdown report.
+pub fn markdown(r: &ScaleResults) -> String {
+    let m = &r.machine;
+    let (short, _) = unit(r);
+    let mut o = String::new();
+    let name = match r.workload {
+        Workload::Pgbench => "pgbench",
+        Workload::Http => "http",
+    };
+    let _ = writeln!(o, "# warren bench scale --workload {name}, {}\n", r.date);
+    let _ = writeln!(
+        o,
+        "Machine: {}, Linux {}, {} CPUs, {:.0} MiB RAM, cgroup {}, {} storage; load average at start {}.\n",
+        m.hostname, m.kernel, m.cpus, m.mem_total_mib, m.cgroup_version, m.storage_backend, m.loadavg_at_start
+    );
+    let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
+    let _ = writeln!(
+        o,
+        "Per zone: memory.max {:.0} MiB, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
+        r.memory_per_zone_mib,
+        r.cpu_per_zone
+            .map_or("none".to_string(), |c| format!("{c} CPUs")),
+        r.duration_s,
+        r.clients_per_zone,
+        r.pgbench_scale
+            .map_or(String::new(), |s| format!(", pgbench scale {s}")),
+        if r.agent { "on" } else { "off" }
+    );
+    let _ = writeln!(
+        o,
+        "Oversubscription % = (zones × memory-per-zone ÷ budget − 1) × 100, where the budget is the memory limit put on the zones' group cgroup with `--oversubscribe` ({}), else the host's MemAvailable at the start (negative: room to spare). Scaling efficiency = {short}(N) ÷ (N × {short}(1)).\n",
+        r.oversubscribe_pct
+            .map_or("not used in this run".to_string(), |p| format!("{p} % here")),
+    );
+    if r.results.is_empty() {
+        let _ = writeln!(o, "No steps ran.");
+        return o;
+    }
+    let _ = writeln!(
+        o,
+        "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % | {short} | {} | latency avg ms | scaling efficiency | zones' CPU % | zones' memory peak MiB | host memory used peak MiB | swap used peak MiB | evictions | errors | failed zones |",
+        if r.workload == Workload::Pgbench { "TPM" } else { "latency p99 ms" }
+    );
+    let _ = writeln!(
+        o,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for s in &r.results {
+        let _ = writeln!(
+            o,
+            "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} |",
+            s.zones,
+            s.cpu_cap_total
+                .map_or(format!("none ({} CPUs)", m.cpus), |c| format!("{c:.2}")),
+            s.memory_total_mib,
+            s.budget_mib.map_or("-".into(), |b| format!("{b:.0}")),
+            s.oversubscription_pct,
+            s.throughput,
+            match (s.tpm, s.latency_p99_ms) {
+                (Some(t), _) => format!("{t:.0}"),
+                (None, Some(p)) => format!("{p:.2}"),
+                _ => "-".into(),
+            },
+            s.latency_avg_ms,
+            s.scaling_efficiency
+                .map_or("-".into(), |e| format!("{:.0} %", e * 100.0)),
+            s.zones_cpu_pct,
+            s.zones_memory_peak_mib,
+            s.host_memory_used_peak_mib,
+            s.swap_used_peak_mib,
+            s.evictions,
+            s.errors,
+            s.failed_zones.len(),
+        );
+    }
+    let _ = writeln!(o, "\n## Per zone\n");
+    for s in &r.results {
+        let per: Vec<String> = s.per_zone.iter().map(|v| format!("{v:.1}")).collect();
+        let _ = writeln!(
+            o,
+            "- N={}: {short} per zone {}; boot median {:.1} ms; setup {:.1} s; step {:.1} s",
+            s.zones,
+            per.join(", "),
+            s.boot_ms.median,
+            s.setup_s,
+            s.total_s
+        );
+        for f in &s.failed_zones {
+            let _ = writeln!(o, "  - failed: {f}");
+        }
+    }
+    o
+}
+
+/// `throughput.svg`: aggregate throughput against N, with the linear ideal from N = 1.
+pub fn throughput_svg(r: &ScaleResults) -> String {
+    let (short, long) = unit(r);
+    let mut s = vec![Series {
+        name: format!("aggregate {short}"),
+        points: r
+            .results
+            .iter()
+            .map(|s| (s.zones as f64, s.throughput))
+            .collect(),
+    }];
+    if let Some(b) = r.results.iter().find(|s| s.zones == 1) {
+        s.push(Series {
+            name: "linear from N=1".into(),
+            points: r
+                .results
+                .iter()
+                .map(|s| (s.zones as f64, b.throughput * s.zones as f64))
+                .collect(),
+        });
+    }
+    chart(
+        &format!("Aggregate throughput vs zones ({long})"),
+        "zones (N, log scale)",
+        long,
+        &s,
+    )
+}
+
+/// `latency.svg`: average latency against N.
+pub fn latency_svg(r: &ScaleResults) -> String {
+    let s = vec![Series {
+        name: "latency avg".into(),
+        points: r
+            .results
+            .iter()
+            .map(|s| (s.zones as f64, s.latency_avg_ms))
+            .collect(),
+    }];
+    chart("Average latency vs zones", "zones (N, log scale)", "ms", &s)
+}
