@@ -81,6 +81,26 @@ pub enum Step {
     NoNewPrivs,
     /// Load this seccomp BPF program (after `NoNewPrivs`; last before exec).
     Seccomp(Vec<crate::harden::SockFilter>),
+    /// Attach the detached mount `fd` (from `open_tree`, see [`crate::userns`]) at
+    /// `target`: `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`.
+    MoveMount { fd: RawFd, target: CString },
+    /// `setns(fd, nstype)`: join a namespace the parent opened before the clone.
+    Setns { fd: RawFd, nstype: libc::c_int },
+    /// After `setns` into the zone's user namespace: `setgroups([])`,
+    /// `setresgid(0,0,0)`, `setresuid(0,0,0)`, so the process is the zone's root.
+    BecomeRoot,
+    /// `fchownat(path, uid, gid, AT_SYMLINK_NOFOLLOW)`.
+    Chown {
+        path: CString,
+        uid: libc::uid_t,
+        gid: libc::gid_t,
+    },
+    /// `setrlimit(resource, {soft, hard})`.
+    Setrlimit {
+        resource: libc::c_int,
+        soft: u64,
+        hard: u64,
+    },
 }
 
 /// What to execute once the steps are done.
@@ -385,6 +405,48 @@ fn run_step(step: &Step, go_fd: RawFd) -> Result<(), ()> {
         Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
         Step::NoNewPrivs => crate::harden::no_new_privs(),
         Step::Seccomp(filter) => crate::harden::load_seccomp(filter),
+        Step::MoveMount { fd, target } => {
+            let empty = c"";
+            // SAFETY: "" with MOVE_MOUNT_F_EMPTY_PATH names the descriptor itself;
+            // `target` is a NUL-terminated CString owned by the plan.
+            ok(unsafe {
+                libc::syscall(
+                    libc::SYS_move_mount,
+                    *fd,
+                    empty.as_ptr(),
+                    libc::AT_FDCWD,
+                    target.as_ptr(),
+                    crate::userns::MOVE_MOUNT_F_EMPTY_PATH,
+                )
+            } as libc::c_int)
+        }
+        // SAFETY: setns takes a descriptor and a flag; a bad one makes it fail.
+        Step::Setns { fd, nstype } => ok(unsafe { libc::setns(*fd, *nstype) }),
+        Step::BecomeRoot => crate::userns::become_root(),
+        Step::Chown { path, uid, gid } => {
+            // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+            ok(unsafe {
+                libc::fchownat(
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    *uid,
+                    *gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })
+        }
+        Step::Setrlimit {
+            resource,
+            soft,
+            hard,
+        } => {
+            let r = libc::rlimit {
+                rlim_cur: *soft,
+                rlim_max: *hard,
+            };
+            // SAFETY: `r` is a valid rlimit read by the call.
+            ok(unsafe { libc::setrlimit(*resource as libc::__rlimit_resource_t, &r) })
+        }
         Step::Umask(mask) => {
             // SAFETY: umask cannot fail.
             unsafe { libc::umask(*mask) };

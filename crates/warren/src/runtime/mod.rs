@@ -22,12 +22,16 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::os::fd::OwnedFd;
+
 use warren_sys::libc;
 use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
+use warren_sys::userns::{Namespaces, MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY};
 
 use crate::cgroups::CgroupSet;
 use crate::config::{NetMode, ZoneConfig};
 use crate::error::{Error, IoContext, Result};
+use crate::idmap::IdRange;
 use crate::isolation::{self, Confinement};
 use crate::net::NetRuntime;
 use crate::state::InitId;
@@ -55,6 +59,8 @@ pub struct BootSpec<'a> {
     pub proc_root: &'a Path,
     /// `net = "bridge"`: the leased address, attached right after the clone.
     pub net: Option<&'a NetRuntime>,
+    /// The zone's host ids: boot it in its own user namespace (`userns = true`).
+    pub idmap: Option<IdRange>,
 }
 
 fn c(p: &Path) -> CString {
@@ -72,6 +78,19 @@ struct Fds {
     _console: File,
     null: File,
     init: Option<File>,
+    userns: Option<UsernsFds>,
+}
+
+/// A user-namespaced boot's descriptors, made before the clone so the child inherits
+/// them: the namespaces (see `warren_sys::userns`) and idmapped copies of the mounts
+/// the zone's root is made of.
+struct UsernsFds {
+    range: IdRange,
+    ns: Namespaces,
+    /// The overlay's lower layer (the template), or the zone's own root (bind).
+    root: OwnedFd,
+    /// One per template bind (`/usr` of the `host` template), in order.
+    binds: Vec<OwnedFd>,
 }
 
 /// A step plus what it does, for error messages.
@@ -133,10 +152,15 @@ pub fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String
 fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let root = spec.root.target().to_path_buf();
     let own_net = spec.config.net != NetMode::Host;
-    let mut flags =
-        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
-    if own_net {
-        flags |= libc::CLONE_NEWNET;
+    let us = fds.userns.as_ref();
+    // With a user namespace, the network, UTS and IPC namespaces already exist (owned
+    // by it, so the zone's root has capabilities there); the child joins them.
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if us.is_none() {
+        flags |= libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+        if own_net {
+            flags |= libc::CLONE_NEWNET;
+        }
     }
     let (exec, argv) = match &spec.config.init {
         Some(cmd) => {
@@ -205,16 +229,46 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             work,
             target,
         } => {
+            // The idmapped template is a detached mount: overlay takes it as a layer
+            // through the descriptor's /proc/self/fd link (resolved in the child,
+            // which inherited the descriptor).
+            let idmapped_lower =
+                us.map(|u| PathBuf::from(format!("/proc/self/fd/{}", u.root.as_raw_fd())));
+            let lower = idmapped_lower.as_deref().unwrap_or(lower);
             let opts = overlay_options(lower, upper, work)?;
             p.mount(Some("overlay"), target, Some("overlay"), 0, Some(&opts));
         }
-        RootMount::Bind { source } => {
-            let s = source.to_string_lossy();
-            p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
-        }
+        RootMount::Bind { source } => match us {
+            Some(u) => p.push(
+                Step::MoveMount {
+                    fd: u.root.as_raw_fd(),
+                    target: c(source),
+                },
+                format!("attach the idmapped root on {}", source.display()),
+            ),
+            None => {
+                let s = source.to_string_lossy();
+                p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
+            }
+        },
     }
-    for b in spec.binds {
+    for (i, b) in spec.binds.iter().enumerate() {
         let target = root.join(&b.target);
+        if let Some(u) = us {
+            // Read-only and nodev were set with the id mapping (mount_setattr).
+            p.push(
+                Step::MoveMount {
+                    fd: u.binds[i].as_raw_fd(),
+                    target: c(&target),
+                },
+                format!(
+                    "attach the idmapped {} on {}",
+                    b.source.display(),
+                    target.display()
+                ),
+            );
+            continue;
+        }
         let src = b.source.to_string_lossy();
         p.mount(
             Some(&src),
@@ -256,14 +310,25 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         None,
     );
     let dev = root.join("dev");
+    // The zone's root owns /dev (and /dev/shm, the nodes, the ptys' tty group) as
+    // it sees them: with a user namespace, that is the first id of its range.
+    let base = us.map_or(0, |u| u.range.base);
     p.mount(
         Some("tmpfs"),
         &dev,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
         // One tmpfs for the device nodes and /dev/shm (see /sys above for why not two).
-        Some("mode=755,size=65536k,nr_inodes=4096"),
+        Some(&format!(
+            "mode=755,size=65536k,nr_inodes=4096{}",
+            if us.is_some() {
+                format!(",uid={base},gid={base}")
+            } else {
+                String::new()
+            }
+        )),
     );
+    let mut owned_by_zone_root = Vec::new();
     for (name, major, minor) in [
         ("null", 1, 3),
         ("zero", 1, 5),
@@ -281,6 +346,7 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             },
             format!("create device {}", path.display()),
         );
+        owned_by_zone_root.push(path);
     }
     for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
         let path = dev.join(name);
@@ -291,13 +357,30 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             },
             format!("create {}", path.display()),
         );
+        owned_by_zone_root.push(path);
+    }
+    if us.is_some() {
+        for path in owned_by_zone_root {
+            p.push(
+                Step::Chown {
+                    path: c(&path),
+                    uid: base,
+                    gid: base,
+                },
+                format!("give {} to the zone's root", path.display()),
+            );
+        }
     }
     p.mount(
         Some("devpts"),
         &dev.join("pts"),
         Some("devpts"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
+        // gid 5 is "tty" inside the zone.
+        Some(&format!(
+            "newinstance,ptmxmode=0666,mode=0620,gid={}",
+            base + 5
+        )),
     );
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
@@ -326,6 +409,22 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let console_src = format!("/proc/self/fd/{CONSOLE_FD}");
     p.mount(Some(&console_src), &console, None, libc::MS_BIND, None);
     mask_paths(&mut p, &root, &dev);
+    if let Some(u) = us {
+        let join = |p: &mut Plan, f: &Option<File>, nstype: libc::c_int, what: &str| {
+            if let Some(f) = f {
+                p.push(
+                    Step::Setns {
+                        fd: f.as_raw_fd(),
+                        nstype,
+                    },
+                    format!("join the zone's {what} namespace"),
+                );
+            }
+        };
+        join(&mut p, &u.ns.uts, libc::CLONE_NEWUTS, "UTS");
+        join(&mut p, &u.ns.ipc, libc::CLONE_NEWIPC, "IPC");
+        join(&mut p, &u.ns.net, libc::CLONE_NEWNET, "network");
+    }
     p.push(
         Step::Sethostname(spec.config.hostname_or(spec.zone).as_bytes().to_vec()),
         "set the hostname".into(),
@@ -352,11 +451,36 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         Step::WaitParent,
         "wait for the host to move it into its cgroups and set up its network".into(),
     );
+    if let Some(u) = us {
+        // Last of the host's privileges: from here on the child is the zone's root,
+        // uid 0 inside and `base` outside, with capabilities only over what its user
+        // namespace owns (not the mount namespace, which the host made and owns).
+        p.push(
+            Step::Setns {
+                fd: u.ns.user.as_raw_fd(),
+                nstype: libc::CLONE_NEWUSER,
+            },
+            "join the zone's user namespace".into(),
+        );
+        p.push(Step::BecomeRoot, "become root of the user namespace".into());
+    }
     // After the move, so the namespace's root is the zone's own cgroup.
     p.push(
         Step::Unshare(libc::CLONE_NEWCGROUP),
         "create the cgroup namespace".into(),
     );
+    for (name, l) in &spec.config.rlimits {
+        if let Some(resource) = isolation::rlimits::resource(name) {
+            p.push(
+                Step::Setrlimit {
+                    resource,
+                    soft: l.soft,
+                    hard: l.hard,
+                },
+                format!("set rlimit.{name}"),
+            );
+        }
+    }
     // Last of all, after every step that needs privilege (see docs/isolation.md).
     let confinement = Confinement::for_zone(spec.config);
     p.push(Step::KeepCaps(confinement.keep), "drop capabilities".into());
@@ -447,8 +571,13 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         .append(true)
         .create(true)
         .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(spec.console)
         .ctx(|| format!("opening {}", spec.console.display()))?;
+    let userns = match spec.idmap {
+        Some(range) => Some(userns_fds(spec, range, &console)?),
+        None => None,
+    };
     let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
     let init = match spec.config.init {
         Some(_) => None,
@@ -457,21 +586,34 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .ctx(|| format!("opening the zone init {}", spec.init_exe.display()))?,
         ),
     };
-    let fds = Fds {
+    let mut fds = Fds {
         procs,
         _console: console,
         null,
         init,
+        userns,
     };
     let plan = build(spec, &fds)?;
+    let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
         join_cgroups(spec, &fds.procs, pid)?;
-        match spec.net {
-            Some(net) => crate::net::attach(spec.zone, net, pid, spec.proc_root),
-            None => Ok(()),
+        let Some(net) = spec.net else {
+            return Ok(());
+        };
+        match zone_netns {
+            Some(ns) => crate::net::attach(spec.zone, net, ns),
+            None => {
+                let path = spec.proc_root.join(pid.to_string()).join("ns/net");
+                let ns = File::open(&path)
+                    .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
+                crate::net::attach(spec.zone, net, &ns)
+            }
         }
     })
     .map_err(|e| spawn_error(spec.zone, &plan, e))?;
+    if let Some(u) = fds.userns.as_mut() {
+        u.ns.reap();
+    }
     let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
         context: format!(
             "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",
@@ -481,6 +623,71 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })?;
     Ok(InitId { pid, start_time })
+}
+
+/// Make the zone's user namespace (with its network, UTS and IPC namespaces) and the
+/// idmapped mounts its root is made of; give the console log to the zone's root.
+fn userns_fds(spec: &BootSpec<'_>, range: IdRange, console: &File) -> Result<UsernsFds> {
+    let zone = spec.zone;
+    let mut extra = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+    if spec.config.net != NetMode::Host {
+        extra |= libc::CLONE_NEWNET;
+    }
+    let ns = Namespaces::create(extra, &range.map_line(), spec.proc_root).map_err(|e| {
+        let hint = match e.raw_os_error() {
+            Some(libc::ENOSPC) => " (user.max_user_namespaces or another namespace limit was reached; raise it with sysctl)",
+            Some(libc::EPERM) => " (user namespaces are disabled here; set userns = false for this zone)",
+            _ => "",
+        };
+        Error::Io {
+            context: format!(
+                "zone '{zone}': creating its user namespace (host ids {}-{}){hint}",
+                range.base,
+                range.last()
+            ),
+            source: e,
+        }
+    })?;
+    let idmapped = |path: &Path, attrs: u64| {
+        warren_sys::userns::open_tree_idmapped(path, &ns.user, attrs).map_err(|e| Error::Io {
+            context: format!(
+                "zone '{zone}': making an idmapped mount of {} (the filesystem must support idmapped mounts; else set userns = false)",
+                path.display()
+            ),
+            source: e,
+        })
+    };
+    let root = match spec.root {
+        RootMount::Overlay { lower, .. } => idmapped(lower, MOUNT_ATTR_RDONLY)?,
+        RootMount::Bind { source } => idmapped(source, 0)?,
+    };
+    let mut binds = Vec::new();
+    for b in spec.binds {
+        let attrs = if b.readonly {
+            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV
+        } else {
+            0
+        };
+        binds.push(idmapped(&b.source, attrs)?);
+    }
+    use std::os::unix::fs::MetadataExt;
+    let meta = console
+        .metadata()
+        .ctx(|| format!("zone '{zone}': reading {}", spec.console.display()))?;
+    if (meta.uid(), meta.gid()) != (range.base, range.base) {
+        std::os::unix::fs::fchown(console, Some(range.base), Some(range.base)).ctx(|| {
+            format!(
+                "zone '{zone}': giving {} to the zone's root",
+                spec.console.display()
+            )
+        })?;
+    }
+    Ok(UsernsFds {
+        range,
+        ns,
+        root,
+        binds,
+    })
 }
 
 /// Move the zone's new process into each of its cgroups (from the parent).

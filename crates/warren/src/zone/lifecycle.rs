@@ -14,11 +14,12 @@ use crate::config::{self, NetMode, ZoneConfig};
 use crate::doctor;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
+use crate::idmap::{self, IdRange};
 use crate::lock::{self, Lock};
 use crate::runtime::{self, BootSpec};
 use crate::state::{self, Decision, Lifecycle, Runtime, Verb, ZoneState};
 use crate::stats;
-use crate::storage::{backend, template};
+use crate::storage::{backend, template, RootMount};
 use crate::{fault, names};
 
 /// What a verb did.
@@ -50,7 +51,85 @@ fn write_config(dir: &Path, cfg: &ZoneConfig) -> Result<()> {
 }
 
 fn validate_for_host(ctx: &Context, name: &str, cfg: &ZoneConfig) -> Result<()> {
-    config::check_host(name, cfg, &stats::online_cpus(&ctx.host.sys))
+    config::check_host(name, cfg, &stats::online_cpus(&ctx.host.sys))?;
+    config::check_privileges(name, cfg, &host_privileges(ctx, cfg))?;
+    if let (true, Some(base)) = (cfg.userns, cfg.userns_base) {
+        idmap::check_pin(&ctx.layout, name, base)?;
+    }
+    Ok(())
+}
+
+/// What this warren process can pass on to a zone: its capability bounding set and
+/// the hard limits of the resources `cfg` sets.
+fn host_privileges(ctx: &Context, cfg: &ZoneConfig) -> config::HostPrivileges {
+    let status = fs::read_to_string(ctx.host.proc.join("self/status")).unwrap_or_default();
+    let cap_bounding = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapBnd:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(u64::MAX);
+    let hard_limits = cfg
+        .rlimits
+        .keys()
+        .filter_map(|name| {
+            let r = crate::isolation::rlimits::resource(name)?;
+            let (_, hard) = warren_sys::getrlimit(r).ok()?;
+            Some((name.clone(), hard))
+        })
+        .collect();
+    config::HostPrivileges {
+        cap_bounding,
+        hard_limits,
+    }
+}
+
+/// The zone's user-namespace ids for a boot: the range its state records (allocated
+/// now if it has none or `userns-base` pins another), and, for the overlay backend,
+/// its private upper layer owned by that range (host ids with `userns = false`).
+fn prepare_idmap(ctx: &Context, z: &mut Zone, root: &RootMount) -> Result<Option<IdRange>> {
+    let want = if z.config.userns {
+        let r = match z.lifecycle.idmap {
+            Some(r) if z.config.userns_base.is_none_or(|b| b == r.base) => r,
+            _ => {
+                let r = idmap::allocate(&ctx.layout, &z.name, z.config.userns_base)?;
+                z.lifecycle.idmap = Some(r);
+                state::save_lifecycle(&z.dir, &z.lifecycle)?;
+                r
+            }
+        };
+        Some(r)
+    } else {
+        None
+    };
+    if let RootMount::Overlay { upper, .. } = root {
+        own_upper(&z.name, upper, want.unwrap_or(IdRange::new(0)))?;
+    }
+    Ok(want)
+}
+
+/// Make the upper directory `upper` (and everything in it) owned by range `to`, if its
+/// top directory says it belongs to another range (or to host ids).
+fn own_upper(zone: &str, upper: &Path, to: IdRange) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let uid = fs::symlink_metadata(upper)
+        .ctx(|| format!("zone '{zone}': reading {}", upper.display()))?
+        .uid();
+    if uid == to.base {
+        return Ok(());
+    }
+    // The top directory belongs to the zone's root: its owner is the old range's base.
+    let from = IdRange::new(if uid < idmap::RANGE { 0 } else { uid });
+    idmap::shift_tree(upper, from, to).ctx(|| {
+        format!(
+            "zone '{zone}': re-owning its private layer {} from host ids {}-{} to {}-{}",
+            upper.display(),
+            from.base,
+            from.last(),
+            to.base,
+            to.last()
+        )
+    })?;
+    Ok(())
 }
 
 /// `warren create`: a new zone in state configured.
@@ -142,6 +221,14 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
         return Err(e.with_cleanup(cleanup.err()));
     }
     fault::point("install.after-backend");
+    if z.config.userns {
+        let r = idmap::allocate(&ctx.layout, name, z.config.userns_base)?;
+        z.lifecycle.idmap = Some(r);
+        let root = be.root_mount(&troot, &z.dir);
+        if let RootMount::Overlay { upper, .. } = &root {
+            own_upper(name, upper, r)?;
+        }
+    }
     z.lifecycle.state = ZoneState::Installed;
     z.lifecycle.incomplete_op = None;
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
@@ -181,17 +268,28 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     }
     let mut cfg = source.config.clone();
     cfg.hostname = None;
+    // A pinned range is the source's own; the clone gets one allocated.
+    cfg.userns_base = None;
     let be = backend(kind);
     let tmp = zones.join(format!(".new-{dst}-{}", unique_suffix()));
+    let troot = template::root_of(&ctx.layout, &source.config.template);
     let result = (|| {
+        let range = match cfg.userns {
+            true => Some(idmap::allocate(&ctx.layout, dst, None)?),
+            false => None,
+        };
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         fault::point("clone.after-mkdir");
         write_config(&tmp, &cfg)?;
         be.clone_zone(&source.dir, &tmp)?;
+        if let (Some(r), RootMount::Overlay { upper, .. }) = (range, be.root_mount(&troot, &tmp)) {
+            own_upper(dst, &upper, r)?;
+        }
         fault::point("clone.after-copy");
         let lc = Lifecycle {
             state: ZoneState::Installed,
             backend: Some(kind),
+            idmap: range,
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
@@ -204,11 +302,11 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         let cleanup = if tmp.exists() {
             be.uninstall(&tmp)
                 .and_then(|_| remove_tree(&tmp).ctx(|| format!("removing {}", tmp.display())))
-                .err()
         } else {
-            None
-        };
-        return Err(e.with_cleanup(cleanup));
+            Ok(())
+        }
+        .and_then(|_| idmap::release(&ctx.layout, dst));
+        return Err(e.with_cleanup(cleanup.err()));
     }
     Ok(())
 }
@@ -239,6 +337,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     })?;
     let troot = template::root_of(&ctx.layout, &z.config.template);
     let root = backend(kind).root_mount(&troot, &z.dir);
+    let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
     // Admission: refuse before any cgroup exists when the host has no tasks left for
     // the zone's init and services (three small reads; see doctor::admit).
@@ -313,6 +412,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         init_exe: &init_exe,
         proc_root: &ctx.host.proc,
         net: rt.net.as_ref(),
+        idmap,
     };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
@@ -425,7 +525,15 @@ pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
         .expect("a running zone has a runtime record");
     let init = rt.init.expect("a running zone has an init");
     let confinement = crate::isolation::Confinement::for_zone(&z.config);
-    runtime::login::login(name, init, &rt.cgroups, &confinement, argv, &ctx.host.proc)
+    runtime::login::login(
+        name,
+        init,
+        &rt.cgroups,
+        &confinement,
+        &z.config.rlimits,
+        argv,
+        &ctx.host.proc,
+    )
 }
 
 fn uninstall_locked(z: &mut Zone) -> Result<()> {
@@ -497,7 +605,8 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
     sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
     fault::point("delete.after-rename");
-    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))
+    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))?;
+    idmap::release(&ctx.layout, name)
 }
 
 /// Apply `edit` to the zone's config table, validate, and write it durably.
