@@ -11,6 +11,7 @@
 
 pub mod fs;
 pub mod harden;
+pub mod loopdev;
 pub mod proc;
 pub mod pty;
 pub mod signal;

@@ -61,6 +61,9 @@ pub struct BootSpec<'a> {
     pub net: Option<&'a NetRuntime>,
     /// The zone's host ids: boot it in its own user namespace (`userns = true`).
     pub idmap: Option<IdRange>,
+    /// `disk.max`: the image holding the overlay's upper and work directories,
+    /// mounted (from a loop device) before the overlay.
+    pub disk: Option<&'a crate::quota::DiskMount>,
 }
 
 fn c(p: &Path) -> CString {
@@ -79,6 +82,8 @@ struct Fds {
     null: File,
     init: Option<File>,
     userns: Option<UsernsFds>,
+    /// The loop device of a `disk.max` image (autoclear: detached when its mount goes).
+    disk: Option<warren_sys::loopdev::LoopDevice>,
 }
 
 /// A user-namespaced boot's descriptors, made before the clone so the child inherits
@@ -222,6 +227,16 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         },
         format!("open {}", spec.console.display()),
     );
+    if let (Some(d), Some(dev)) = (spec.disk, fds.disk.as_ref()) {
+        let src = dev.path.to_string_lossy();
+        p.mount(
+            Some(&src),
+            &d.mountpoint,
+            Some("ext4"),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            None,
+        );
+    }
     match spec.root {
         RootMount::Overlay {
             lower,
@@ -586,12 +601,31 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .ctx(|| format!("opening the zone init {}", spec.init_exe.display()))?,
         ),
     };
+    let disk = match spec.disk {
+        Some(d) => {
+            let image = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&d.image)
+                .ctx(|| format!("zone '{}': opening {}", spec.zone, d.image.display()))?;
+            Some(warren_sys::loopdev::attach(&image).ctx(|| {
+                format!(
+                    "zone '{}': attaching its disk.max image {} to a loop device",
+                    spec.zone,
+                    d.image.display()
+                )
+            })?)
+        }
+        None => None,
+    };
     let mut fds = Fds {
         procs,
         _console: console,
         null,
         init,
         userns,
+        disk,
     };
     let plan = build(spec, &fds)?;
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());

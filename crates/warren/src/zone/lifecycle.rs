@@ -101,10 +101,46 @@ fn prepare_idmap(ctx: &Context, z: &mut Zone, root: &RootMount) -> Result<Option
     } else {
         None
     };
-    if let RootMount::Overlay { upper, .. } = root {
-        own_upper(&z.name, upper, want.unwrap_or(IdRange::new(0)))?;
+    let owner = want.unwrap_or(IdRange::new(0));
+    if crate::quota::image(&z.dir).is_some() {
+        crate::quota::shift_image(&z.name, &z.dir, owner)?;
+    } else if let RootMount::Overlay { upper, .. } = root {
+        own_upper(&z.name, upper, owner)?;
     }
     Ok(want)
+}
+
+/// The zone's `disk.max` image, checked against its config: a cap set after install,
+/// removed, or changed is refused with the remedy (the image is made at install).
+fn disk_for_boot(z: &Zone) -> Result<Option<crate::quota::DiskMount>> {
+    let disk = crate::quota::DiskMount::of(&z.dir);
+    let remedy = "uninstall and install it again (this discards the zone's changes)";
+    match (&disk, z.config.disk_max) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(Error::config(
+            &z.name,
+            format!("disk.max is set but the zone was installed without a cap; {remedy}, or unset disk.max"),
+        )),
+        (Some(_), None) => Err(Error::config(
+            &z.name,
+            format!("disk.max was unset but the zone's layer is a capped image; set disk.max again, or {remedy}"),
+        )),
+        (Some(d), Some(max)) => {
+            let size = crate::quota::image_size(&d.image)?;
+            if size != max {
+                return Err(Error::config(
+                    &z.name,
+                    format!(
+                        "disk.max is {} but the zone's image holds {}; resizing is not supported yet: set disk.max = \"{}\" again, or {remedy}",
+                        config::format_size(max),
+                        config::format_size(size),
+                        config::format_size(size)
+                    ),
+                ));
+            }
+            Ok(disk)
+        }
+    }
 }
 
 /// Make the upper directory `upper` (and everything in it) owned by range `to`, if its
@@ -206,6 +242,15 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     let _tlock = lock::shared(&ctx.layout, "template", &z.config.template)?;
     let manifest = template::load(&ctx.layout, &z.config.template)?;
     let be = backend(manifest.backend);
+    if z.config.disk_max.is_some() && manifest.backend != crate::storage::BackendKind::Overlay {
+        return Err(Error::config(
+            name,
+            format!(
+                "disk.max needs the overlay backend, but template '{}' uses {}; unset disk.max or use a template on the overlay backend",
+                z.config.template, manifest.backend
+            ),
+        ));
+    }
     z.lifecycle.state = ZoneState::Incomplete;
     z.lifecycle.incomplete_op = Some("install".into());
     z.lifecycle.backend = Some(manifest.backend);
@@ -215,18 +260,26 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     if let Err(e) = be.install(&troot, &z.dir) {
         // Roll back to configured; if that fails too, incomplete tells the next command.
         let cleanup = be.uninstall(&z.dir).and_then(|_| {
+            crate::quota::remove_image(&z.dir)?;
             z.lifecycle = Lifecycle::configured();
             state::save_lifecycle(&z.dir, &z.lifecycle)
         });
         return Err(e.with_cleanup(cleanup.err()));
     }
     fault::point("install.after-backend");
+    let mut owner = 0;
     if z.config.userns {
         let r = idmap::allocate(&ctx.layout, name, z.config.userns_base)?;
         z.lifecycle.idmap = Some(r);
+        owner = r.base;
         let root = be.root_mount(&troot, &z.dir);
         if let RootMount::Overlay { upper, .. } = &root {
             own_upper(name, upper, r)?;
+        }
+    }
+    if let Some(max) = z.config.disk_max {
+        if crate::quota::image(&z.dir).is_none() {
+            crate::quota::create_image(name, &z.dir, max, owner)?;
         }
     }
     z.lifecycle.state = ZoneState::Installed;
@@ -282,7 +335,12 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         fault::point("clone.after-mkdir");
         write_config(&tmp, &cfg)?;
         be.clone_zone(&source.dir, &tmp)?;
-        if let (Some(r), RootMount::Overlay { upper, .. }) = (range, be.root_mount(&troot, &tmp)) {
+        if crate::quota::image(&source.dir).is_some() {
+            crate::quota::copy_image(&source.dir, &tmp)?;
+            crate::quota::shift_image(dst, &tmp, range.unwrap_or(IdRange::new(0)))?;
+        } else if let (Some(r), RootMount::Overlay { upper, .. }) =
+            (range, be.root_mount(&troot, &tmp))
+        {
             own_upper(dst, &upper, r)?;
         }
         fault::point("clone.after-copy");
@@ -336,7 +394,12 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         message: "an installed zone without a storage backend".into(),
     })?;
     let troot = template::root_of(&ctx.layout, &z.config.template);
-    let root = backend(kind).root_mount(&troot, &z.dir);
+    let mut root = backend(kind).root_mount(&troot, &z.dir);
+    let disk = disk_for_boot(z)?;
+    if let (Some(d), RootMount::Overlay { upper, work, .. }) = (&disk, &mut root) {
+        *upper = d.upper();
+        *work = d.work();
+    }
     let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
     // Admission: refuse before any cgroup exists when the host has no tasks left for
@@ -413,6 +476,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         proc_root: &ctx.host.proc,
         net: rt.net.as_ref(),
         idmap,
+        disk: disk.as_ref(),
     };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
@@ -543,6 +607,7 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
         fault::point("uninstall.after-incomplete");
         backend(kind).uninstall(&z.dir)?;
+        crate::quota::remove_image(&z.dir)?;
         fault::point("uninstall.after-backend");
     }
     let console = z.dir.join("console.log");
