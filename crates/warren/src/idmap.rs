@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{atomic_write, sync_dir};
+use crate::fsutil::atomic_write;
 use crate::layout::Layout;
 use crate::lock;
 
@@ -190,10 +190,13 @@ fn file_name(base: u32, zone: &str) -> String {
     format!("{base}-{zone}")
 }
 
+/// Remove one range's file. Not fsync'd: a removal lost in a power cut leaves a range
+/// held by a zone that no longer exists, which is safe (nothing can overlap it) and
+/// which `warren gc` frees; an allocation, by contrast, is always durable.
 fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
     let path = d.join(file_name(base, zone));
     match fs::remove_file(&path) {
-        Ok(()) => sync_dir(d).ctx(|| format!("syncing {}", d.display())),
+        Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).ctx(|| format!("removing {}", path.display())),
     }
@@ -208,10 +211,14 @@ pub fn check_pin(layout: &Layout, zone: &str, pinned: u32) -> Result<()> {
         .map_err(|m| Error::config(zone, m))
 }
 
-/// Free every range of `zone` (on delete). Safe to repeat.
-pub fn release(layout: &Layout, zone: &str) -> Result<()> {
+/// Free every range of `zone` (on delete). `known` is the range its state records:
+/// then no directory scan is needed. Safe to repeat.
+pub fn release(layout: &Layout, zone: &str, known: Option<IdRange>) -> Result<()> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
     let d = dir(layout);
+    if let Some(r) = known {
+        return remove(&d, r.base, zone);
+    }
     for (base, z) in read_all(layout)? {
         if z == zone {
             remove(&d, base, &z)?;

@@ -157,6 +157,14 @@ fn disk_filler_is_stopped_by_disk_max() {
         "{} bytes allocated",
         m.blocks() * 512
     );
+    // `warren stat` counts the image's allocated blocks as the zone's disk.
+    let st: serde_json::Value =
+        serde_json::from_str(&env.ok(&["stat", "fill", "--json"]).stdout).unwrap();
+    let disk = st["zones"][0]["disk_bytes"].as_u64().unwrap();
+    assert!(
+        disk >= written && disk <= 64 << 20,
+        "stat disk_bytes {disk}"
+    );
     // Another zone (and the host) can still write.
     env.sh(
         "free",

@@ -363,7 +363,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         } else {
             Ok(())
         }
-        .and_then(|_| idmap::release(&ctx.layout, dst));
+        .and_then(|_| idmap::release(&ctx.layout, dst, None));
         return Err(e.with_cleanup(cleanup.err()));
     }
     Ok(())
@@ -612,7 +612,10 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
     }
     let console = z.dir.join("console.log");
     remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
+    // The id range stays the zone's until it is deleted.
+    let idmap = z.lifecycle.idmap;
     z.lifecycle = Lifecycle::configured();
+    z.lifecycle.idmap = idmap;
     state::save_lifecycle(&z.dir, &z.lifecycle)
 }
 
@@ -632,8 +635,10 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
 pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
+    let mut range = None;
     match load_locked(ctx, name) {
         Ok(mut z) => {
+            range = z.lifecycle.idmap;
             if force {
                 if z.state(ctx) >= ZoneState::Ready {
                     ctx.require_root()?;
@@ -671,7 +676,7 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
     fault::point("delete.after-rename");
     remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))?;
-    idmap::release(&ctx.layout, name)
+    idmap::release(&ctx.layout, name, range)
 }
 
 /// Apply `edit` to the zone's config table, validate, and write it durably.
