@@ -12,6 +12,8 @@
 
 pub mod init;
 pub mod login;
+mod masks;
+mod userns;
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -22,11 +24,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use std::os::fd::OwnedFd;
-
+use self::masks::mask_paths;
+use self::userns::{userns_fds, UsernsFds};
 use warren_sys::libc;
 use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
-use warren_sys::userns::{Namespaces, MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY};
 
 use crate::cgroups::CgroupSet;
 use crate::config::{NetMode, ZoneConfig};
@@ -84,18 +85,6 @@ struct Fds {
     userns: Option<UsernsFds>,
     /// The loop device of a `disk.max` image (autoclear: detached when its mount goes).
     disk: Option<warren_sys::loopdev::LoopDevice>,
-}
-
-/// A user-namespaced boot's descriptors, made before the clone so the child inherits
-/// them: the namespaces (see `warren_sys::userns`) and idmapped copies of the mounts
-/// the zone's root is made of.
-struct UsernsFds {
-    range: IdRange,
-    ns: Namespaces,
-    /// The overlay's lower layer (the template), or the zone's own root (bind).
-    root: OwnedFd,
-    /// One per template bind (`/usr` of the `host` template), in order.
-    binds: Vec<OwnedFd>,
 }
 
 /// A step plus what it does, for error messages.
@@ -507,69 +496,6 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     Ok(p)
 }
 
-/// Mask kernel interfaces a zone must not use: files behind /dev/null, directories
-/// behind an empty read-only directory, and read-only /proc/sys, /proc/irq, /proc/bus.
-/// Each step is optional: a path this kernel lacks is skipped.
-///
-/// The masked directories are covered by a read-only bind of one empty directory of
-/// the zone's /dev tmpfs rather than by a tmpfs each: a superblock per mount would cost
-/// a shrinker per zone (see the /sys note in `build`).
-fn mask_paths(p: &mut Plan, root: &Path, dev: &Path) {
-    let optional =
-        |p: &mut Plan, step: Step, what: String| p.push(Step::Optional(Box::new(step)), what);
-    let bind = |src: &Path, target: &Path, flags: libc::c_ulong| Step::Mount {
-        source: Some(c(src)),
-        target: c(target),
-        fstype: None,
-        flags: libc::MS_BIND | flags,
-        data: None,
-    };
-    let remount_ro = |target: &Path| Step::Mount {
-        source: None,
-        target: c(target),
-        fstype: None,
-        flags: libc::MS_BIND
-            | libc::MS_REMOUNT
-            | libc::MS_RDONLY
-            | libc::MS_NOSUID
-            | libc::MS_NODEV
-            | libc::MS_NOEXEC,
-        data: None,
-    };
-    let null = dev.join("null");
-    for f in isolation::MASKED_FILES {
-        let target = root.join(f);
-        optional(p, bind(&null, &target, 0), format!("mask /{f}"));
-    }
-    let empty = dev.join(".masked");
-    p.push(
-        Step::Mkdir {
-            path: c(&empty),
-            mode: 0o555,
-        },
-        format!("create {}", empty.display()),
-    );
-    p.push(bind(&empty, &empty, 0), format!("bind {}", empty.display()));
-    p.push(
-        remount_ro(&empty),
-        format!("make {} read-only", empty.display()),
-    );
-    for d in isolation::MASKED_DIRS {
-        let target = root.join(d);
-        optional(p, bind(&empty, &target, 0), format!("mask /{d}"));
-        optional(p, remount_ro(&target), format!("make /{d} read-only"));
-    }
-    for d in isolation::READONLY_DIRS {
-        let target = root.join(d);
-        optional(
-            p,
-            bind(&target, &target, libc::MS_REC),
-            format!("bind /{d} onto itself"),
-        );
-        optional(p, remount_ro(&target), format!("make /{d} read-only"));
-    }
-}
-
 /// Boot a zone: returns its init's identity once init is executing.
 /// The caller must be single-threaded (see `warren_sys::spawn`).
 pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
@@ -657,71 +583,6 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         source: std::io::Error::from(std::io::ErrorKind::NotFound),
     })?;
     Ok(InitId { pid, start_time })
-}
-
-/// Make the zone's user namespace (with its network, UTS and IPC namespaces) and the
-/// idmapped mounts its root is made of; give the console log to the zone's root.
-fn userns_fds(spec: &BootSpec<'_>, range: IdRange, console: &File) -> Result<UsernsFds> {
-    let zone = spec.zone;
-    let mut extra = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
-    if spec.config.net != NetMode::Host {
-        extra |= libc::CLONE_NEWNET;
-    }
-    let ns = Namespaces::create(extra, &range.map_line(), spec.proc_root).map_err(|e| {
-        let hint = match e.raw_os_error() {
-            Some(libc::ENOSPC) => " (user.max_user_namespaces or another namespace limit was reached; raise it with sysctl)",
-            Some(libc::EPERM) => " (user namespaces are disabled here; set userns = false for this zone)",
-            _ => "",
-        };
-        Error::Io {
-            context: format!(
-                "zone '{zone}': creating its user namespace (host ids {}-{}){hint}",
-                range.base,
-                range.last()
-            ),
-            source: e,
-        }
-    })?;
-    let idmapped = |path: &Path, attrs: u64| {
-        warren_sys::userns::open_tree_idmapped(path, &ns.user, attrs).map_err(|e| Error::Io {
-            context: format!(
-                "zone '{zone}': making an idmapped mount of {} (the filesystem must support idmapped mounts; else set userns = false)",
-                path.display()
-            ),
-            source: e,
-        })
-    };
-    let root = match spec.root {
-        RootMount::Overlay { lower, .. } => idmapped(lower, MOUNT_ATTR_RDONLY)?,
-        RootMount::Bind { source } => idmapped(source, 0)?,
-    };
-    let mut binds = Vec::new();
-    for b in spec.binds {
-        let attrs = if b.readonly {
-            MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV
-        } else {
-            0
-        };
-        binds.push(idmapped(&b.source, attrs)?);
-    }
-    use std::os::unix::fs::MetadataExt;
-    let meta = console
-        .metadata()
-        .ctx(|| format!("zone '{zone}': reading {}", spec.console.display()))?;
-    if (meta.uid(), meta.gid()) != (range.base, range.base) {
-        std::os::unix::fs::fchown(console, Some(range.base), Some(range.base)).ctx(|| {
-            format!(
-                "zone '{zone}': giving {} to the zone's root",
-                spec.console.display()
-            )
-        })?;
-    }
-    Ok(UsernsFds {
-        range,
-        ns,
-        root,
-        binds,
-    })
 }
 
 /// Move the zone's new process into each of its cgroups (from the parent).

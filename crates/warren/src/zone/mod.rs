@@ -7,6 +7,7 @@
 
 mod gc;
 mod lifecycle;
+mod prepare;
 
 use std::cell::OnceCell;
 use std::fs;
