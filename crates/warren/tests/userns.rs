@@ -37,6 +37,16 @@ fn ranges_are_disjoint_recorded_released_on_delete_and_repaired_by_gc() {
     let (ba, bb) = (base(&env, "a").unwrap(), base(&env, "b").unwrap());
     assert!(ba.abs_diff(bb) >= 65536, "ranges overlap: {ba} {bb}");
     assert_eq!(ranges(&env), vec![format!("{ba}-a"), format!("{bb}-b")]);
+    // `warren list --json` shows each zone's range.
+    let list: serde_json::Value =
+        serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+    assert!(
+        list.as_array()
+            .unwrap()
+            .iter()
+            .any(|z| z["name"] == "a" && z["idmap"]["base"].as_u64() == Some(ba)),
+        "{list}"
+    );
     // The private layer belongs to the zone's range.
     assert_eq!(
         std::fs::metadata(env.root().join("zones/a/upper"))
