@@ -453,6 +453,9 @@ fn zones_cannot_escape() {
 }
 
 /// With CAP_MKNOD given back, the devices cgroup (v1) still refuses the block device.
+/// The zone runs with `userns = false`: in a user namespace the kernel refuses every
+/// device mknod anyway (CAP_MKNOD counts only in the host's user namespace), which
+/// would hide whether the devices cgroup does its part.
 #[test]
 fn device_cgroup_refuses_nodes_warren_did_not_make() {
     common::require_root();
@@ -460,7 +463,7 @@ fn device_cgroup_refuses_nodes_warren_did_not_make() {
         panic!("this test needs the cgroup v1 devices controller at /sys/fs/cgroup/devices (v2 has no device cgroup file; see docs/isolation.md)");
     }
     let env = Env::new();
-    env.host_zone("dev", &["caps.add=CAP_MKNOD"]);
+    env.host_zone("dev", &["caps.add=CAP_MKNOD", "userns=false"]);
     env.ok(&["boot", "dev"]);
     let list = env.cgroup_file("dev", "devices", "devices.list");
     assert!(
