@@ -90,3 +90,63 @@ pub fn unshare(flags: libc::c_int) -> io::Result<()> {
     // SAFETY: unshare takes flags only.
     cvt(unsafe { libc::unshare(flags) }).map(drop)
 }
+
+const FSOPEN_CLOEXEC: libc::c_uint = 1;
+const FSCONFIG_SET_STRING: libc::c_uint = 1;
+const FSCONFIG_CMD_CREATE: libc::c_uint = 6;
+const FSMOUNT_CLOEXEC: libc::c_uint = 1;
+
+/// Mount filesystem `fstype` from block device `source` as a detached mount (new mount
+/// API: fsopen, fsconfig, fsmount) with `attrs` (MOUNT_ATTR_*), close-on-exec. Nothing
+/// appears in any mount table until the descriptor is attached with `move_mount`; the
+/// device is opened here, by the caller, so the caller's devices cgroup applies, not
+/// that of the process that later attaches the mount.
+pub fn mount_detached(
+    fstype: &str,
+    source: &std::path::Path,
+    attrs: u64,
+) -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    let fstype = crate::cstring(fstype)?;
+    let source = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(source.as_os_str()))?;
+    // SAFETY: `fstype` is NUL-terminated; fsopen returns a new descriptor or -1.
+    let fs = cvt(
+        unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) } as libc::c_int,
+    )?;
+    // SAFETY: fsopen succeeded, so `fs` is a new descriptor owned by nobody else.
+    let fs = unsafe { OwnedFd::from_raw_fd(fs) };
+    let key = c"source";
+    // SAFETY: key and value are NUL-terminated strings alive for the call.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_SET_STRING,
+            key.as_ptr(),
+            source.as_ptr(),
+            0,
+        )
+    } as libc::c_int)?;
+    // SAFETY: CMD_CREATE takes no key or value.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsconfig,
+            fs.as_raw_fd(),
+            FSCONFIG_CMD_CREATE,
+            std::ptr::null::<libc::c_char>(),
+            std::ptr::null::<libc::c_void>(),
+            0,
+        )
+    } as libc::c_int)?;
+    // SAFETY: fsmount takes the context descriptor and flags; returns a new fd or -1.
+    let m = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_fsmount,
+            fs.as_raw_fd(),
+            FSMOUNT_CLOEXEC,
+            attrs as libc::c_uint,
+        )
+    } as libc::c_int)?;
+    // SAFETY: fsmount succeeded, so `m` is a new descriptor owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(m) })
+}

@@ -13,7 +13,9 @@
 //!
 //! Layout: `<zone>/disk.img` (the image; its `user.warren.owner` xattr records the
 //! host id that owns `upper/` inside) and `<zone>/disk/` (its mount point inside the
-//! zone's namespace). The loop device is attached with autoclear: the kernel detaches
+//! zone's namespace). The boot's parent mounts the image as a detached mount and the
+//! child attaches it: the child may already be in the zone's devices cgroup, which
+//! denies the loop device (tests/abuse.rs `disk_max_zone_boots_every_time`). The loop device is attached with autoclear: the kernel detaches
 //! it when the zone's mount namespace (the last user) goes away, so halt has nothing
 //! to undo and a crash leaves no device behind.
 

@@ -182,3 +182,17 @@ fn disk_filler_is_stopped_by_disk_max() {
     );
     println!("disk filler with disk.max 64M: stopped at {written} bytes (ENOSPC)");
 }
+
+/// Regression: the image's ext4 was once mounted by the zone's child, which races with
+/// the parent moving it into the zone's devices cgroup (which denies the loop device):
+/// in release builds most boots failed with EPERM. The parent now mounts it.
+#[test]
+fn disk_max_zone_boots_every_time() {
+    let env = Env::new();
+    env.host_zone("cap", &["disk.max=32M"]);
+    for _ in 0..8 {
+        env.ok(&["boot", "cap"]);
+        env.sh("cap", "touch /still-capped && df / | tail -1").ok();
+        env.ok(&["halt", "cap"]);
+    }
+}

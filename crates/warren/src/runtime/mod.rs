@@ -83,8 +83,9 @@ struct Fds {
     null: File,
     init: Option<File>,
     userns: Option<UsernsFds>,
-    /// The loop device of a `disk.max` image (autoclear: detached when its mount goes).
-    disk: Option<warren_sys::loopdev::LoopDevice>,
+    /// A `disk.max` image's loop device (autoclear: detached when its last mount goes)
+    /// and its ext4 filesystem, mounted by the parent as a detached mount.
+    disk: Option<(warren_sys::loopdev::LoopDevice, std::os::fd::OwnedFd)>,
 }
 
 /// A step plus what it does, for error messages.
@@ -216,14 +217,15 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         },
         format!("open {}", spec.console.display()),
     );
-    if let (Some(d), Some(dev)) = (spec.disk, fds.disk.as_ref()) {
-        let src = dev.path.to_string_lossy();
-        p.mount(
-            Some(&src),
-            &d.mountpoint,
-            Some("ext4"),
-            libc::MS_NOSUID | libc::MS_NODEV,
-            None,
+    if let (Some(d), Some((_, mnt))) = (spec.disk, fds.disk.as_ref()) {
+        // Mounted by the parent: the child may already be in the zone's devices cgroup,
+        // which (rightly) does not let it open the loop device.
+        p.push(
+            Step::MoveMount {
+                fd: mnt.as_raw_fd(),
+                target: c(&d.mountpoint),
+            },
+            format!("attach the disk.max image on {}", d.mountpoint.display()),
         );
     }
     match spec.root {
@@ -535,13 +537,27 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
                 .open(&d.image)
                 .ctx(|| format!("zone '{}': opening {}", spec.zone, d.image.display()))?;
-            Some(warren_sys::loopdev::attach(&image).ctx(|| {
+            let dev = warren_sys::loopdev::attach(&image).ctx(|| {
                 format!(
                     "zone '{}': attaching its disk.max image {} to a loop device",
                     spec.zone,
                     d.image.display()
                 )
-            })?)
+            })?;
+            let mnt = warren_sys::loopdev::mount_detached(
+                "ext4",
+                &dev.path,
+                warren_sys::userns::MOUNT_ATTR_NOSUID | warren_sys::userns::MOUNT_ATTR_NODEV,
+            )
+            .ctx(|| {
+                format!(
+                    "zone '{}': mounting its disk.max image {} ({})",
+                    spec.zone,
+                    d.image.display(),
+                    dev.path.display()
+                )
+            })?;
+            Some((dev, mnt))
         }
         None => None,
     };
