@@ -209,3 +209,40 @@ fn overlapping_ranges_and_ungrantable_privileges_are_refused() {
     );
     assert!(!env.root().join("zones/mod").exists());
 }
+
+/// The zone's network namespace belongs to its user namespace, so its root keeps the
+/// capabilities it is given there: a port below 1024 and a raw socket (ping) work.
+#[test]
+fn zone_root_binds_port_80_and_opens_a_raw_socket_in_its_own_namespace() {
+    common::require_root();
+    let env = Env::new();
+    env.host_zone("web", &[]);
+    env.ok(&["boot", "web"]);
+    let r = env
+        .run(&[
+            "login",
+            "web",
+            "--",
+            "perl",
+            "-MIO::Socket::INET",
+            "-e",
+            r#"IO::Socket::INET->new(LocalPort => 80, Listen => 1) or die "bind: $!\n"; print "bound 80\n"; socket(my $s, 2, 3, 1) or die "raw: $!\n"; print "raw ok\n""#,
+        ])
+        .ok();
+    assert_eq!(r.stdout, "bound 80\nraw ok\n", "{r:?}");
+    // Without CAP_NET_BIND_SERVICE the same bind is refused: the capability is what
+    // allows it, not a missing check.
+    env.ok(&["halt", "web"]);
+    env.ok(&["config", "set", "web", "caps.drop=CAP_NET_BIND_SERVICE"]);
+    env.ok(&["boot", "web"]);
+    let r = env.run(&[
+        "login",
+        "web",
+        "--",
+        "perl",
+        "-MIO::Socket::INET",
+        "-e",
+        r#"IO::Socket::INET->new(LocalPort => 80, Listen => 1) or die "bind: $!\n"; print "bound 80\n""#,
+    ]);
+    assert!(r.stderr.contains("bind: Permission denied"), "{r:?}");
+}
