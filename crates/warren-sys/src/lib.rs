@@ -11,12 +11,14 @@
 
 pub mod fs;
 pub mod harden;
+pub mod loopdev;
 pub mod proc;
 pub mod pty;
 pub mod signal;
 pub mod spawn;
 mod steps;
 pub mod swap;
+pub mod userns;
 
 /// Constants (MS_*, CLONE_*, signal numbers) for callers that build plans.
 pub use libc;
@@ -77,15 +79,25 @@ pub fn rlimit_nofile() -> io::Result<(u64, u64)> {
     Ok((r.rlim_cur, r.rlim_max))
 }
 
-/// `(soft, hard)` of any resource (RLIMIT_*).
+/// `(soft, hard)` of resource `resource` (RLIMIT_*).
 pub fn getrlimit(resource: libc::c_int) -> io::Result<(u64, u64)> {
     let mut r = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
     };
-    // SAFETY: `r` is a valid rlimit for getrlimit to fill.
+    // SAFETY: `r` is a valid rlimit for getrlimit to fill; a bad resource fails EINVAL.
     cvt(unsafe { libc::getrlimit(resource as libc::__rlimit_resource_t, &mut r) })?;
     Ok((r.rlim_cur, r.rlim_max))
+}
+
+/// `setrlimit(resource, {soft, hard})` for this process.
+pub fn setrlimit(resource: libc::c_int, soft: u64, hard: u64) -> io::Result<()> {
+    let r = libc::rlimit {
+        rlim_cur: soft,
+        rlim_max: hard,
+    };
+    // SAFETY: `r` is a valid rlimit read by the call.
+    cvt(unsafe { libc::setrlimit(resource as libc::__rlimit_resource_t, &r) }).map(drop)
 }
 
 /// `_exit(2)`: leave now without running destructors or atexit handlers.

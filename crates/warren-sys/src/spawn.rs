@@ -81,10 +81,23 @@ pub enum Step {
     NoNewPrivs,
     /// Load this seccomp BPF program (after `NoNewPrivs`; last before exec).
     Seccomp(Vec<crate::harden::SockFilter>),
+    /// Attach the detached mount `fd` (from `open_tree`, see [`crate::userns`]) at
+    /// `target`: `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`.
+    MoveMount { fd: RawFd, target: CString },
+    /// After `setns` into the zone's user namespace: `setgroups([])`,
+    /// `setresgid(0,0,0)`, `setresuid(0,0,0)`, so the process is the zone's root.
+    BecomeRoot,
+    /// `fchownat(path, uid, gid, AT_SYMLINK_NOFOLLOW)`.
+    Chown {
+        path: CString,
+        uid: libc::uid_t,
+        gid: libc::gid_t,
+    },
     /// Run the inner step; the errno given is not a failure (e.g. EEXIST for a device
     /// node the root already has).
     Tolerate(libc::c_int, Box<Step>),
-    /// `setns(fd, nstype)`: join an existing namespace (an OCI `namespaces[].path`).
+    /// `setns(fd, nstype)`: join a namespace opened before the clone (the zone's user
+    /// namespace, an OCI `namespaces[].path`).
     Setns { fd: RawFd, nstype: libc::c_int },
     /// Tell the parent this step was reached and wait for its go (one byte); the
     /// parent's [`Event::Sync`] handler runs meanwhile (e.g. hooks in the child's
@@ -512,6 +525,34 @@ fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
         Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
         Step::NoNewPrivs => crate::harden::no_new_privs(),
         Step::Seccomp(filter) => crate::harden::load_seccomp(filter),
+        Step::MoveMount { fd, target } => {
+            let empty = c"";
+            // SAFETY: "" with MOVE_MOUNT_F_EMPTY_PATH names the descriptor itself;
+            // `target` is a NUL-terminated CString owned by the plan.
+            ok(unsafe {
+                libc::syscall(
+                    libc::SYS_move_mount,
+                    *fd,
+                    empty.as_ptr(),
+                    libc::AT_FDCWD,
+                    target.as_ptr(),
+                    crate::userns::MOVE_MOUNT_F_EMPTY_PATH,
+                )
+            } as libc::c_int)
+        }
+        Step::BecomeRoot => crate::userns::become_root(),
+        Step::Chown { path, uid, gid } => {
+            // SAFETY: `path` is a NUL-terminated CString owned by the plan.
+            ok(unsafe {
+                libc::fchownat(
+                    libc::AT_FDCWD,
+                    path.as_ptr(),
+                    *uid,
+                    *gid,
+                    libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })
+        }
         Step::Umask(mask) => {
             // SAFETY: umask cannot fail.
             unsafe { libc::umask(*mask) };

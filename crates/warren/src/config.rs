@@ -159,6 +159,15 @@ pub struct ZoneConfig {
     pub caps_drop: Vec<String>,
     /// Syscalls denied on top of the default seccomp filter.
     pub seccomp_deny: Vec<String>,
+    /// Run the zone in its own user namespace (default): its root is uid 0 inside and
+    /// an unprivileged host id outside (see `idmap`).
+    pub userns: bool,
+    /// A pinned first host id of the zone's range (default: allocated).
+    pub userns_base: Option<u32>,
+    /// Resource limits by name (`nofile`, see `isolation::rlimits`).
+    pub rlimits: BTreeMap<String, crate::isolation::rlimits::Limit>,
+    /// The cap on the zone's private layer (its writes), in bytes.
+    pub disk_max: Option<u64>,
 }
 
 impl ZoneConfig {
@@ -181,6 +190,10 @@ impl ZoneConfig {
             caps_add: Vec::new(),
             caps_drop: Vec::new(),
             seccomp_deny: Vec::new(),
+            userns: true,
+            userns_base: None,
+            rlimits: BTreeMap::new(),
+            disk_max: None,
         }
     }
 
@@ -325,6 +338,135 @@ pub struct Key {
 
 /// Every key warren's zonecfg accepts.
 pub static KEYS: &[Key] = &[
+    Key {
+        name: "userns",
+        help: "run the zone in its own user namespace, its root mapped to 65536 unprivileged host ids (default true; false keeps host ids, see docs/isolation.md)",
+        example: "false",
+        apply: |c, v| {
+            c.userns = want_bool(v)?;
+            Ok(())
+        },
+    },
+    Key {
+        name: "userns-base",
+        help: "pin the first host id of the zone's 65536 (default: allocated from 1073741824 on, never overlapping another zone's)",
+        example: "1073741824",
+        apply: |c, v| {
+            let n = want_int(v, 0, u32::MAX as u64)? as u32;
+            if let Some(p) = crate::idmap::base_problem(n) {
+                return Err(p);
+            }
+            c.userns_base = Some(n);
+            Ok(())
+        },
+    },
+    Key {
+        name: "disk.max",
+        help: "cap on what the zone writes (its private layer); writes past it fail with ENOSPC (see 'warren info' for the mechanism)",
+        example: "\"1G\"",
+        apply: |c, v| {
+            let n = want_size(v)?;
+            if n < crate::quota::MIN_SIZE {
+                return Err(format!(
+                    "{}: at least {} is needed for the filesystem that holds the zone's writes",
+                    short(v),
+                    format_size(crate::quota::MIN_SIZE)
+                ));
+            }
+            c.disk_max = Some(n);
+            Ok(())
+        },
+    },
+    Key {
+        name: "rlimit.as",
+        help: "RLIMIT_AS for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "as", v),
+    },
+    Key {
+        name: "rlimit.core",
+        help: "RLIMIT_CORE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "core", v),
+    },
+    Key {
+        name: "rlimit.cpu",
+        help: "RLIMIT_CPU for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "cpu", v),
+    },
+    Key {
+        name: "rlimit.data",
+        help: "RLIMIT_DATA for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "data", v),
+    },
+    Key {
+        name: "rlimit.fsize",
+        help: "RLIMIT_FSIZE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "fsize", v),
+    },
+    Key {
+        name: "rlimit.locks",
+        help: "RLIMIT_LOCKS for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "locks", v),
+    },
+    Key {
+        name: "rlimit.memlock",
+        help: "RLIMIT_MEMLOCK for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "memlock", v),
+    },
+    Key {
+        name: "rlimit.msgqueue",
+        help: "RLIMIT_MSGQUEUE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "msgqueue", v),
+    },
+    Key {
+        name: "rlimit.nice",
+        help: "RLIMIT_NICE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "nice", v),
+    },
+    Key {
+        name: "rlimit.nofile",
+        help: "RLIMIT_NOFILE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"1024:4096\"",
+        apply: |c, v| set_rlimit(c, "nofile", v),
+    },
+    Key {
+        name: "rlimit.nproc",
+        help: "RLIMIT_NPROC for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "nproc", v),
+    },
+    Key {
+        name: "rlimit.rtprio",
+        help: "RLIMIT_RTPRIO for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "rtprio", v),
+    },
+    Key {
+        name: "rlimit.rttime",
+        help: "RLIMIT_RTTIME for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "rttime", v),
+    },
+    Key {
+        name: "rlimit.sigpending",
+        help: "RLIMIT_SIGPENDING for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "sigpending", v),
+    },
+    Key {
+        name: "rlimit.stack",
+        help: "RLIMIT_STACK for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        example: "\"unlimited\"",
+        apply: |c, v| set_rlimit(c, "stack", v),
+    },
     Key {
         name: "caps.add",
         help: "capabilities the zone's root keeps on top of the default set (docs/isolation.md)",
@@ -655,6 +797,24 @@ pub static KEYS: &[Key] = &[
     },
 ];
 
+fn set_rlimit(c: &mut ZoneConfig, name: &str, v: &toml::Value) -> std::result::Result<(), String> {
+    let text = match v {
+        toml::Value::Integer(i) if *i >= 0 => i.to_string(),
+        toml::Value::String(s) => s.clone(),
+        other => {
+            return Err(format!(
+                "{}: expected a number, \"soft:hard\" or \"unlimited\"",
+                short(other)
+            ))
+        }
+    };
+    let l = crate::isolation::rlimits::parse(&text).ok_or_else(|| {
+        format!("{text:?}: expected a number, \"soft:hard\" (soft at most hard) or \"unlimited\"")
+    })?;
+    c.rlimits.insert(name.to_string(), l);
+    Ok(())
+}
+
 fn short(v: &toml::Value) -> String {
     let s = v.to_string();
     if s.len() > 40 {
@@ -871,6 +1031,12 @@ fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
         ));
     }
     check_net(zone, c)?;
+    if !c.userns && c.userns_base.is_some() {
+        return Err(Error::config(
+            zone,
+            "userns-base is set but userns = false; unset userns-base or set userns = true",
+        ));
+    }
     if let Some(both) = c.caps_add.iter().find(|a| c.caps_drop.contains(a)) {
         return Err(Error::config(
             zone,
@@ -956,6 +1122,48 @@ pub fn check_host(zone: &str, c: &ZoneConfig, online: &[u32]) -> Result<()> {
                     online.len()
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// What the host can grant, for [`check_privileges`].
+#[derive(Debug, Clone)]
+pub struct HostPrivileges {
+    /// warren's own capability bounding set (`CapBnd` of /proc/self/status).
+    pub cap_bounding: u64,
+    /// warren's own hard limit of a resource (by config name), if known.
+    pub hard_limits: BTreeMap<String, u64>,
+}
+
+/// Refuse what the host cannot grant: a capability outside warren's bounding set
+/// (no process warren starts can ever hold it) and a hard rlimit above warren's own
+/// (raising one needs CAP_SYS_RESOURCE in the host's user namespace). Pure.
+pub fn check_privileges(zone: &str, c: &ZoneConfig, host: &HostPrivileges) -> Result<()> {
+    for cap in &c.caps_add {
+        if host.cap_bounding & crate::isolation::caps::bit(cap) == 0 {
+            return Err(Error::config(
+                zone,
+                format!(
+                    "caps.add {cap}: this host cannot grant it (it is not in warren's capability bounding set, CapBnd {:016x}); remove it from caps.add or run warren where the bounding set includes it",
+                    host.cap_bounding
+                ),
+            ));
+        }
+    }
+    for (name, l) in &c.rlimits {
+        if let Some(&max) = host.hard_limits.get(name) {
+            if l.hard > max {
+                return Err(Error::config(
+                    zone,
+                    format!(
+                        "rlimit.{name} hard limit {} is above warren's own hard limit {} and raising it needs CAP_SYS_RESOURCE, which warren lacks here; use at most {}",
+                        crate::isolation::rlimits::format(crate::isolation::rlimits::Limit { soft: l.hard, hard: l.hard }),
+                        crate::isolation::rlimits::format(crate::isolation::rlimits::Limit { soft: max, hard: max }),
+                        crate::isolation::rlimits::format(crate::isolation::rlimits::Limit { soft: max, hard: max }),
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -1140,6 +1348,21 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     }
     if let Some(cs) = &l.cpuset {
         put("cpuset", cs.to_string().into());
+    }
+    if !c.userns {
+        put("userns", false.into());
+    }
+    if let Some(b) = c.userns_base {
+        put("userns-base", int(u64::from(b)));
+    }
+    for (name, l) in &c.rlimits {
+        put(
+            &format!("rlimit.{name}"),
+            crate::isolation::rlimits::format(*l).into(),
+        );
+    }
+    if let Some(n) = c.disk_max {
+        put("disk.max", format_size(n).into());
     }
     t
 }
@@ -1429,5 +1652,81 @@ max = 0.5
         assert_eq!(parse_cpu_list("0-2,5,5"), Some(vec![0, 1, 2, 5]));
         assert_eq!(parse_cpu_list("0,,1"), None);
         assert_eq!(CpuSet(vec![0, 1, 2, 5, 7, 8]).to_string(), "0-2,5,7-8");
+    }
+
+    #[test]
+    fn userns_rlimit_and_disk_keys_round_trip() {
+        let c = p("template = \"host\"\nuserns = false\n[rlimit]\nnofile = \"1024:4096\"\ncore = 0\n[disk]\nmax = \"64M\"").unwrap();
+        assert!(!c.userns);
+        assert_eq!(
+            c.rlimits.get("nofile"),
+            Some(&crate::isolation::rlimits::Limit {
+                soft: 1024,
+                hard: 4096
+            })
+        );
+        assert_eq!(c.disk_max, Some(64 << 20));
+        let back = from_table("z", &to_table(&c)).unwrap();
+        assert_eq!(back, c);
+        let d = p("template = \"host\"").unwrap();
+        assert!(d.userns, "user namespaces are the default");
+        let pinned = p("template = \"host\"\nuserns-base = 2000000000").unwrap();
+        assert_eq!(from_table("z", &to_table(&pinned)).unwrap(), pinned);
+    }
+
+    #[test]
+    fn bad_userns_rlimit_and_disk_values_name_the_key() {
+        for (text, want) in [
+            (
+                "userns-base = 1000",
+                "userns-base 1000 would map host ids below 65536",
+            ),
+            (
+                "userns = false\nuserns-base = 2000000000",
+                "userns-base is set but userns = false",
+            ),
+            (
+                "rlimit.nofile = \"20:10\"",
+                "rlimit.nofile \"20:10\": expected",
+            ),
+            ("rlimit.bogus = 1", "unknown config key 'rlimit.bogus'"),
+            ("disk.max = \"1M\"", "disk.max \"1M\": at least 16M"),
+        ] {
+            let e = p(&format!("template = \"host\"\n{text}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{text}: {e}");
+            assert!(e.starts_with("zone 'web1'"), "{e}");
+        }
+    }
+
+    #[test]
+    fn privileges_the_host_cannot_grant_are_refused() {
+        let c = p("template = \"host\"\ncaps.add = [\"CAP_SYS_MODULE\"]\nrlimit.nofile = 100000")
+            .unwrap();
+        let all = HostPrivileges {
+            cap_bounding: u64::MAX,
+            hard_limits: BTreeMap::new(),
+        };
+        check_privileges("web1", &c, &all).unwrap();
+        let no_module = HostPrivileges {
+            cap_bounding: !crate::isolation::caps::bit("CAP_SYS_MODULE"),
+            hard_limits: BTreeMap::new(),
+        };
+        let e = check_privileges("web1", &c, &no_module)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("zone 'web1'") && e.contains("caps.add CAP_SYS_MODULE"),
+            "{e}"
+        );
+        assert!(e.contains("remove it from caps.add"), "{e}");
+        let low = HostPrivileges {
+            cap_bounding: u64::MAX,
+            hard_limits: [("nofile".to_string(), 20000)].into_iter().collect(),
+        };
+        let e = check_privileges("web1", &c, &low).unwrap_err().to_string();
+        assert!(e.contains("rlimit.nofile hard limit 100000"), "{e}");
+        assert!(e.contains("use at most 20000"), "{e}");
     }
 }

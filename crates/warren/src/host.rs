@@ -1,7 +1,7 @@
 //! What `warren info` reports: the kernel, the cgroup hierarchy and controllers found,
 //! the storage backend chosen and why, and the limits of this process.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -22,6 +22,10 @@ pub struct HostInfo {
     pub cgroup_parents: Vec<(String, PathBuf)>,
     pub storage_backend: BackendKind,
     pub storage_why: String,
+    /// How `disk.max` is enforced here (or why it cannot be).
+    pub disk_quota: String,
+    /// User namespaces: the default for zones, and what the kernel allows.
+    pub user_namespaces: String,
     pub online_cpus: usize,
     pub mem_total_bytes: u64,
     pub swap_total_bytes: u64,
@@ -47,6 +51,8 @@ pub fn info(ctx: &Context) -> Result<HostInfo> {
         cgroup_parents: driver.parents(),
         storage_backend: backend,
         storage_why: why,
+        disk_quota: crate::quota::probe(&ctx.host.proc).describe(),
+        user_namespaces: userns_info(&ctx.host.proc),
         online_cpus: crate::stats::online_cpus(&ctx.host.sys).len(),
         mem_total_bytes: mem.get("MemTotal").copied().unwrap_or(0),
         swap_total_bytes: mem.get("SwapTotal").copied().unwrap_or(0),
@@ -56,4 +62,16 @@ pub fn info(ctx: &Context) -> Result<HostInfo> {
         init_exe: crate::runtime::init_exe().ok(),
         is_root: warren_sys::geteuid() == 0,
     })
+}
+
+/// User namespaces as `warren info` shows them: on by default per zone, with idmapped
+/// mounts; the kernel's limit on their number.
+fn userns_info(proc_root: &Path) -> String {
+    let max = std::fs::read_to_string(proc_root.join("sys/user/max_user_namespaces"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown".into());
+    format!(
+        "default for every zone (65536 host ids each from {}, idmapped template and /usr; userns = false opts out); user.max_user_namespaces = {max}",
+        crate::idmap::FIRST_BASE
+    )
 }

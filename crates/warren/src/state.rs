@@ -60,6 +60,9 @@ pub struct Lifecycle {
     /// Why the zone was last evicted, if it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evicted: Option<String>,
+    /// The host ids of the zone's user namespace (see `idmap`), once allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idmap: Option<crate::idmap::IdRange>,
 }
 
 pub const STATE_VERSION: u32 = 1;
@@ -72,6 +75,7 @@ impl Lifecycle {
             backend: None,
             incomplete_op: None,
             evicted: None,
+            idmap: None,
         }
     }
 }

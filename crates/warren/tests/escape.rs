@@ -117,8 +117,63 @@ fn zones_cannot_escape() {
         "delete_module of a nonexistent module was not EPERM: {probe:?}"
     );
 
+    // The zone's user namespace: uid 0 inside is this unprivileged host id.
+    let state: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(env.root().join("zones/esc/state.json")).unwrap(),
+    )
+    .unwrap();
+    let base = state["idmap"]["base"]
+        .as_u64()
+        .expect("a default zone has an id range in its state.json");
+    assert!(base >= 65536, "the zone's root maps to host id {base}");
+    let leak = |s: String| -> &'static [&'static str] {
+        Box::leak(vec![&*Box::leak(s.into_boxed_str())].into_boxed_slice())
+    };
+
     let eperm: &[&str] = &["errno=1\n"];
     let attempts = vec![
+        a(
+            "be host root (uid 0 inside)",
+            "uid 0 maps to an unprivileged host id",
+            "cat /proc/self/uid_map /proc/1/gid_map | tr -s ' ' | sed 's/^ //'",
+            leak(format!("0 {base} 65536\n0 {base} 65536")),
+        ),
+        a(
+            "become a host id outside its range (setuid 65536)",
+            "EINVAL (not mapped in its user namespace)",
+            r#"perl -e 'use POSIX; POSIX::setuid(65536) or print "errno=", $!+0, "\n"'"#,
+            &["errno=22\n"],
+        ),
+        a(
+            "unshare(CLONE_NEWUSER) to regain capabilities",
+            "EPERM (seccomp namespace flags)",
+            perl(272, ", 0x10000000"),
+            eperm,
+        ),
+        a(
+            "clone(CLONE_NEWUSER) to regain capabilities",
+            "EPERM (seccomp namespace flags)",
+            perl(56, ", 0x10000011, 0, 0, 0, 0"),
+            eperm,
+        ),
+        a(
+            "write the shared, idmapped /usr",
+            "EROFS (read-only bind)",
+            "touch /usr/bin/warren-escape",
+            &["Read-only file system"],
+        ),
+        a(
+            "host-owned files (/sys) look like",
+            "nobody:nogroup (65534, unmapped)",
+            "stat -c 'owner=%u:%g' /sys/kernel /proc/sys/kernel",
+            &["owner=65534:65534\nowner=65534:65534"],
+        ),
+        a(
+            "chmod a host-owned file (/dev/pts/ptmx)",
+            "EPERM (its caps do not cover unmapped owners)",
+            "chmod 0777 /dev/pts/ptmx",
+            &["Operation not permitted"],
+        ),
         a(
             "mount a tmpfs",
             "EPERM (no CAP_SYS_ADMIN, seccomp)",
@@ -328,7 +383,7 @@ fn zones_cannot_escape() {
             )
         },
     ];
-    assert!(attempts.len() >= 20);
+    assert!(attempts.len() >= 40);
 
     let mut rows = Vec::new();
     let mut failed = Vec::new();
@@ -340,6 +395,46 @@ fn zones_cannot_escape() {
         if !ok {
             failed.push(t.name);
         }
+    }
+    // Host-side rows: what the zone's root writes is owned by its range on the host,
+    // and the shared template is never written.
+    let planted = env.sh(
+        "esc",
+        "cp /bin/true /suid-probe && chmod 4755 /suid-probe && echo '# zone' >> /etc/profile && echo planted",
+    );
+    let upper = env.root().join("zones/esc/upper");
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(upper.join("suid-probe"));
+    let owner = m.as_ref().map(|m| (m.uid(), m.mode() & 0o7777));
+    let ok =
+        output(&planted).contains("planted") && owner.as_ref().ok() == Some(&(base as u32, 0o4755));
+    rows.push((
+        "plant a setuid-root file for the host",
+        "on the host it is setuid to the zone's id, not 0",
+        match &owner {
+            Ok((uid, mode)) => format!("host sees uid {uid} mode {mode:o}"),
+            Err(e) => format!("host sees {e}"),
+        },
+        ok,
+    ));
+    if !ok {
+        failed.push("plant a setuid-root file for the host");
+    }
+    let tpl = env.root().join("templates/host/root/etc/profile");
+    let tpl_text = std::fs::read_to_string(&tpl).unwrap_or_default();
+    let copied = std::fs::metadata(upper.join("etc/profile")).map(|m| m.uid());
+    let ok = !tpl_text.contains("# zone") && copied.as_ref().ok() == Some(&(base as u32));
+    rows.push((
+        "modify a file of the shared template (/etc/profile)",
+        "copied up into its own layer, template unchanged",
+        format!(
+            "template has 'zone': {}, copy owner {copied:?}",
+            tpl_text.contains("# zone")
+        ),
+        ok,
+    ));
+    if !ok {
+        failed.push("modify a file of the shared template");
     }
     let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
@@ -358,6 +453,9 @@ fn zones_cannot_escape() {
 }
 
 /// With CAP_MKNOD given back, the devices cgroup (v1) still refuses the block device.
+/// The zone runs with `userns = false`: in a user namespace the kernel refuses every
+/// device mknod anyway (CAP_MKNOD counts only in the host's user namespace), which
+/// would hide whether the devices cgroup does its part.
 #[test]
 fn device_cgroup_refuses_nodes_warren_did_not_make() {
     common::require_root();
@@ -365,7 +463,7 @@ fn device_cgroup_refuses_nodes_warren_did_not_make() {
         panic!("this test needs the cgroup v1 devices controller at /sys/fs/cgroup/devices (v2 has no device cgroup file; see docs/isolation.md)");
     }
     let env = Env::new();
-    env.host_zone("dev", &["caps.add=CAP_MKNOD"]);
+    env.host_zone("dev", &["caps.add=CAP_MKNOD", "userns=false"]);
     env.ok(&["boot", "dev"]);
     let list = env.cgroup_file("dev", "devices", "devices.list");
     assert!(

@@ -52,8 +52,20 @@ fn memory_max_kills_the_hog_inside_its_zone_only() {
         .spawn()
         .unwrap();
     let init = env.init_pid("m");
+    // The host's count of OOM kills (every cgroup's, the global OOM killer's too).
+    let host_ooms = || -> u64 {
+        std::fs::read_to_string("/proc/vmstat")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("oom_kill "))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let host_before = host_ooms();
     // dd's 128 MiB buffer is touched as it reads: four times the cap.
     let r = env.sh("m", "dd if=/dev/zero of=/dev/null bs=128M count=1");
+    let host_after = host_ooms();
     assert_ne!(r.code, 0, "the hog survived: {r:?}");
     let oom: u64 = env
         .cgroup_file("m", "memory", "memory.oom_control")
@@ -63,6 +75,13 @@ fn memory_max_kills_the_hog_inside_its_zone_only() {
         .parse()
         .unwrap();
     assert!(oom >= 1, "no OOM kill recorded in the zone's cgroup");
+    // Every OOM kill on the host during the hog was the zone's own (a kill elsewhere
+    // would also be counted here; the host has no other memory pressure in this test).
+    assert_eq!(
+        host_after - host_before,
+        oom,
+        "OOM kills outside the zone's cgroup happened during the hog"
+    );
     assert!(alive(init), "the zone's init was killed");
     assert!(alive(canary.id() as i32), "a host process was killed");
     env.sh("m", "echo still here").ok();

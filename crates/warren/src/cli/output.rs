@@ -193,6 +193,8 @@ pub fn host_info(i: &HostInfo) {
         println!("  zones under:   {} ({c})", d.display());
     }
     println!("storage backend: {} ({})", i.storage_backend, i.storage_why);
+    println!("disk quota:      {}", i.disk_quota);
+    println!("user namespaces: {}", i.user_namespaces);
     println!("cpus:            {}", i.online_cpus);
     println!(
         "memory:          {} (swap {})",

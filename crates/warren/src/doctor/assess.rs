@@ -179,7 +179,9 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
         format!("per process, so the number of zones does not change it; {MAPS_PER_PROCESS} is a large service's share"),
     ));
 
-    // Per-user limits: every zone runs as root (no user namespaces yet).
+    // Per-user limits: a zone in its own user namespace runs as its own host ids, but the
+    // kernel charges each namespace's counts up to its creator (root) as well, so the
+    // totals are root's either way.
     push(sysctl(
         s,
         "fs.inotify.max_user_instances",
@@ -216,9 +218,9 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
     push(sysctl(
         s,
         "user.max_user_namespaces",
-        0,
+        n,
         INT_MAX,
-        "warren creates no user namespaces yet (a later feature)".into(),
+        "one user namespace per zone (userns = true, the default)".into(),
     ));
     let (mounts, mounts_note) = base(&s.host_mounts, "host mounts");
     push(sysctl(

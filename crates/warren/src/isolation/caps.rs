@@ -77,7 +77,7 @@ pub fn canonical(name: &str) -> Option<&'static str> {
 }
 
 /// The bit of a canonical name.
-fn bit(name: &str) -> u64 {
+pub fn bit(name: &str) -> u64 {
     let i = NAMES
         .iter()
         .position(|n| *n == name)

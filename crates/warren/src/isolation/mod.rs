@@ -4,6 +4,7 @@
 //! writes the device list. See docs/isolation.md for the reasoning.
 
 pub mod caps;
+pub mod rlimits;
 pub mod seccomp;
 
 use warren_sys::harden::SockFilter;

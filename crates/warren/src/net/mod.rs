@@ -42,7 +42,6 @@ pub mod subnet;
 
 use std::fs::File;
 use std::net::Ipv4Addr;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -303,7 +302,7 @@ fn ensure_bridge(
 
 /// Step 3 of a bridged boot, run in the parent right after the clone: the veth pair,
 /// then `eth0`'s address, link state and default route inside the zone's namespace.
-pub fn attach(zone: &str, net: &NetRuntime, pid: i32, proc_root: &Path) -> Result<()> {
+pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
     let mut host = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
     let bridge = host
         .link(&net.bridge)
@@ -315,7 +314,7 @@ pub fn attach(zone: &str, net: &NetRuntime, pid: i32, proc_root: &Path) -> Resul
             ),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })?;
-    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, pid)
+    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, ns)
         .map_err(|e| match e.raw_os_error() {
             Some(warren_sys::libc::EXFULL) => Error::Unsupported(format!(
                 "zone '{zone}': bridge {} is full: a bridge takes at most {BRIDGE_MAX_PORTS} ports (the kernel's BR_MAX_PORTS); put further zones on another bridge with its own subnet (net-bridge, net-subnet)",
@@ -329,9 +328,7 @@ pub fn attach(zone: &str, net: &NetRuntime, pid: i32, proc_root: &Path) -> Resul
                 source: e,
             },
         })?;
-    let ns_path = proc_root.join(pid.to_string()).join("ns/net");
-    let ns = File::open(&ns_path).ctx(nl_err(zone, &format!("opening {}", ns_path.display())))?;
-    let mut inside = Netlink::open_in(&ns).ctx(nl_err(
+    let mut inside = Netlink::open_in(ns).ctx(nl_err(
         zone,
         "opening a netlink socket in the zone's network namespace",
     ))?;

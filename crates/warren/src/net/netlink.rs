@@ -197,11 +197,19 @@ impl Netlink {
     }
 
     /// Create a veth pair: `host` in this namespace, up and a port of bridge
-    /// `bridge`; its peer named `peer` in the network namespace of process `pid`.
-    pub fn create_veth(&mut self, host: &str, bridge: u32, peer: &str, pid: i32) -> io::Result<()> {
+    /// `bridge`; its peer named `peer` in the network namespace `netns` (an open
+    /// `/proc/<pid>/ns/net` or the zone's namespace descriptor).
+    pub fn create_veth(
+        &mut self,
+        host: &str,
+        bridge: u32,
+        peer: &str,
+        netns: &std::fs::File,
+    ) -> io::Result<()> {
+        use std::os::fd::AsRawFd;
         let mut p = LinkMessage::default();
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
-        p.attributes.push(LinkAttribute::NetNsPid(pid as u32));
+        p.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
         let mut m = LinkMessage::default();
         m.header.flags = LinkFlags::Up;
         m.header.change_mask = LinkFlags::Up;

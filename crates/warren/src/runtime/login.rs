@@ -20,8 +20,11 @@ use crate::isolation::Confinement;
 use crate::state::InitId;
 use crate::stats;
 
-/// Namespaces joined, in order: mnt last, because after it the host's paths are gone.
-const NAMESPACES: [&str; 6] = ["cgroup", "ipc", "uts", "net", "pid", "mnt"];
+/// Namespaces joined, in order: mnt after the others, because after it the host's
+/// paths are gone; user last of all, because joining it gives up the host's
+/// privileges (the zone's network, UTS, IPC and cgroup namespaces are owned by the
+/// zone's user namespace, its mount and pid namespaces by the host's).
+const NAMESPACES: [&str; 7] = ["cgroup", "ipc", "uts", "net", "pid", "mnt", "user"];
 
 /// Join the zone whose init is `init`, then run `argv` (or root's login shell).
 /// Returns the command's exit status (128 + signal if it was killed).
@@ -30,6 +33,7 @@ pub fn login(
     init: InitId,
     cgroups: &CgroupSet,
     confinement: &Confinement,
+    rlimits: &std::collections::BTreeMap<String, crate::isolation::rlimits::Limit>,
     argv: &[String],
     proc_root: &Path,
 ) -> Result<i32> {
@@ -63,9 +67,21 @@ pub fn login(
             .and_then(|mut file| file.write_all(b"0"))
             .ctx(|| format!("zone '{zone}': joining cgroup {}", f.display()))?;
     }
+    let mut joined_user = false;
     for (ns, f) in &fds {
         warren_sys::proc::setns(f.as_fd())
             .ctx(|| format!("zone '{zone}': joining its {ns} namespace"))?;
+        joined_user |= *ns == "user";
+    }
+    if joined_user {
+        warren_sys::userns::become_root_in_userns()
+            .ctx(|| format!("zone '{zone}': becoming root of its user namespace"))?;
+    }
+    for (name, l) in rlimits {
+        if let Some(r) = crate::isolation::rlimits::resource(name) {
+            warren_sys::setrlimit(r, l.soft, l.hard)
+                .ctx(|| format!("zone '{zone}': setting rlimit.{name}"))?;
+        }
     }
     std::env::set_current_dir("/").ctx(|| format!("zone '{zone}': chdir /"))?;
     // The same confinement as the zone's init, on this (single-threaded) process, so

@@ -12,6 +12,8 @@
 
 pub mod init;
 pub mod login;
+mod masks;
+mod userns;
 
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
@@ -22,12 +24,15 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use self::masks::mask_paths;
+use self::userns::{userns_fds, UsernsFds};
 use warren_sys::libc;
 use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
 
 use crate::cgroups::CgroupSet;
 use crate::config::{NetMode, ZoneConfig};
 use crate::error::{Error, IoContext, Result};
+use crate::idmap::IdRange;
 use crate::isolation::{self, Confinement};
 use crate::net::NetRuntime;
 use crate::state::InitId;
@@ -55,6 +60,11 @@ pub struct BootSpec<'a> {
     pub proc_root: &'a Path,
     /// `net = "bridge"`: the leased address, attached right after the clone.
     pub net: Option<&'a NetRuntime>,
+    /// The zone's host ids: boot it in its own user namespace (`userns = true`).
+    pub idmap: Option<IdRange>,
+    /// `disk.max`: the image holding the overlay's upper and work directories,
+    /// mounted (from a loop device) before the overlay.
+    pub disk: Option<&'a crate::quota::DiskMount>,
 }
 
 fn c(p: &Path) -> CString {
@@ -72,6 +82,10 @@ struct Fds {
     _console: File,
     null: File,
     init: Option<File>,
+    userns: Option<UsernsFds>,
+    /// A `disk.max` image's loop device (autoclear: detached when its last mount goes)
+    /// and its ext4 filesystem, mounted by the parent as a detached mount.
+    disk: Option<(warren_sys::loopdev::LoopDevice, std::os::fd::OwnedFd)>,
 }
 
 /// A step plus what it does, for error messages.
@@ -133,10 +147,15 @@ pub fn overlay_options(lower: &Path, upper: &Path, work: &Path) -> Result<String
 fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let root = spec.root.target().to_path_buf();
     let own_net = spec.config.net != NetMode::Host;
-    let mut flags =
-        libc::CLONE_NEWNS | libc::CLONE_NEWPID | libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
-    if own_net {
-        flags |= libc::CLONE_NEWNET;
+    let us = fds.userns.as_ref();
+    // With a user namespace, the network, UTS and IPC namespaces already exist (owned
+    // by it, so the zone's root has capabilities there); the child joins them.
+    let mut flags = libc::CLONE_NEWNS | libc::CLONE_NEWPID;
+    if us.is_none() {
+        flags |= libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
+        if own_net {
+            flags |= libc::CLONE_NEWNET;
+        }
     }
     let (exec, argv) = match &spec.config.init {
         Some(cmd) => {
@@ -198,6 +217,17 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         },
         format!("open {}", spec.console.display()),
     );
+    if let (Some(d), Some((_, mnt))) = (spec.disk, fds.disk.as_ref()) {
+        // Mounted by the parent: the child may already be in the zone's devices cgroup,
+        // which (rightly) does not let it open the loop device.
+        p.push(
+            Step::MoveMount {
+                fd: mnt.as_raw_fd(),
+                target: c(&d.mountpoint),
+            },
+            format!("attach the disk.max image on {}", d.mountpoint.display()),
+        );
+    }
     match spec.root {
         RootMount::Overlay {
             lower,
@@ -205,16 +235,46 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             work,
             target,
         } => {
+            // The idmapped template is a detached mount: overlay takes it as a layer
+            // through the descriptor's /proc/self/fd link (resolved in the child,
+            // which inherited the descriptor).
+            let idmapped_lower =
+                us.map(|u| PathBuf::from(format!("/proc/self/fd/{}", u.root.as_raw_fd())));
+            let lower = idmapped_lower.as_deref().unwrap_or(lower);
             let opts = overlay_options(lower, upper, work)?;
             p.mount(Some("overlay"), target, Some("overlay"), 0, Some(&opts));
         }
-        RootMount::Bind { source } => {
-            let s = source.to_string_lossy();
-            p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
-        }
+        RootMount::Bind { source } => match us {
+            Some(u) => p.push(
+                Step::MoveMount {
+                    fd: u.root.as_raw_fd(),
+                    target: c(source),
+                },
+                format!("attach the idmapped root on {}", source.display()),
+            ),
+            None => {
+                let s = source.to_string_lossy();
+                p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
+            }
+        },
     }
-    for b in spec.binds {
+    for (i, b) in spec.binds.iter().enumerate() {
         let target = root.join(&b.target);
+        if let Some(u) = us {
+            // Read-only and nodev were set with the id mapping (mount_setattr).
+            p.push(
+                Step::MoveMount {
+                    fd: u.binds[i].as_raw_fd(),
+                    target: c(&target),
+                },
+                format!(
+                    "attach the idmapped {} on {}",
+                    b.source.display(),
+                    target.display()
+                ),
+            );
+            continue;
+        }
         let src = b.source.to_string_lossy();
         p.mount(
             Some(&src),
@@ -256,14 +316,25 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         None,
     );
     let dev = root.join("dev");
+    // The zone's root owns /dev (and /dev/shm, the nodes, the ptys' tty group) as
+    // it sees them: with a user namespace, that is the first id of its range.
+    let base = us.map_or(0, |u| u.range.base);
     p.mount(
         Some("tmpfs"),
         &dev,
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
         // One tmpfs for the device nodes and /dev/shm (see /sys above for why not two).
-        Some("mode=755,size=65536k,nr_inodes=4096"),
+        Some(&format!(
+            "mode=755,size=65536k,nr_inodes=4096{}",
+            if us.is_some() {
+                format!(",uid={base},gid={base}")
+            } else {
+                String::new()
+            }
+        )),
     );
+    let mut owned_by_zone_root = Vec::new();
     for (name, major, minor) in [
         ("null", 1, 3),
         ("zero", 1, 5),
@@ -281,6 +352,7 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             },
             format!("create device {}", path.display()),
         );
+        owned_by_zone_root.push(path);
     }
     for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
         let path = dev.join(name);
@@ -291,13 +363,30 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             },
             format!("create {}", path.display()),
         );
+        owned_by_zone_root.push(path);
+    }
+    if us.is_some() {
+        for path in owned_by_zone_root {
+            p.push(
+                Step::Chown {
+                    path: c(&path),
+                    uid: base,
+                    gid: base,
+                },
+                format!("give {} to the zone's root", path.display()),
+            );
+        }
     }
     p.mount(
         Some("devpts"),
         &dev.join("pts"),
         Some("devpts"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some("newinstance,ptmxmode=0666,mode=0620,gid=5"),
+        // gid 5 is "tty" inside the zone.
+        Some(&format!(
+            "newinstance,ptmxmode=0666,mode=0620,gid={}",
+            base + 5
+        )),
     );
     for (link, target) in [
         ("ptmx", "pts/ptmx"),
@@ -326,6 +415,22 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     let console_src = format!("/proc/self/fd/{CONSOLE_FD}");
     p.mount(Some(&console_src), &console, None, libc::MS_BIND, None);
     mask_paths(&mut p, &root, &dev);
+    if let Some(u) = us {
+        let join = |p: &mut Plan, f: &Option<File>, nstype: libc::c_int, what: &str| {
+            if let Some(f) = f {
+                p.push(
+                    Step::Setns {
+                        fd: f.as_raw_fd(),
+                        nstype,
+                    },
+                    format!("join the zone's {what} namespace"),
+                );
+            }
+        };
+        join(&mut p, &u.ns.uts, libc::CLONE_NEWUTS, "UTS");
+        join(&mut p, &u.ns.ipc, libc::CLONE_NEWIPC, "IPC");
+        join(&mut p, &u.ns.net, libc::CLONE_NEWNET, "network");
+    }
     p.push(
         Step::Sethostname(spec.config.hostname_or(spec.zone).as_bytes().to_vec()),
         "set the hostname".into(),
@@ -352,11 +457,36 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         Step::WaitParent,
         "wait for the host to move it into its cgroups and set up its network".into(),
     );
+    if let Some(u) = us {
+        // Last of the host's privileges: from here on the child is the zone's root,
+        // uid 0 inside and `base` outside, with capabilities only over what its user
+        // namespace owns (not the mount namespace, which the host made and owns).
+        p.push(
+            Step::Setns {
+                fd: u.ns.user.as_raw_fd(),
+                nstype: libc::CLONE_NEWUSER,
+            },
+            "join the zone's user namespace".into(),
+        );
+        p.push(Step::BecomeRoot, "become root of the user namespace".into());
+    }
     // After the move, so the namespace's root is the zone's own cgroup.
     p.push(
         Step::Unshare(libc::CLONE_NEWCGROUP),
         "create the cgroup namespace".into(),
     );
+    for (name, l) in &spec.config.rlimits {
+        if let Some(resource) = isolation::rlimits::resource(name) {
+            p.push(
+                Step::Rlimit {
+                    resource,
+                    soft: l.soft,
+                    hard: l.hard,
+                },
+                format!("set rlimit.{name}"),
+            );
+        }
+    }
     // Last of all, after every step that needs privilege (see docs/isolation.md).
     let confinement = Confinement::for_zone(spec.config);
     p.push(Step::KeepCaps(confinement.keep), "drop capabilities".into());
@@ -366,69 +496,6 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         "load the seccomp filter".into(),
     );
     Ok(p)
-}
-
-/// Mask kernel interfaces a zone must not use: files behind /dev/null, directories
-/// behind an empty read-only directory, and read-only /proc/sys, /proc/irq, /proc/bus.
-/// Each step is optional: a path this kernel lacks is skipped.
-///
-/// The masked directories are covered by a read-only bind of one empty directory of
-/// the zone's /dev tmpfs rather than by a tmpfs each: a superblock per mount would cost
-/// a shrinker per zone (see the /sys note in `build`).
-fn mask_paths(p: &mut Plan, root: &Path, dev: &Path) {
-    let optional =
-        |p: &mut Plan, step: Step, what: String| p.push(Step::Optional(Box::new(step)), what);
-    let bind = |src: &Path, target: &Path, flags: libc::c_ulong| Step::Mount {
-        source: Some(c(src)),
-        target: c(target),
-        fstype: None,
-        flags: libc::MS_BIND | flags,
-        data: None,
-    };
-    let remount_ro = |target: &Path| Step::Mount {
-        source: None,
-        target: c(target),
-        fstype: None,
-        flags: libc::MS_BIND
-            | libc::MS_REMOUNT
-            | libc::MS_RDONLY
-            | libc::MS_NOSUID
-            | libc::MS_NODEV
-            | libc::MS_NOEXEC,
-        data: None,
-    };
-    let null = dev.join("null");
-    for f in isolation::MASKED_FILES {
-        let target = root.join(f);
-        optional(p, bind(&null, &target, 0), format!("mask /{f}"));
-    }
-    let empty = dev.join(".masked");
-    p.push(
-        Step::Mkdir {
-            path: c(&empty),
-            mode: 0o555,
-        },
-        format!("create {}", empty.display()),
-    );
-    p.push(bind(&empty, &empty, 0), format!("bind {}", empty.display()));
-    p.push(
-        remount_ro(&empty),
-        format!("make {} read-only", empty.display()),
-    );
-    for d in isolation::MASKED_DIRS {
-        let target = root.join(d);
-        optional(p, bind(&empty, &target, 0), format!("mask /{d}"));
-        optional(p, remount_ro(&target), format!("make /{d} read-only"));
-    }
-    for d in isolation::READONLY_DIRS {
-        let target = root.join(d);
-        optional(
-            p,
-            bind(&target, &target, libc::MS_REC),
-            format!("bind /{d} onto itself"),
-        );
-        optional(p, remount_ro(&target), format!("make /{d} read-only"));
-    }
 }
 
 /// Boot a zone: returns its init's identity once init is executing.
@@ -447,8 +514,13 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         .append(true)
         .create(true)
         .mode(0o640)
+        .custom_flags(libc::O_NOFOLLOW)
         .open(spec.console)
         .ctx(|| format!("opening {}", spec.console.display()))?;
+    let userns = match spec.idmap {
+        Some(range) => Some(userns_fds(spec, range, &console)?),
+        None => None,
+    };
     let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
     let init = match spec.config.init {
         Some(_) => None,
@@ -457,21 +529,67 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .ctx(|| format!("opening the zone init {}", spec.init_exe.display()))?,
         ),
     };
-    let fds = Fds {
+    let disk = match spec.disk {
+        Some(d) => {
+            let image = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+                .open(&d.image)
+                .ctx(|| format!("zone '{}': opening {}", spec.zone, d.image.display()))?;
+            let dev = warren_sys::loopdev::attach(&image).ctx(|| {
+                format!(
+                    "zone '{}': attaching its disk.max image {} to a loop device",
+                    spec.zone,
+                    d.image.display()
+                )
+            })?;
+            let mnt = warren_sys::loopdev::mount_detached(
+                "ext4",
+                &dev.path,
+                warren_sys::userns::MOUNT_ATTR_NOSUID | warren_sys::userns::MOUNT_ATTR_NODEV,
+            )
+            .ctx(|| {
+                format!(
+                    "zone '{}': mounting its disk.max image {} ({})",
+                    spec.zone,
+                    d.image.display(),
+                    dev.path.display()
+                )
+            })?;
+            Some((dev, mnt))
+        }
+        None => None,
+    };
+    let mut fds = Fds {
         procs,
         _console: console,
         null,
         init,
+        userns,
+        disk,
     };
     let plan = build(spec, &fds)?;
+    let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
         join_cgroups(spec, &fds.procs, pid)?;
-        match spec.net {
-            Some(net) => crate::net::attach(spec.zone, net, pid, spec.proc_root),
-            None => Ok(()),
+        let Some(net) = spec.net else {
+            return Ok(());
+        };
+        match zone_netns {
+            Some(ns) => crate::net::attach(spec.zone, net, ns),
+            None => {
+                let path = spec.proc_root.join(pid.to_string()).join("ns/net");
+                let ns = File::open(&path)
+                    .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
+                crate::net::attach(spec.zone, net, &ns)
+            }
         }
     })
     .map_err(|e| spawn_error(spec.zone, &plan, e))?;
+    if let Some(u) = fds.userns.as_mut() {
+        u.ns.reap();
+    }
     let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
         context: format!(
             "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",

@@ -56,10 +56,12 @@ fn target(ctx: &Context, name: &str) -> Result<Target> {
         state,
         cgroups: rt.as_ref().map(|r| r.cgroups.clone()),
         booted_at_ms: rt.as_ref().map(|r| r.booted_at_ms),
-        private_dir: z
-            .lifecycle
-            .backend
-            .map(|b| storage::backend(b).private_dir(&z.dir)),
+        // A disk.max zone's writes are in its image (allocated blocks only: sparse).
+        private_dir: crate::quota::image(&z.dir).or_else(|| {
+            z.lifecycle
+                .backend
+                .map(|b| storage::backend(b).private_dir(&z.dir))
+        }),
         limits: z.config.limits,
     })
 }

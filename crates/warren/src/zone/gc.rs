@@ -139,6 +139,21 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
         &live,
     )?);
     sweep_cgroups(ctx, &zones, &mut report)?;
+    // Id ranges of zones that vanished (a delete killed between removing the zone and
+    // freeing its range). A zone whose lock is held is being made right now (a clone
+    // allocates before its directory is renamed into place): it counts as existing.
+    let exists = |z: &str| {
+        layout.zone_dir(z).exists()
+            || !matches!(
+                lock::try_exclusive_path(&layout.lock_file("zone", z)),
+                Ok(Some(_))
+            )
+    };
+    for z in crate::idmap::gc(layout, &exists)? {
+        report.removed.push(format!(
+            "zone '{z}': user namespace id range (the zone is gone)"
+        ));
+    }
     sweep_locks(ctx, &zones, &mut report)?;
     Ok(report)
 }

@@ -14,12 +14,15 @@ use crate::config::{self, NetMode, ZoneConfig};
 use crate::doctor;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
+use crate::idmap::{self, IdRange};
 use crate::lock::{self, Lock};
 use crate::runtime::{self, BootSpec};
 use crate::state::{self, Decision, Lifecycle, Runtime, Verb, ZoneState};
 use crate::stats;
-use crate::storage::{backend, template};
+use crate::storage::{backend, template, RootMount};
 use crate::{fault, names};
+
+use super::prepare::{disk_for_boot, host_privileges, own_upper, prepare_idmap};
 
 /// What a verb did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +53,12 @@ fn write_config(dir: &Path, cfg: &ZoneConfig) -> Result<()> {
 }
 
 fn validate_for_host(ctx: &Context, name: &str, cfg: &ZoneConfig) -> Result<()> {
-    config::check_host(name, cfg, &stats::online_cpus(&ctx.host.sys))
+    config::check_host(name, cfg, &stats::online_cpus(&ctx.host.sys))?;
+    config::check_privileges(name, cfg, &host_privileges(ctx, cfg))?;
+    if let (true, Some(base)) = (cfg.userns, cfg.userns_base) {
+        idmap::check_pin(&ctx.layout, name, base)?;
+    }
+    Ok(())
 }
 
 /// `warren create`: a new zone in state configured.
@@ -127,6 +135,15 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     let _tlock = lock::shared(&ctx.layout, "template", &z.config.template)?;
     let manifest = template::load(&ctx.layout, &z.config.template)?;
     let be = backend(manifest.backend);
+    if z.config.disk_max.is_some() && manifest.backend != crate::storage::BackendKind::Overlay {
+        return Err(Error::config(
+            name,
+            format!(
+                "disk.max needs the overlay backend, but template '{}' uses {}; unset disk.max or use a template on the overlay backend",
+                z.config.template, manifest.backend
+            ),
+        ));
+    }
     z.lifecycle.state = ZoneState::Incomplete;
     z.lifecycle.incomplete_op = Some("install".into());
     z.lifecycle.backend = Some(manifest.backend);
@@ -136,12 +153,28 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     if let Err(e) = be.install(&troot, &z.dir) {
         // Roll back to configured; if that fails too, incomplete tells the next command.
         let cleanup = be.uninstall(&z.dir).and_then(|_| {
+            crate::quota::remove_image(&z.dir)?;
             z.lifecycle = Lifecycle::configured();
             state::save_lifecycle(&z.dir, &z.lifecycle)
         });
         return Err(e.with_cleanup(cleanup.err()));
     }
     fault::point("install.after-backend");
+    let mut owner = 0;
+    if z.config.userns {
+        let r = idmap::allocate(&ctx.layout, name, z.config.userns_base)?;
+        z.lifecycle.idmap = Some(r);
+        owner = r.base;
+        let root = be.root_mount(&troot, &z.dir);
+        if let RootMount::Overlay { upper, .. } = &root {
+            own_upper(name, upper, r)?;
+        }
+    }
+    if let Some(max) = z.config.disk_max {
+        if crate::quota::image(&z.dir).is_none() {
+            crate::quota::create_image(name, &z.dir, max, owner)?;
+        }
+    }
     z.lifecycle.state = ZoneState::Installed;
     z.lifecycle.incomplete_op = None;
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
@@ -181,17 +214,33 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     }
     let mut cfg = source.config.clone();
     cfg.hostname = None;
+    // A pinned range is the source's own; the clone gets one allocated.
+    cfg.userns_base = None;
     let be = backend(kind);
     let tmp = zones.join(format!(".new-{dst}-{}", unique_suffix()));
+    let troot = template::root_of(&ctx.layout, &source.config.template);
     let result = (|| {
+        let range = match cfg.userns {
+            true => Some(idmap::allocate(&ctx.layout, dst, None)?),
+            false => None,
+        };
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         fault::point("clone.after-mkdir");
         write_config(&tmp, &cfg)?;
         be.clone_zone(&source.dir, &tmp)?;
+        if crate::quota::image(&source.dir).is_some() {
+            crate::quota::copy_image(&source.dir, &tmp)?;
+            crate::quota::shift_image(dst, &tmp, range.unwrap_or(IdRange::new(0)))?;
+        } else if let (Some(r), RootMount::Overlay { upper, .. }) =
+            (range, be.root_mount(&troot, &tmp))
+        {
+            own_upper(dst, &upper, r)?;
+        }
         fault::point("clone.after-copy");
         let lc = Lifecycle {
             state: ZoneState::Installed,
             backend: Some(kind),
+            idmap: range,
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
@@ -204,11 +253,11 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         let cleanup = if tmp.exists() {
             be.uninstall(&tmp)
                 .and_then(|_| remove_tree(&tmp).ctx(|| format!("removing {}", tmp.display())))
-                .err()
         } else {
-            None
-        };
-        return Err(e.with_cleanup(cleanup));
+            Ok(())
+        }
+        .and_then(|_| idmap::release(&ctx.layout, dst, None));
+        return Err(e.with_cleanup(cleanup.err()));
     }
     Ok(())
 }
@@ -238,7 +287,13 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         message: "an installed zone without a storage backend".into(),
     })?;
     let troot = template::root_of(&ctx.layout, &z.config.template);
-    let root = backend(kind).root_mount(&troot, &z.dir);
+    let mut root = backend(kind).root_mount(&troot, &z.dir);
+    let disk = disk_for_boot(z)?;
+    if let (Some(d), RootMount::Overlay { upper, work, .. }) = (&disk, &mut root) {
+        *upper = d.upper();
+        *work = d.work();
+    }
+    let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
     // Admission: refuse before any cgroup exists when the host has no tasks left for
     // the zone's init and services (three small reads; see doctor::admit).
@@ -313,6 +368,8 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         init_exe: &init_exe,
         proc_root: &ctx.host.proc,
         net: rt.net.as_ref(),
+        idmap,
+        disk: disk.as_ref(),
     };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
@@ -425,7 +482,15 @@ pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
         .expect("a running zone has a runtime record");
     let init = rt.init.expect("a running zone has an init");
     let confinement = crate::isolation::Confinement::for_zone(&z.config);
-    runtime::login::login(name, init, &rt.cgroups, &confinement, argv, &ctx.host.proc)
+    runtime::login::login(
+        name,
+        init,
+        &rt.cgroups,
+        &confinement,
+        &z.config.rlimits,
+        argv,
+        &ctx.host.proc,
+    )
 }
 
 fn uninstall_locked(z: &mut Zone) -> Result<()> {
@@ -435,11 +500,15 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
         fault::point("uninstall.after-incomplete");
         backend(kind).uninstall(&z.dir)?;
+        crate::quota::remove_image(&z.dir)?;
         fault::point("uninstall.after-backend");
     }
     let console = z.dir.join("console.log");
     remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
+    // The id range stays the zone's until it is deleted.
+    let idmap = z.lifecycle.idmap;
     z.lifecycle = Lifecycle::configured();
+    z.lifecycle.idmap = idmap;
     state::save_lifecycle(&z.dir, &z.lifecycle)
 }
 
@@ -459,8 +528,10 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
 pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
+    let mut range = None;
     match load_locked(ctx, name) {
         Ok(mut z) => {
+            range = z.lifecycle.idmap;
             if force {
                 if z.state(ctx) >= ZoneState::Ready {
                     ctx.require_root()?;
@@ -497,7 +568,8 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
     sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
     fault::point("delete.after-rename");
-    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))
+    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))?;
+    idmap::release(&ctx.layout, name, range)
 }
 
 /// Apply `edit` to the zone's config table, validate, and write it durably.

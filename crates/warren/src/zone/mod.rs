@@ -7,6 +7,7 @@
 
 mod gc;
 mod lifecycle;
+mod prepare;
 
 use std::cell::OnceCell;
 use std::fs;
@@ -255,6 +256,9 @@ pub struct ZoneInfo {
     pub uptime_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evicted: Option<String>,
+    /// The host ids of its user namespace (`base`, `count`), once allocated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idmap: Option<crate::idmap::IdRange>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<ZoneConfig>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -288,6 +292,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             init_pid: None,
             uptime_s: None,
             evicted: None,
+            idmap: None,
             config: None,
             root: None,
             error: Some(e.to_string()),
@@ -313,6 +318,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 init_pid: rt.and_then(|r| r.init.map(|i| i.pid)),
                 uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
                 evicted: z.lifecycle.evicted.clone(),
+                idmap: z.lifecycle.idmap,
                 root: z
                     .lifecycle
                     .backend
@@ -367,6 +373,7 @@ fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
         uptime_s: s.uptime_s,
         evicted: None,
         config: None,
+        idmap: None,
         root: Some(s.record.rootfs),
         error: None,
         oci: Some(crate::oci::view::OciInfo {

@@ -122,7 +122,7 @@ fn dev_vm_at_twenty_thousand_zones() {
         let ns = get(&f, &format!("user.max_{kind}_namespaces"));
         assert_eq!((ns.needed, ns.verdict), (20_000, Verdict::Ok), "{kind}");
     }
-    assert_eq!(get(&f, "user.max_user_namespaces").needed, 0);
+    assert_eq!(get(&f, "user.max_user_namespaces").needed, 20_000);
     // Per mount namespace: host mounts + 8, whatever N is.
     let mounts = get(&f, "fs.mount-max");
     assert_eq!((mounts.needed, mounts.verdict), (28, Verdict::Ok));

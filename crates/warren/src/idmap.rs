@@ -1,0 +1,379 @@
+//! Host id ranges for zones' user namespaces: one range of [`RANGE`] uids and gids per
+//! zone, never overlapping another zone's.
+//!
+//! The allocator is a directory, `<root>/userns/`, with one file per allocated range,
+//! named `<first host id>-<zone>`; it is changed only under `locks/userns-ranges.lock`,
+//! each file written atomically (temp file, fsync, rename, fsync of the directory).
+//! One small file per range keeps an allocation O(1) in bytes written (one readdir is
+//! the only O(zones) part, no file is read), whereas one shared file would be
+//! rewritten whole for every zone. The zone's own `state.json` records its range
+//! too (`idmap`), so boot and delete need no lookup; `warren gc` removes ranges whose
+//! zone has vanished.
+//!
+//! Allocated ranges start at [`FIRST_BASE`] (2^30), far above the ids of host users
+//! and of the usual `/etc/subuid` ranges (100000+), and are aligned to [`RANGE`]; a zone
+//! may pin its own base with `userns-base` (any base from 65536 on, so host system ids
+//! are never mapped), which is refused if it overlaps another zone's range.
+//!
+//! [`shift_tree`] moves the owners of a private layer from one range to another (a
+//! clone's copy of its source's upper directory, or a zone installed before user
+//! namespaces), keeping set-id bits and file capabilities that chown would clear.
+
+use std::fs;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, IoContext, Result};
+use crate::fsutil::atomic_write;
+use crate::layout::Layout;
+use crate::lock;
+
+/// Ids per zone: uid 0–65535 inside.
+pub const RANGE: u32 = 65536;
+/// Where allocation starts: 2^30.
+pub const FIRST_BASE: u32 = 1 << 30;
+/// The lowest base `userns-base` may pin: host ids below 65536 are never mapped.
+pub const MIN_PINNED_BASE: u32 = 65536;
+
+/// One zone's host ids: inside uid/gid `n` is host `base + n`, for n < `count`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdRange {
+    pub base: u32,
+    pub count: u32,
+}
+
+impl IdRange {
+    pub fn new(base: u32) -> IdRange {
+        IdRange { base, count: RANGE }
+    }
+    /// The last host id of the range.
+    pub fn last(&self) -> u32 {
+        self.base + (self.count - 1)
+    }
+    /// The text of `/proc/<pid>/uid_map` and `gid_map`.
+    pub fn map_line(&self) -> String {
+        format!("0 {} {}", self.base, self.count)
+    }
+    fn overlaps(&self, other: &IdRange) -> bool {
+        self.base <= other.last() && other.base <= self.last()
+    }
+}
+
+/// Why a pinned base is not allowed, or `None`: range checks only (pure).
+pub fn base_problem(base: u32) -> Option<String> {
+    if base < MIN_PINNED_BASE {
+        return Some(format!(
+            "{base} would map host ids below {MIN_PINNED_BASE} (the host's own users and groups); use {MIN_PINNED_BASE} or more"
+        ));
+    }
+    if u64::from(base) + u64::from(RANGE) > u64::from(u32::MAX) {
+        return Some(format!(
+            "{base} leaves no room for {RANGE} ids below 4294967295; use at most {}",
+            u32::MAX - RANGE
+        ));
+    }
+    None
+}
+
+/// Pick a base for `zone` given the ranges `taken` (base, owner): the pinned base if it
+/// overlaps nobody else's range, else the lowest free aligned slot from [`FIRST_BASE`].
+/// Errors are messages for `Error::config` (they name the field and the fix).
+pub fn choose(
+    taken: &[(u32, String)],
+    zone: &str,
+    pinned: Option<u32>,
+) -> std::result::Result<u32, String> {
+    let others: Vec<(IdRange, &str)> = taken
+        .iter()
+        .filter(|(_, z)| z != zone)
+        .map(|(b, z)| (IdRange::new(*b), z.as_str()))
+        .collect();
+    if let Some(base) = pinned {
+        if let Some(p) = base_problem(base) {
+            return Err(format!("userns-base {p}"));
+        }
+        let want = IdRange::new(base);
+        if let Some((r, owner)) = others.iter().find(|(r, _)| r.overlaps(&want)) {
+            let free = first_free(&others).map_or(String::new(), |b| format!(" (e.g. {b})"));
+            return Err(format!(
+                "userns-base {base}: host ids {}-{} overlap zone '{owner}''s range {}-{}; pick a base outside every zone's range{free}, or unset userns-base to have one allocated",
+                want.base,
+                want.last(),
+                r.base,
+                r.last()
+            ));
+        }
+        return Ok(base);
+    }
+    first_free(&others).ok_or_else(|| {
+        "no free range of host ids is left for a user namespace; delete zones or set userns = false".to_string()
+    })
+}
+
+fn first_free(others: &[(IdRange, &str)]) -> Option<u32> {
+    let mut base = u64::from(FIRST_BASE);
+    while base + u64::from(RANGE) <= u64::from(u32::MAX) {
+        let r = IdRange::new(base as u32);
+        match others.iter().find(|(o, _)| o.overlaps(&r)) {
+            None => return Some(base as u32),
+            // Skip past the blocking range, realigned.
+            Some((o, _)) => {
+                let next = u64::from(o.last()) + 1;
+                base = next.div_ceil(u64::from(RANGE)) * u64::from(RANGE);
+            }
+        }
+    }
+    None
+}
+
+fn dir(layout: &Layout) -> PathBuf {
+    layout.root().join("userns")
+}
+
+/// Every allocated range: (base, zone), from the file names alone.
+pub fn read_all(layout: &Layout) -> Result<Vec<(u32, String)>> {
+    let d = dir(layout);
+    let entries = match fs::read_dir(&d) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).ctx(|| format!("reading {}", d.display())),
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let e = e.ctx(|| format!("reading {}", d.display()))?;
+        let name = e.file_name().to_string_lossy().into_owned();
+        // Anything else is a temp file of an interrupted write.
+        if let Some((base, zone)) = name.split_once('-') {
+            if let Ok(base) = base.parse::<u32>() {
+                out.push((base, zone.to_string()));
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// The range of `zone` (pinned to `pinned` if given), allocating it if it has none.
+pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRange> {
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let taken = read_all(layout)?;
+    let mine: Vec<u32> = taken
+        .iter()
+        .filter(|(_, z)| z == zone)
+        .map(|(b, _)| *b)
+        .collect();
+    if let Some(b) = mine.first() {
+        if pinned.is_none() || pinned == Some(*b) {
+            return Ok(IdRange::new(*b));
+        }
+    }
+    let base = choose(&taken, zone, pinned).map_err(|m| Error::config(zone, m))?;
+    let d = dir(layout);
+    fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
+    let path = d.join(file_name(base, zone));
+    atomic_write(&path, format!("{zone}\n").as_bytes(), true).ctx(|| {
+        format!(
+            "zone '{zone}': recording its id range in {}",
+            path.display()
+        )
+    })?;
+    // A re-pinned zone gives up its old range, after the new one is recorded.
+    for old in mine {
+        remove(&d, old, zone)?;
+    }
+    Ok(IdRange::new(base))
+}
+
+fn file_name(base: u32, zone: &str) -> String {
+    format!("{base}-{zone}")
+}
+
+/// Remove one range's file. Not fsync'd: a removal lost in a power cut leaves a range
+/// held by a zone that no longer exists, which is safe (nothing can overlap it) and
+/// which `warren gc` frees; an allocation, by contrast, is always durable.
+fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
+    let path = d.join(file_name(base, zone));
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e).ctx(|| format!("removing {}", path.display())),
+    }
+}
+
+/// Refuse a pinned base that overlaps another zone's range now (read-only; the
+/// allocation at install or boot checks again under the lock).
+pub fn check_pin(layout: &Layout, zone: &str, pinned: u32) -> Result<()> {
+    let taken = read_all(layout)?;
+    choose(&taken, zone, Some(pinned))
+        .map(drop)
+        .map_err(|m| Error::config(zone, m))
+}
+
+/// Free every range of `zone` (on delete). `known` is the range its state records:
+/// then no directory scan is needed. Safe to repeat.
+pub fn release(layout: &Layout, zone: &str, known: Option<IdRange>) -> Result<()> {
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let d = dir(layout);
+    if let Some(r) = known {
+        return remove(&d, r.base, zone);
+    }
+    for (base, z) in read_all(layout)? {
+        if z == zone {
+            remove(&d, base, &z)?;
+        }
+    }
+    Ok(())
+}
+
+/// Free ranges whose zone no longer exists (`exists` says; it must treat a zone whose
+/// lock is held — one being created right now — as existing). Returns the zones.
+pub fn gc(layout: &Layout, exists: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let d = dir(layout);
+    let mut freed = Vec::new();
+    for (base, z) in read_all(layout)? {
+        if !exists(&z) {
+            remove(&d, base, &z)?;
+            freed.push(z);
+        }
+    }
+    Ok(freed)
+}
+
+/// Re-own the tree at `root` from range `from` to range `to` (host ids `from.base + n`
+/// become `to.base + n`; ids outside `from` are left alone). `from` with base 0 means
+/// "host ids", for a layer made before the zone had a user namespace. Symlinks are
+/// re-owned, never followed. chown clears set-id bits and the `security.capability`
+/// xattr, so both are put back. The top directory is re-owned last: its owner is the
+/// mark of a finished shift (an interrupted one is finished by running it again; ids
+/// already shifted lie outside `from` and are left alone).
+pub fn shift_tree(root: &Path, from: IdRange, to: IdRange) -> std::io::Result<u64> {
+    let shift = |id: u32| -> u32 {
+        if id >= from.base && id <= from.last() {
+            to.base + (id - from.base)
+        } else {
+            id
+        }
+    };
+    let mut n = 0;
+    let mut stack = vec![root.to_path_buf()];
+    let mut top = None;
+    while let Some(p) = stack.pop() {
+        let m = fs::symlink_metadata(&p)?;
+        if m.is_dir() {
+            for e in fs::read_dir(&p)? {
+                stack.push(e?.path());
+            }
+        }
+        let (uid, gid) = (shift(m.uid()), shift(m.gid()));
+        if (uid, gid) == (m.uid(), m.gid()) {
+            continue;
+        }
+        if p == root {
+            top = Some((uid, gid));
+            continue;
+        }
+        let is_link = m.file_type().is_symlink();
+        let caps = if m.is_file() {
+            warren_sys::fs::lgetxattr(&p, b"security.capability").ok()
+        } else {
+            None
+        };
+        warren_sys::fs::lchown(&p, uid, gid)?;
+        if !is_link && m.mode() & 0o6000 != 0 {
+            fs::set_permissions(&p, fs::Permissions::from_mode(m.mode() & 0o7777))?;
+        }
+        if let Some(c) = caps {
+            warren_sys::fs::lsetxattr(&p, b"security.capability", &c)?;
+        }
+        n += 1;
+    }
+    if let Some((uid, gid)) = top {
+        warren_sys::fs::lchown(root, uid, gid)?;
+        n += 1;
+    }
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(v: &[(u32, &str)]) -> Vec<(u32, String)> {
+        v.iter().map(|(b, z)| (*b, z.to_string())).collect()
+    }
+
+    #[test]
+    fn first_zone_gets_first_base_and_gaps_are_reused() {
+        assert_eq!(choose(&[], "a", None), Ok(FIRST_BASE));
+        let taken = t(&[(FIRST_BASE, "a"), (FIRST_BASE + 2 * RANGE, "c")]);
+        assert_eq!(choose(&taken, "b", None), Ok(FIRST_BASE + RANGE));
+    }
+
+    #[test]
+    fn an_unaligned_pinned_range_is_skipped_by_allocation() {
+        let taken = t(&[(FIRST_BASE + 100, "p")]);
+        assert_eq!(choose(&taken, "b", None), Ok(FIRST_BASE + 2 * RANGE));
+    }
+
+    #[test]
+    fn pinned_overlap_names_the_other_zone_and_a_free_base() {
+        let taken = t(&[(FIRST_BASE, "a")]);
+        let e = choose(&taken, "b", Some(FIRST_BASE + 10)).unwrap_err();
+        assert!(e.contains("userns-base"), "{e}");
+        assert!(e.contains("zone 'a'"), "{e}");
+        assert!(e.contains(&(FIRST_BASE + RANGE).to_string()), "{e}");
+        // Adjacent is fine; its own range does not count.
+        assert_eq!(
+            choose(&taken, "b", Some(FIRST_BASE + RANGE)),
+            Ok(FIRST_BASE + RANGE)
+        );
+        assert_eq!(
+            choose(&taken, "a", Some(FIRST_BASE + 5)),
+            Ok(FIRST_BASE + 5)
+        );
+    }
+
+    #[test]
+    fn pinned_bases_that_map_host_ids_or_wrap_are_refused() {
+        assert!(choose(&[], "a", Some(0)).unwrap_err().contains("65536"));
+        assert!(choose(&[], "a", Some(1000)).is_err());
+        assert!(choose(&[], "a", Some(u32::MAX - 10)).is_err());
+        assert_eq!(choose(&[], "a", Some(65536)), Ok(65536));
+    }
+
+    #[test]
+    fn map_line_is_the_kernel_format() {
+        assert_eq!(IdRange::new(FIRST_BASE).map_line(), "0 1073741824 65536");
+        assert_eq!(IdRange::new(FIRST_BASE).last(), FIRST_BASE + 65535);
+    }
+
+    #[test]
+    fn shift_tree_moves_owners_and_keeps_setuid() {
+        let d = std::env::temp_dir().join(format!("warren-shift-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(d.join("a")).unwrap();
+        fs::write(d.join("a/f"), b"x").unwrap();
+        fs::set_permissions(d.join("a/f"), fs::Permissions::from_mode(0o4755)).unwrap();
+        std::os::unix::fs::symlink("/nonexistent", d.join("l")).unwrap();
+        if warren_sys::geteuid() != 0 {
+            eprintln!("skipped: shift_tree needs root to chown");
+            fs::remove_dir_all(&d).unwrap();
+            return;
+        }
+        warren_sys::fs::lchown(&d.join("a/f"), 7, 8).unwrap();
+        fs::set_permissions(d.join("a/f"), fs::Permissions::from_mode(0o4755)).unwrap();
+        let to = IdRange::new(FIRST_BASE);
+        shift_tree(&d, IdRange::new(0), to).unwrap();
+        let m = fs::metadata(d.join("a/f")).unwrap();
+        assert_eq!((m.uid(), m.gid()), (FIRST_BASE + 7, FIRST_BASE + 8));
+        assert_eq!(m.mode() & 0o7777, 0o4755);
+        assert_eq!(fs::symlink_metadata(d.join("l")).unwrap().uid(), FIRST_BASE);
+        // And back.
+        shift_tree(&d, to, IdRange::new(0)).unwrap();
+        assert_eq!(fs::metadata(d.join("a/f")).unwrap().uid(), 7);
+        fs::remove_dir_all(&d).unwrap();
+    }
+}
