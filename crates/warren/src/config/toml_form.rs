@@ -1,0 +1,227 @@
+//! The config's TOML file and `--set key=value` forms, both ways.
+
+use super::*;
+
+/// Parse and validate a config table for zone `zone`.
+pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
+    let mut entries = Vec::new();
+    flatten("", table, &mut entries);
+    let mut cfg = ZoneConfig::new("host");
+    let mut has_template = false;
+    for (name, value) in &entries {
+        let key = find_key(name).ok_or_else(|| Error::config(zone, unknown_key(name)))?;
+        (key.apply)(&mut cfg, value).map_err(|m| Error::config(zone, format!("{name} {m}")))?;
+        has_template |= name == "template";
+    }
+    if !has_template {
+        return Err(Error::config(
+            zone,
+            "template is missing; add template = \"host\" (or another from 'warren template list')",
+        ));
+    }
+    check_consistency(zone, &cfg)?;
+    Ok(cfg)
+}
+
+/// Parse a config file's text.
+pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        Error::config(
+            zone,
+            format!("config is not valid TOML: {}", e.message().trim()),
+        )
+    })?;
+    from_table(zone, &table)
+}
+
+/// Interpret a `--set` value: TOML syntax if it parses (numbers, booleans, arrays,
+/// quoted strings), else the raw text as a string ("512M", "0-1").
+pub fn set_value(raw: &str) -> toml::Value {
+    if let Ok(t) = format!("v = {raw}").parse::<toml::Table>() {
+        if let Some(v) = t.get("v") {
+            return v.clone();
+        }
+    }
+    toml::Value::String(raw.to_string())
+}
+
+/// Set dotted `key` to `value` in `table` (creating sub-tables).
+pub fn set_in_table(
+    zone: &str,
+    table: &mut toml::Table,
+    key: &str,
+    value: toml::Value,
+) -> Result<()> {
+    if find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut t = table;
+    for p in parts {
+        let entry = t
+            .entry(p.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        t = match entry {
+            toml::Value::Table(t) => t,
+            _ => {
+                return Err(Error::config(
+                    zone,
+                    format!("config key '{p}' is not a table"),
+                ))
+            }
+        };
+    }
+    t.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Remove dotted `key` from `table`.
+pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<()> {
+    if find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
+    if key == "template" {
+        return Err(Error::config(
+            zone,
+            "template cannot be unset; set another one instead",
+        ));
+    }
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().expect("split yields at least one part");
+    let mut t = table;
+    for p in parts {
+        match t.get_mut(p) {
+            Some(toml::Value::Table(inner)) => t = inner,
+            _ => return Ok(()),
+        }
+    }
+    t.remove(last);
+    Ok(())
+}
+
+/// Parse `key=value` pairs from the command line.
+pub fn parse_assignment(zone: &str, s: &str) -> Result<(String, toml::Value)> {
+    let (k, v) = s.split_once('=').ok_or_else(|| {
+        Error::config(
+            zone,
+            format!("--set {s:?}: expected key=value, e.g. memory.max=512M"),
+        )
+    })?;
+    Ok((k.trim().to_string(), set_value(v.trim())))
+}
+
+/// The config as a TOML table (what `config.toml` holds).
+pub fn to_table(c: &ZoneConfig) -> toml::Table {
+    let mut t = toml::Table::new();
+    let mut put = |k: &str, v: toml::Value| {
+        set_in_table("", &mut t, k, v).expect("registered key");
+    };
+    put("template", c.template.clone().into());
+    if c.brand != Brand::Native {
+        put("brand", "native".into());
+    }
+    put("net", c.net.as_str().into());
+    if let Some(b) = &c.net_bridge {
+        put("net-bridge", b.clone().into());
+    }
+    if let Some(s) = &c.net_subnet {
+        put("net-subnet", s.to_string().into());
+    }
+    if let Some(a) = &c.net_address {
+        put("net-address", a.to_string().into());
+    }
+    if let Some(h) = &c.hostname {
+        put("hostname", h.clone().into());
+    }
+    let list = |v: &[String]| toml::Value::Array(v.iter().cloned().map(Into::into).collect());
+    if !c.caps_add.is_empty() {
+        put("caps.add", list(&c.caps_add));
+    }
+    if !c.caps_drop.is_empty() {
+        put("caps.drop", list(&c.caps_drop));
+    }
+    if !c.seccomp_deny.is_empty() {
+        put("seccomp.deny", list(&c.seccomp_deny));
+    }
+    let cmd = |c: &Command| match c {
+        Command::Shell(s) => toml::Value::String(s.clone()),
+        Command::Argv(v) => toml::Value::Array(v.iter().cloned().map(Into::into).collect()),
+    };
+    if let Some(i) = &c.init {
+        put("init", cmd(i));
+    }
+    if !c.services.is_empty() {
+        put(
+            "services",
+            toml::Value::Array(c.services.iter().map(cmd).collect()),
+        );
+    }
+    if c.autoboot {
+        put("autoboot", true.into());
+    }
+    if c.priority != Priority::Normal {
+        put(
+            "priority",
+            match c.priority {
+                Priority::Critical => "critical",
+                Priority::Normal => "normal",
+                Priority::BestEffort => "best-effort",
+            }
+            .into(),
+        );
+    }
+    let int = |n: u64| toml::Value::Integer(n as i64);
+    if let Some(s) = c.stop_timeout {
+        put("stop-timeout", int(s));
+    }
+    let l = &c.limits;
+    if let Some(n) = l.max_processes {
+        put("max-processes", int(n));
+    }
+    if let Some(n) = l.max_threads {
+        put("max-threads", int(n));
+    }
+    if let Some(n) = l.memory_max {
+        put("memory.max", format_size(n).into());
+    }
+    if let Some(n) = l.memory_swap {
+        put("memory.swap", format_size(n).into());
+    }
+    if let Some(n) = l.memory_request {
+        put("memory.request", format_size(n).into());
+    }
+    if let Some(n) = l.cpu_shares {
+        put("cpu.shares", int(n));
+    }
+    if let Some(n) = l.cpu_weight {
+        put("cpu.weight", int(n));
+    }
+    if let Some(f) = l.cpu_max {
+        put("cpu.max", toml::Value::Float(f));
+    }
+    if let Some(cs) = &l.cpuset {
+        put("cpuset", cs.to_string().into());
+    }
+    if !c.userns {
+        put("userns", false.into());
+    }
+    if let Some(b) = c.userns_base {
+        put("userns-base", int(u64::from(b)));
+    }
+    for (name, l) in &c.rlimits {
+        put(
+            &format!("rlimit.{name}"),
+            crate::isolation::rlimits::format(*l).into(),
+        );
+    }
+    if let Some(n) = c.disk_max {
+        put("disk.max", format_size(n).into());
+    }
+    t
+}
+
+/// The config file's text.
+pub fn to_toml(c: &ZoneConfig) -> String {
+    toml::to_string(&to_table(c)).expect("a table always serialises")
+}
