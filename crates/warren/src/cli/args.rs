@@ -1,0 +1,435 @@
+//! The command line's flags (clap derive), its help texts and exit codes.
+
+use super::*;
+
+pub(super) const EXIT_CODES: &str = "\
+Exit codes:
+  0  success (also when the zone already was where the verb takes it)
+  1  failure of another kind, or some of several zones failed
+  2  usage error (bad flags or arguments)
+  3  the zone or template does not exist
+  4  the zone is in the wrong state for the verb
+  5  invalid input: a name, a config key or value
+  6  the name is taken, or the template is in use
+  7  the host lacks something (a package, a kernel feature, a cgroup controller)
+  8  not running as root
+  9  the kernel or filesystem refused an operation
+ 10  a state file is corrupt
+'warren login' exits with the status of the command it ran.
+
+Examples:
+  warren template create host --from host
+  warren create web1 --set memory.max=256M --set max-processes=100
+  warren install web1 && warren boot web1
+  warren login web1 -- ps ax
+  warren clone web1 web2
+  warren list -v
+  warren stat --interval 2 --sort mem
+  warren halt web1 && warren uninstall web1 && warren delete web1
+  warren demo --zones 100
+  warren doctor --zones 5000 --procs-per-zone 3
+  warren swap enable --size 4G && warren agent --dry-run";
+
+pub(super) const DOCTOR_HELP: &str = "\
+Checks every kernel, cgroup and process limit that caps density (pids, threads,
+namespaces, inotify, neighbour tables, conntrack, memory, disk, ...) against the planned
+number of zones: its current value, what the plan needs, a verdict and the fix.
+Verdicts: 'will fail' when the need exceeds the limit, 'tight' above 80 % of it, 'ok'
+otherwise, 'unknown' when the limit cannot be read (the note says why).
+
+--fix raises the sysctls the plan needs (never lowers one): now, through /proc/sys, and
+at every boot, in /etc/sysctl.d/90-warren.conf. --dry-run shows the changes only.
+
+--probe creates processes or threads (at a bounded rate, up to --max) inside a
+throwaway pids cgroup capped at --cap (default --max + 8) and reports how many it got
+and which limit stopped it. It always kills what it made and removes the cgroup, also
+on Ctrl-C; if warren is killed, its probe dies with it and the next 'warren doctor'
+removes the empty cgroup.
+
+Exit codes:
+  0    nothing will fail (tight and unknown limits are reported, not failed);
+       --probe: it ran and cleaned up
+  1    some limit will fail for this plan
+  130  --probe was interrupted (Ctrl-C), after cleaning up
+  other codes as for every verb (8: not root, needed for --fix and --probe)
+
+Examples:
+  warren doctor --zones 20000
+  warren doctor --zones 2000 --procs-per-zone 4 --threads-per-zone 20 --net bridge
+  warren doctor --zones 20000 --fix --dry-run
+  warren doctor --probe procs --max 2000
+  warren doctor --probe threads --max 5000 --cap 1000";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "warren",
+    version,
+    about = "Dense, fast, isolated zones on one Linux host",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// State root (templates, zones, locks).
+    #[arg(long, global = true, env = "WARREN_ROOT", default_value = DEFAULT_ROOT)]
+    pub root: PathBuf,
+    /// Print JSON (the API objects) instead of tables.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// The OCI runtime's state root (`warren oci --root`): `list` and `stat` show its
+    /// containers beside the zones, kind `oci`.
+    #[arg(long, global = true, env = "WARREN_OCI_ROOT", default_value = crate::oci::DEFAULT_ROOT, value_name = "DIR")]
+    pub oci_root: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Manage templates: the read-only roots zones are made from.
+    #[command(subcommand)]
+    Template(TemplateCmd),
+    /// Create a zone (state: configured).
+    #[command(
+        after_help = "Example: warren create db1 --template host --set memory.max=1G --set cpu.max=0.5"
+    )]
+    Create {
+        zone: String,
+        /// Template to make the zone from [default: host].
+        #[arg(long, short)]
+        template: Option<String>,
+        /// A config file (TOML) to start from.
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Set a config key, e.g. --set memory.max=512M (repeatable; see 'warren config keys').
+        #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
+        sets: Vec<String>,
+    },
+    /// Show or change a zone's config (warren's zonecfg).
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Install zones: give them their copy-on-write root (configured → installed).
+    Install {
+        #[arg(required = true)]
+        zones: Vec<String>,
+    },
+    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted).
+    Clone { src: String, new: String },
+    /// Boot zones (installed → running).
+    #[command(
+        after_help = "--autoboot boots every installed zone with autoboot = true (the systemd unit contrib/warren-autoboot.service runs it at host start)."
+    )]
+    Boot {
+        #[command(flatten)]
+        targets: Targets,
+        /// Boot the zones whose config says autoboot = true.
+        #[arg(long, conflicts_with_all = ["zones", "all"])]
+        autoboot: bool,
+    },
+    /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
+    Halt {
+        #[command(flatten)]
+        targets: Targets,
+        /// Seconds to wait after SIGTERM before killing [default: the zone's stop-timeout, else 10].
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Halt and boot zones again.
+    Reboot {
+        #[arg(required = true)]
+        zones: Vec<String>,
+        #[arg(long)]
+        timeout: Option<u64>,
+    },
+    /// Run a command (default: a login shell) inside a running zone.
+    #[command(
+        after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'"
+    )]
+    Login {
+        zone: String,
+        /// The command and its arguments (after --).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+    /// Remove zones' roots (installed → configured).
+    Uninstall {
+        #[arg(required = true)]
+        zones: Vec<String>,
+    },
+    /// Delete zones (must be configured, unless --force).
+    Delete {
+        #[arg(required = true)]
+        zones: Vec<String>,
+        /// Halt and uninstall first if needed.
+        #[arg(long, short)]
+        force: bool,
+    },
+    /// List zones and their states.
+    List {
+        /// More columns: pid, uptime, network, limits, root.
+        #[arg(long, short)]
+        verbose: bool,
+    },
+    /// What zones cost now: CPU, memory, processes, pressure, disk (prstat -Z, zonestat).
+    #[command(after_help = stat::STAT_HELP)]
+    Stat {
+        /// Zones to show [default: every booted zone].
+        zones: Vec<String>,
+        /// Refresh every S seconds: a live table, CPU % over each interval.
+        #[arg(long, short, value_name = "S")]
+        interval: Option<f64>,
+        /// Stop after N reports.
+        #[arg(long, short, value_name = "N", requires = "interval")]
+        count: Option<u64>,
+        /// Order zones by cpu, mem (charged memory) or procs, highest first.
+        #[arg(long, short, value_name = "KEY", default_value = "cpu",
+              value_parser = PossibleValuesParser::new(SortKey::NAMES)
+                  .map(|s| s.parse::<SortKey>().expect("one of NAMES")))]
+        sort: SortKey,
+        /// Also sum PSS and USS (unique memory) over every zone process from
+        /// /proc/PID/smaps_rollup. Slow: the kernel walks each process's page tables
+        /// to answer, so it costs in proportion to the zones' mapped memory.
+        #[arg(long)]
+        pss: bool,
+    },
+    /// The host's memory by kind (mdb's ::memstat), with what the zones are charged.
+    #[command(after_help = stat::MEMSTAT_HELP)]
+    Memstat,
+    /// The host as warren sees it: kernel, cgroups, storage backend and why.
+    Info,
+    /// Remove what interrupted commands left: temp dirs and files, stale runtime
+    /// records, orphaned cgroups, unused lock files.
+    Gc,
+    /// Check the host's limits against a planned density; --fix them or --probe them.
+    #[command(after_help = DOCTOR_HELP)]
+    Doctor(DoctorArgs),
+    /// Swap for overcommit: a swap file or zram, and vm.swappiness.
+    #[command(subcommand)]
+    Swap(overcommit::SwapCmd),
+    /// Watch memory pressure and evict zones before the OOM killer has to.
+    #[command(after_help = overcommit::agent_help())]
+    Agent {
+        /// Agent config (TOML) overriding the defaults shown below.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Budget to watch: host, group (warren's zone cgroup) or a cgroup directory.
+        #[arg(long, value_name = "WHAT")]
+        watch: Option<String>,
+        /// Log what would be evicted; change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Sample for one window, act at most once, exit.
+        #[arg(long)]
+        once: bool,
+    },
+    /// What the agent did: evictions and restarts, with reasons (<root>/events.jsonl).
+    Events,
+    /// The main job: clone and boot N zones from the host template, measure, clean up.
+    Demo {
+        /// How many zones.
+        #[arg(long, default_value_t = 100)]
+        zones: usize,
+        /// The zones' network: none (loopback only) or bridge (eth0 on the demo's
+        /// own bridge wdemo0, subnet 10.239.0.0/16, removed afterwards).
+        #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
+        net: String,
+    },
+    /// Benchmarks: `bench density` (zones per step, latency, memory, disk, CPU) and
+    /// `bench scale` (a real workload in N zones at once: throughput, latency, memory).
+    #[command(subcommand)]
+    Bench(BenchCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchCmd {
+    /// For each N: clone and boot N fresh zones, measure them, remove them; write
+    /// results.json, report.md, latency.svg and memory.svg.
+    #[command(after_help = "Examples:
+  warren bench density --zones 1,10,100
+  warren bench density --zones 1,10,100,500 --compare crun,lxc --out /tmp/bench
+  warren bench density --zones 1,3 --idle 1 --template busybox --json
+  warren bench density --zones 1,10 --via oci --compare crun
+
+Zones, crun and LXC containers and the bench's templates are removed after each step,
+also on failure. --compare installs nothing: a missing system is reported as not
+installed, with the command that installs it. LXC runs with a private lxcpath in the
+bench's scratch dir and keeps its cgroups beneath the bench's own (lxc.cgroup.relative);
+if it does not, it is reported as unavailable.")]
+    Density {
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "1,10,100")]
+        zones: String,
+        /// The template zones are made from.
+        #[arg(long, default_value = "host", value_parser = ["host", "busybox"])]
+        template: String,
+        /// The zones' network: none (loopback only) or bridge (the bench's own bridge
+        /// wbench0, subnet 10.238.0.0/16, removed afterwards).
+        #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
+        net: String,
+        /// Where to write the results [default: bench/results/<date>-<hostname>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Seconds the booted zones sit idle before CPU and memory are read.
+        #[arg(long, default_value_t = 10.0)]
+        idle: f64,
+        /// Run the same steps with other systems too (comma-separated: crun, lxc).
+        #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc"])]
+        compare: Vec<String>,
+        /// How warren's own steps start zones: native (clone + boot) or oci (`warren
+        /// oci create` + `start` on a bundle of the busybox template, as containerd
+        /// and podman do; implies --template busybox).
+        #[arg(long, default_value = "native", value_parser = ["native", "oci"])]
+        via: String,
+    },
+    /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
+    /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
+    /// throughput, latency, CPU, memory, swap and evictions; writes results.json,
+    /// report.md, throughput.svg and latency.svg.
+    #[command(after_help = "Examples:
+  warren bench scale --workload pgbench --zones 1,2,4,8
+  warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
+  warren bench scale --workload http --zones 1,2,4 --duration 10
+
+--oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
+set as the memory limit of this state root's zone group cgroup (restored afterwards), so
+the zones' caps add up to PCT % more than B; B must fit in the host's MemAvailable. With
+PCT > 0 and no swap on the host, warren's swap file of N x memory-per-zone - B is enabled
+for each step and removed after it. Without it, oversubscription is reported against the
+host's MemAvailable.
+
+pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
+in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
+own bridge, removed afterwards) and is reported as skipped without it.")]
+    Scale {
+        /// What each zone runs.
+        #[arg(long, value_parser = ["pgbench", "http"])]
+        workload: String,
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "1,2,4,8")]
+        zones: String,
+        /// memory.max of each zone.
+        #[arg(long, value_name = "SIZE", default_value = "512M")]
+        memory_per_zone: String,
+        /// cpu.max of each zone, in CPUs (default: uncapped).
+        #[arg(long, value_name = "CPUS")]
+        cpu_per_zone: Option<f64>,
+        /// Give the zones a memory budget PCT % smaller than their caps add up to (see below).
+        #[arg(long, value_name = "PCT")]
+        oversubscribe: Option<f64>,
+        /// Run `warren agent` (watching the zones' group) during each step; count evictions.
+        #[arg(long)]
+        agent: bool,
+        /// Seconds of the timed run per step.
+        #[arg(long, default_value_t = 30)]
+        duration: u64,
+        /// pgbench connections, or load threads, per zone.
+        #[arg(long, default_value_t = 2)]
+        clients: usize,
+        /// pgbench scale factor (about 15 MiB of tables per unit).
+        #[arg(long, default_value_t = 4)]
+        pgbench_scale: u32,
+        /// http: the zones' bridge (removed afterwards if unused).
+        #[arg(long, default_value = "wbench1")]
+        bridge: String,
+        /// http: the bridge's subnet.
+        #[arg(long, default_value = "10.237.0.0/16")]
+        subnet: String,
+        /// Where to write the results [default: bench/results/<date>-<hostname>-<workload>].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct Targets {
+    /// Zone names.
+    pub zones: Vec<String>,
+    /// Every zone (boot: installed ones; halt: running ones).
+    #[arg(long, conflicts_with = "zones")]
+    pub all: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Zones planned on this host.
+    #[arg(long, default_value_t = 1000)]
+    pub zones: u64,
+    /// Processes per zone besides its init.
+    #[arg(long, default_value_t = 1)]
+    pub procs_per_zone: u64,
+    /// Tasks (threads) per zone, all processes included [default: 1 + procs-per-zone].
+    #[arg(long)]
+    pub threads_per_zone: Option<u64>,
+    /// Memory each zone's programs use, on top of warren's 0.5 MiB per zone (e.g. 64M).
+    #[arg(long, value_name = "SIZE")]
+    pub mem_per_zone: Option<String>,
+    /// How the zones are networked.
+    #[arg(long, value_enum, default_value_t = NetPlan::None)]
+    pub net: NetPlan,
+    /// Show the note of every limit, not only of those that are not ok.
+    #[arg(long, short)]
+    pub verbose: bool,
+    /// Raise the sysctls the plan needs, now and at boot (never lowers a value).
+    #[arg(long, conflicts_with = "probe")]
+    pub fix: bool,
+    /// With --fix: print the changes without making them.
+    #[arg(long, requires = "fix")]
+    pub dry_run: bool,
+    /// Where --fix writes 90-warren.conf.
+    #[arg(long, hide = true, value_name = "DIR", default_value = fix::DEFAULT_SYSCTL_DIR)]
+    pub sysctl_dir: PathBuf,
+    /// Measure instead: create processes or threads until --max or the first failure.
+    #[arg(long, value_enum)]
+    pub probe: Option<probe::ProbeKind>,
+    /// With --probe: how many to create at most.
+    #[arg(long, default_value_t = 1000, requires = "probe")]
+    pub max: u64,
+    /// With --probe: the pids.max of the probe's cgroup [default: --max + 8].
+    #[arg(long, requires = "probe")]
+    pub cap: Option<u64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TemplateCmd {
+    /// Create a template.
+    #[command(
+        after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz"
+    )]
+    Create {
+        name: String,
+        /// "host": a sparse root sharing the host's read-only /usr.
+        #[arg(long, value_parser = ["host"], group = "source")]
+        from: Option<String>,
+        /// Copy a directory holding a root filesystem.
+        #[arg(long, value_name = "PATH", group = "source")]
+        from_dir: Option<PathBuf>,
+        /// Unpack a tar or tar.gz of a root filesystem.
+        #[arg(long, value_name = "FILE", group = "source")]
+        from_tar: Option<PathBuf>,
+        /// A root of the static busybox binary (apt-get install busybox-static).
+        #[arg(long, group = "source")]
+        busybox: bool,
+    },
+    /// List templates.
+    List,
+    /// Delete a template (refused while zones use it).
+    Delete { name: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Print a zone's config (TOML, or JSON with --json).
+    Show { zone: String },
+    /// Set keys: warren config set web1 memory.max=1G cpu.max=0.5
+    Set {
+        zone: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Remove keys (back to their defaults).
+    Unset {
+        zone: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// List the config keys with an example and what each does.
+    Keys,
+}

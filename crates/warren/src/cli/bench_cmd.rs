@@ -1,0 +1,70 @@
+//! `warren bench`: checking and resolving its flags.
+
+use super::*;
+
+/// Check and resolve `bench scale`'s flags.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn scale_options(
+    workload: &str,
+    zones: &str,
+    memory_per_zone: &str,
+    cpu_per_zone: Option<f64>,
+    oversubscribe: Option<f64>,
+    agent: bool,
+    duration: u64,
+    clients: usize,
+    pgbench_scale: u32,
+    bridge: String,
+    subnet: String,
+) -> Result<bench::scale::Options> {
+    let steps = bench::parse_steps(zones)?;
+    let memory = config::parse_size(memory_per_zone)
+        .filter(|m| *m >= 64 << 20)
+        .ok_or_else(|| {
+            Error::Invalid(format!(
+                "--memory-per-zone {memory_per_zone:?}: expected a size of at least 64M, such as 512M or 1G"
+            ))
+        })?;
+    if let Some(c) = cpu_per_zone.filter(|c| !(*c > 0.0 && *c <= 1024.0)) {
+        return Err(Error::Invalid(format!(
+            "--cpu-per-zone {c}: give CPUs above 0, e.g. 0.5 or 1"
+        )));
+    }
+    if let Some(p) = oversubscribe.filter(|p| !(*p >= 0.0 && *p <= 400.0)) {
+        return Err(Error::Invalid(format!(
+            "--oversubscribe {p}: give a percentage from 0 to 400, e.g. 25"
+        )));
+    }
+    if !(1..=3600).contains(&duration) {
+        return Err(Error::Invalid(format!(
+            "--duration {duration}: give seconds from 1 to 3600, e.g. --duration 30"
+        )));
+    }
+    if !(1..=64).contains(&clients) {
+        return Err(Error::Invalid(format!(
+            "--clients {clients}: give 1 to 64 per zone"
+        )));
+    }
+    if !(1..=1000).contains(&pgbench_scale) {
+        return Err(Error::Invalid(format!(
+            "--pgbench-scale {pgbench_scale}: give 1 to 1000"
+        )));
+    }
+    Ok(bench::scale::Options {
+        workload: if workload == "http" {
+            bench::scale::Workload::Http
+        } else {
+            bench::scale::Workload::Pgbench
+        },
+        steps,
+        memory_per_zone: memory,
+        cpu_per_zone,
+        oversubscribe_pct: oversubscribe,
+        agent,
+        duration: Duration::from_secs(duration),
+        clients,
+        pgbench_scale,
+        bridge,
+        subnet,
+    })
+}
