@@ -191,23 +191,41 @@ fn bad_steps_are_refused() {
         .fails(2, "docker");
 }
 
+/// Directories of this process's cgroup paths in every mounted hierarchy (podman makes
+/// the memory cgroup's path in the other hierarchies too, and must remove what it made).
+fn own_cgroup_dirs() -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut out = Vec::new();
+    for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        for l in own.lines() {
+            let path = l.splitn(3, ':').nth(2).unwrap_or("/");
+            let dir = m.path().join(path.trim_start_matches('/'));
+            if dir.is_dir() && !out.contains(&dir) {
+                out.push(dir);
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn compare_crun_and_lxc_or_say_how_to_install_them() {
+fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     common::require_busybox();
     let env = Env::new();
     let out = env.root().join("out");
+    let cgroups_before = own_cgroup_dirs();
     env.ok(&[
         "bench",
         "density",
         "--zones",
-        "1,2",
+        "1,3",
         "--idle",
         "1",
         "--template",
         "busybox",
         "--compare",
-        "crun,lxc",
+        "crun,lxc,podman",
         "--out",
         out.to_str().unwrap(),
     ]);
@@ -222,7 +240,7 @@ fn compare_crun_and_lxc_or_say_how_to_install_them() {
     if installed {
         assert_eq!(crun["status"], "ok", "{crun}");
         check_plausible(step(crun, 1));
-        check_plausible(step(crun, 2));
+        check_plausible(step(crun, 3));
         check_memory(crun);
         // Every container is gone: crun's state dir lived in the scratch dir.
         let left: Vec<_> = std::fs::read_dir(env.root())
@@ -250,7 +268,7 @@ fn compare_crun_and_lxc_or_say_how_to_install_them() {
     if lxc_installed {
         assert_eq!(lxc["status"], "ok", "{lxc}");
         check_plausible(step(lxc, 1));
-        check_plausible(step(lxc, 2));
+        check_plausible(step(lxc, 3));
         check_memory(lxc);
         assert!(lxc["note"]
             .as_str()
@@ -291,8 +309,65 @@ fn compare_crun_and_lxc_or_say_how_to_install_them() {
             .unwrap()
             .contains("apt-get install lxc"));
     }
+    let podman = &r["systems"][3];
+    assert_eq!(podman["name"], "podman");
+    let podman_installed = std::process::Command::new("podman")
+        .arg("--version")
+        .output()
+        .is_ok();
+    if podman_installed {
+        assert_eq!(podman["status"], "ok", "{podman}");
+        check_plausible(step(podman, 1));
+        check_plausible(step(podman, 3));
+        check_memory(podman);
+        let runtime = podman["runtime"].as_str().unwrap_or_default();
+        assert!(runtime == "runc" || runtime == "crun", "{podman}");
+        let note = podman["note"].as_str().unwrap();
+        assert!(
+            note.contains("--cgroup-parent") && note.contains(&format!("runtime {runtime}")),
+            "{note}"
+        );
+        // No container, conmon or podman cleanup process of this run is left...
+        let left = own_sleepers();
+        assert!(left.is_empty(), "left running: {left:?}");
+        let conmons: Vec<String> = own_processes()
+            .into_iter()
+            .filter(|(_, cmd)| cmd.contains("conmon") || cmd.contains(env.root().to_str().unwrap()))
+            .map(|(pid, cmd)| format!("{pid} {cmd}"))
+            .collect();
+        assert!(conmons.is_empty(), "left running: {conmons:?}");
+        // ...no overlay or shm mount under the root (the private store lived there)...
+        let mounts = common::host_mounts_under(env.root());
+        assert!(mounts.is_empty(), "mounts left: {mounts:?}");
+        // ...and no cgroup directory podman made for its parent's path.
+        let made: Vec<_> = own_cgroup_dirs()
+            .into_iter()
+            .filter(|d| !cgroups_before.contains(d))
+            .collect();
+        assert!(made.is_empty(), "cgroups left: {made:?}");
+        let parents: Vec<_> = own_cgroup_dirs()
+            .into_iter()
+            .flat_map(|d| std::fs::read_dir(d).into_iter().flatten().flatten())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with("wbench-podman-")
+            })
+            .map(|e| e.path())
+            .collect();
+        assert!(parents.is_empty(), "cgroups left: {parents:?}");
+    } else {
+        assert_eq!(podman["status"], "not installed");
+        assert!(podman["note"]
+            .as_str()
+            .unwrap()
+            .contains("apt-get install podman"));
+    }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
-    assert!(md.contains("| crun |") && md.contains("| lxc |"), "{md}");
+    assert!(
+        md.contains("| crun |") && md.contains("| lxc |") && md.contains("| podman |"),
+        "{md}"
+    );
     check_svg(&out.join("latency.svg"));
 }
 

@@ -184,6 +184,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> SystemRun {
     let mut sys = SystemRun {
+        runtime: None,
         name: "crun".into(),
         status: "ok".into(),
         note: String::new(),

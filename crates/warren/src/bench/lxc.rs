@@ -44,6 +44,17 @@ pub struct Hier {
     pub own: PathBuf,
     /// This process's cgroup path inside the hierarchy, e.g. "/" or "/a/b".
     pub own_path: String,
+    /// Where the hierarchy is mounted, and the cgroup path its mount shows.
+    pub mount: PathBuf,
+    pub root: String,
+}
+
+impl Hier {
+    /// The directory of cgroup `path` (as /proc/<pid>/cgroup shows it) in this hierarchy.
+    pub fn dir_of(&self, path: &str) -> PathBuf {
+        let rel = path.strip_prefix(self.root.as_str()).unwrap_or(path);
+        self.mount.join(rel.trim_start_matches('/'))
+    }
 }
 
 fn key_of(list: &str) -> String {
@@ -103,6 +114,8 @@ pub fn hierarchies(mountinfo: &str, proc_cgroup: &str) -> Vec<Hier> {
             key,
             own: Path::new(pre[4]).join(rel),
             own_path: path.clone(),
+            mount: PathBuf::from(pre[4]),
+            root: root.to_string(),
         });
     }
     out
@@ -225,7 +238,7 @@ impl Fleet {
     }
 }
 
-fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn collect_dirs(dir: &Path, out: &mut Vec<PathBuf>) {
     if !dir.is_dir() {
         return;
     }
@@ -272,7 +285,7 @@ fn cpu_ns(proc_root: &Path, pid: i32) -> u64 {
         * 10_000_000
 }
 
-fn ppid(proc_root: &Path, pid: i32) -> Option<i32> {
+pub(crate) fn ppid(proc_root: &Path, pid: i32) -> Option<i32> {
     let s = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
     s.rsplit_once(')')?
         .1
@@ -291,6 +304,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> SystemRun {
     let mut sys = SystemRun {
+        runtime: None,
         name: "lxc".into(),
         status: "ok".into(),
         note: String::new(),

@@ -1,15 +1,16 @@
 //! `warren bench density`: for each step N, clone and boot N fresh zones, measure what
 //! they cost (clone/boot latency, memory per zone with the memstat breakdown, disk, idle
 //! CPU, halt and delete), remove them, and write `results.json`, `report.md` and two SVG
-//! charts. `--compare crun,lxc` runs the same steps with crun and LXC on the same
-//! machine, in the same run.
+//! charts. `--compare crun,lxc,podman` runs the same steps with crun, LXC and podman
+//! on the same machine, in the same run.
 //!
-//! Everything the bench makes (zones, its templates, crun and LXC containers, its temp dir) is
+//! Everything the bench makes (zones, its templates, crun, LXC and podman containers, its temp dir) is
 //! removed when a step ends, also when it fails.
 
 pub mod crun;
 pub mod lxc;
 pub mod oci;
+pub mod podman;
 pub mod report;
 pub mod scale;
 pub mod svg;
@@ -48,7 +49,7 @@ pub struct Options {
     pub template: TemplateKind,
     pub bridge: bool,
     pub idle: Duration,
-    /// Other systems to run the same steps with ("crun", "lxc").
+    /// Other systems to run the same steps with ("crun", "lxc", "podman").
     pub compare: Vec<String>,
     /// `--via oci`: warren's steps go through `warren oci create/start` on bundles
     /// ([`oci`]) instead of zones.
@@ -96,6 +97,9 @@ pub struct SystemRun {
     pub status: String,
     /// How it was run, or why it was not (with the install command).
     pub note: String,
+    /// The OCI runtime a container engine used (podman: "runc" or "crun").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<String>,
     pub steps: Vec<Step>,
 }
 
@@ -288,6 +292,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     let warren_steps = warren_steps?;
     net_cleaned?;
     let mut systems = vec![SystemRun {
+        runtime: None,
         name: "warren".into(),
         status: "ok".into(),
         note: format!(
@@ -307,19 +312,19 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     }
     for other in &opts.compare {
         let sys = match other.as_str() {
-            "crun" | "lxc" => {
+            "crun" | "lxc" | "podman" => {
                 let bb = format!("{PREFIX}busybox");
                 if ensure_template(ctx, &bb, &Source::Busybox)? {
                     templates.made.push(bb.clone());
                 }
                 let rootfs = template::root_of(&ctx.layout, &bb);
-                if other == "crun" {
-                    crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
-                } else {
-                    lxc::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress)
+                match other.as_str() {
+                    "crun" => crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
+                    "lxc" => lxc::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
+                    _ => podman::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
                 }
             }
-            _ => unreachable!("clap limits --compare to crun and lxc"),
+            _ => unreachable!("clap limits --compare to crun, lxc and podman"),
         };
         systems.push(sys);
     }

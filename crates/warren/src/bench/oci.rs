@@ -90,6 +90,7 @@ pub fn run(
     progress: &mut dyn Progress,
 ) -> SystemRun {
     let mut sys = SystemRun {
+        runtime: None,
         name: "warren-oci".into(),
         status: "ok".into(),
         note: String::new(),

@@ -61,7 +61,11 @@ pub fn markdown(r: &Results) -> String {
         r.template, r.net, r.idle_s
     );
     for s in &r.systems {
-        let _ = writeln!(o, "- **{}** ({}): {}", s.name, s.status, s.note);
+        let runtime = match &s.runtime {
+            Some(r) => format!(", runtime {r}"),
+            None => String::new(),
+        };
+        let _ = writeln!(o, "- **{}** ({}{runtime}): {}", s.name, s.status, s.note);
     }
     let head = |o: &mut String, first: &str| {
         let _ = write!(o, "\n| {first} |");

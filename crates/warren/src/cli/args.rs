@@ -244,15 +244,17 @@ pub enum BenchCmd {
     /// results.json, report.md, latency.svg and memory.svg.
     #[command(after_help = "Examples:
   warren bench density --zones 1,10,100
-  warren bench density --zones 1,10,100,500 --compare crun,lxc --out /tmp/bench
+  warren bench density --zones 1,10,100,500 --compare crun,lxc,podman --out /tmp/bench
   warren bench density --zones 1,3 --idle 1 --template busybox --json
   warren bench density --zones 1,10 --via oci --compare crun
 
-Zones, crun and LXC containers and the bench's templates are removed after each step,
+Zones, crun, LXC and podman containers and the bench's templates are removed after each step,
 also on failure. --compare installs nothing: a missing system is reported as not
 installed, with the command that installs it. LXC runs with a private lxcpath in the
 bench's scratch dir and keeps its cgroups beneath the bench's own (lxc.cgroup.relative);
-if it does not, it is reported as unavailable.")]
+if it does not, it is reported as unavailable. podman runs with a private --root,
+--runroot and --tmpdir in the scratch dir and --cgroup-parent beneath the bench's own
+cgroup, checked the same way.")]
     Density {
         /// Zone counts, one step each.
         #[arg(long, default_value = "1,10,100")]
@@ -270,8 +272,8 @@ if it does not, it is reported as unavailable.")]
         /// Seconds the booted zones sit idle before CPU and memory are read.
         #[arg(long, default_value_t = 10.0)]
         idle: f64,
-        /// Run the same steps with other systems too (comma-separated: crun, lxc).
-        #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc"])]
+        /// Run the same steps with other systems too (comma-separated: crun, lxc, podman).
+        #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc", "podman"])]
         compare: Vec<String>,
         /// How warren's own steps start zones: native (clone + boot) or oci (`warren
         /// oci create` + `start` on a bundle of the busybox template, as containerd
