@@ -415,27 +415,24 @@ impl Drop for Podman {
             let _ = Command::new("umount").args(["-l", &m]).status();
         }
         let _ = std::fs::remove_dir_all(store);
-        // podman's cgroupfs parent (it made <parent>/conmon): remove what is empty.
-        for ctrl in [
-            "memory",
-            "pids",
-            "cpu,cpuacct",
-            "cpuacct",
-            "cpu",
-            "devices",
-            "freezer",
-            "blkio",
-            "cpuset",
-            "net_cls,net_prio",
-            "perf_event",
-            "hugetlb",
-            "systemd",
-        ] {
+        // podman's cgroupfs parent (it made <parent>/conmon, and conmon may still be
+        // exiting after `rm`): kill what is left in it and remove the tree, retrying.
+        let own = Path::new("/proc/self/cgroup");
+        let text = std::fs::read_to_string(own).unwrap_or_default();
+        for line in text.lines() {
+            let mut f = line.splitn(3, ':');
+            let (Some(_), Some(ctrls), Some(_)) = (f.next(), f.next(), f.next()) else {
+                continue;
+            };
+            let dir = match ctrls {
+                "" => "unified".to_string(),
+                c => c.trim_start_matches("name=").to_string(),
+            };
             let base = Path::new("/sys/fs/cgroup")
-                .join(ctrl)
+                .join(dir)
                 .join(self.parent.trim_start_matches('/'));
-            for sub in ["conmon", ""] {
-                let _ = std::fs::remove_dir(base.join(sub));
+            if base.exists() {
+                common::force_remove_cgroup(&base);
             }
         }
     }
