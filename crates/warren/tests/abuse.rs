@@ -157,7 +157,10 @@ fn disk_filler_is_stopped_by_disk_max() {
         "{} bytes allocated",
         m.blocks() * 512
     );
-    // `warren stat` counts the image's allocated blocks as the zone's disk.
+    // `warren stat` counts the image's allocated blocks as the zone's disk. The zone's
+    // ext4 writes reach the image through the loop device only when flushed: sync
+    // first, or the image may not yet hold what dd wrote.
+    env.sh("fill", "sync");
     let st: serde_json::Value =
         serde_json::from_str(&env.ok(&["stat", "fill", "--json"]).stdout).unwrap();
     let disk = st["zones"][0]["disk_bytes"].as_u64().unwrap();
