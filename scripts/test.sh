@@ -50,7 +50,7 @@ passed=$(grep -Eo '^test result: .* ([0-9]+) passed' "$log" | grep -Eo '[0-9]+ p
 failed=$(grep -Eo '^test result: .* ([0-9]+) failed' "$log" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
 # A test binary that crashed or was killed prints no "test result" line: count it
 # as a failure so the summary never reads green over a dead binary.
-crashed=$(grep -c "process didn't exit successfully" "$log" || true)
+crashed=$(grep -c "process didn't exit successfully: .*(signal:" "$log" || true)
 failed=$((failed + crashed))
 echo "tests: $passed passed, $failed failed"
 exit "$status"
