@@ -373,18 +373,18 @@ fn agent_restarts_evicted_zones_once_pressure_is_gone() {
     env.ok(&["boot", "crit"]);
     let budget = env.root().join("budget");
     std::fs::create_dir(&budget).unwrap();
+    // Each file is replaced by a rename, as the kernel's are read: whole. A plain
+    // write truncates first, and an agent sample taken in between would read an empty
+    // usage (all memory available: calm) and restart the zone inside the band.
+    let put = |name: &str, text: String| {
+        let tmp = budget.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::rename(&tmp, budget.join(name)).unwrap();
+    };
     let set = |usage_mib: u64| {
-        std::fs::write(
-            budget.join("memory.limit_in_bytes"),
-            (100u64 << 20).to_string(),
-        )
-        .unwrap();
-        std::fs::write(
-            budget.join("memory.usage_in_bytes"),
-            (usage_mib << 20).to_string(),
-        )
-        .unwrap();
-        std::fs::write(budget.join("memory.stat"), "total_inactive_file 0\n").unwrap();
+        put("memory.limit_in_bytes", (100u64 << 20).to_string());
+        put("memory.usage_in_bytes", (usage_mib << 20).to_string());
+        put("memory.stat", "total_inactive_file 0\n".to_string());
     };
     set(99);
     let cfg = env.root().join("agent.toml");
