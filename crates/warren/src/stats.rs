@@ -14,6 +14,25 @@ pub fn parse_stat(text: &str) -> Option<(char, u64)> {
     Some((state, start))
 }
 
+/// CPU ticks (utime + stime, fields 14 and 15) from /proc/<pid>/stat text.
+pub fn parse_cpu_ticks(text: &str) -> Option<u64> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    Some(fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?)
+}
+
+/// CPU time of the processes `pids`, in ns (USER_HZ is 100 on Linux); a process that
+/// is gone counts as 0.
+pub fn procs_cpu_ns<P: std::fmt::Display>(proc_root: &Path, pids: &[P]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| {
+            let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"));
+            parse_cpu_ticks(&text.ok()?)
+        })
+        .sum::<u64>()
+        * 10_000_000
+}
+
 /// The start time of a live (non-zombie) process, or `None` if it is gone or a zombie.
 pub fn proc_start_time(proc_root: &Path, pid: i32) -> Option<u64> {
     let text = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
@@ -98,5 +117,12 @@ mod tests {
         let me = std::process::id() as i32;
         assert!(proc_start_time(Path::new("/proc"), me).is_some());
         assert!(!boot_id(Path::new("/proc")).is_empty());
+    }
+
+    #[test]
+    fn cpu_ticks_are_utime_plus_stime_after_the_last_paren() {
+        let stat = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 7 5 0 0 20 0 1 0 99 1 2";
+        assert_eq!(parse_cpu_ticks(stat), Some(12));
+        assert_eq!(parse_cpu_ticks("42 (short) S 1"), None);
     }
 }

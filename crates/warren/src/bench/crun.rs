@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use super::{Options, Step, SystemRun};
 use crate::fsutil::disk_usage;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, Progress};
+use crate::stats::procs_cpu_ns;
 
 /// Where `prog` is on PATH.
 pub fn which(prog: &str) -> Option<PathBuf> {
@@ -162,19 +163,6 @@ fn config(template: &serde_json::Value, rootfs: &Path) -> serde_json::Value {
     c
 }
 
-/// CPU ticks (utime + stime) of a process, in ns (USER_HZ is 100 on Linux).
-fn cpu_ns(proc_root: &Path, pid: &str) -> u64 {
-    std::fs::read_to_string(proc_root.join(pid).join("stat"))
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0)
-        * 10_000_000
-}
-
 /// Run every step with crun under `scratch`, from `rootfs`.
 pub fn run(
     scratch: &Path,
@@ -290,13 +278,13 @@ fn run_steps(
             .collect();
         let secs = opts.idle.as_secs().max(1);
         progress.phase(&format!("crun N={n} idle"), secs);
-        let cpu0: u64 = pids.iter().map(|p| cpu_ns(proc_root, p)).sum();
+        let cpu0 = procs_cpu_ns(proc_root, &pids);
         let t_idle = Instant::now();
         for _ in 0..secs {
             std::thread::sleep(opts.idle / secs as u32);
             progress.step();
         }
-        let cpu1: u64 = pids.iter().map(|p| cpu_ns(proc_root, p)).sum();
+        let cpu1 = procs_cpu_ns(proc_root, &pids);
         let idle_cpu_pct =
             cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
         let after = mem_sample(proc_root);

@@ -103,6 +103,19 @@ pub struct SystemRun {
     pub steps: Vec<Step>,
 }
 
+/// Why a compared system's steps stopped.
+enum Failure {
+    /// It broke the cgroup rule (a cgroup outside the bench's own): stopped, not measured.
+    Rule(String),
+    Other(String),
+}
+
+impl From<String> for Failure {
+    fn from(s: String) -> Failure {
+        Failure::Other(s)
+    }
+}
+
 /// `results.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Results {

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use super::{Options, Step, SystemRun};
 use crate::fsutil::disk_usage;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, Progress};
+use crate::stats::procs_cpu_ns;
 
 /// The containers of one step; deleted on drop.
 struct Fleet {
@@ -66,19 +67,6 @@ pub fn config(template: &serde_json::Value, rootfs: &Path) -> serde_json::Value 
     c["process"]["args"] = serde_json::json!(["/bin/sleep", "1000000"]);
     c["root"] = serde_json::json!({ "path": rootfs, "readonly": true });
     c
-}
-
-/// CPU time (utime + stime) of every process in `pids`, in ns (USER_HZ is 100).
-fn cpu_ns(proc_root: &Path, pids: &[String]) -> u64 {
-    pids.iter()
-        .filter_map(|pid| {
-            let s = std::fs::read_to_string(proc_root.join(pid).join("stat")).ok()?;
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
-        .sum::<u64>()
-        * 10_000_000
 }
 
 /// Run every step through `warren oci` under `scratch`, from `rootfs`.
@@ -198,13 +186,13 @@ fn run_steps(
         }
         let secs = opts.idle.as_secs().max(1);
         progress.phase(&format!("warren-oci N={n} idle"), secs);
-        let cpu0 = cpu_ns(proc_root, &pids);
+        let cpu0 = procs_cpu_ns(proc_root, &pids);
         let t_idle = Instant::now();
         for _ in 0..secs {
             std::thread::sleep(opts.idle / secs as u32);
             progress.step();
         }
-        let cpu1 = cpu_ns(proc_root, &pids);
+        let cpu1 = procs_cpu_ns(proc_root, &pids);
         let idle_cpu_pct =
             cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
         let after = mem_sample(proc_root);

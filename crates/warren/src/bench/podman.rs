@@ -42,9 +42,10 @@ use std::time::{Duration, Instant};
 
 use super::crun::which;
 use super::lxc::{collect_dirs, hierarchies, Hier};
-use super::{Options, Step, SystemRun};
+use super::{Failure, Options, Step, SystemRun};
 use crate::fsutil::disk_usage;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, Progress};
+use crate::stats::procs_cpu_ns;
 
 const IMAGE: &str = "localhost/warren-bench-busybox:latest";
 const ULIMITS: [&str; 4] = [
@@ -236,19 +237,6 @@ impl Drop for Fleet<'_> {
     }
 }
 
-/// CPU ticks (utime + stime) of a process, in ns.
-fn cpu_ns(proc_root: &Path, pid: i32) -> u64 {
-    std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat"))
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
-        })
-        .unwrap_or(0)
-        * 10_000_000
-}
-
 /// Run every step with podman under `scratch`, from `rootfs`.
 pub fn run(
     scratch: &Path,
@@ -282,18 +270,6 @@ pub fn run(
         }
     }
     sys
-}
-
-enum Failure {
-    /// The cgroup rule was broken.
-    Rule(String),
-    Other(String),
-}
-
-impl From<String> for Failure {
-    fn from(s: String) -> Failure {
-        Failure::Other(s)
-    }
 }
 
 /// Make the private store with `driver`, import the image and find a runtime that
@@ -477,13 +453,13 @@ fn run_steps(
         }
         let secs = opts.idle.as_secs().max(1);
         progress.phase(&format!("podman N={n} idle"), secs);
-        let cpu0: u64 = pids.iter().map(|p| cpu_ns(proc_root, *p)).sum();
+        let cpu0 = procs_cpu_ns(proc_root, &pids);
         let t_idle = Instant::now();
         for _ in 0..secs {
             std::thread::sleep(opts.idle / secs as u32);
             progress.step();
         }
-        let cpu1: u64 = pids.iter().map(|p| cpu_ns(proc_root, *p)).sum();
+        let cpu1 = procs_cpu_ns(proc_root, &pids);
         let idle_cpu_pct =
             cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
         let after = mem_sample(proc_root);
