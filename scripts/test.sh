@@ -4,7 +4,7 @@
 # test, e2fsprogs for disk.max images, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
 # podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
-# install), runs a bounded fuzzing run (about a minute) of the parsers, then every unit
+# install), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing run (about a minute) of the parsers, then every unit
 # and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -39,6 +39,12 @@ if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
     [ ${#with_recommends[@]} -eq 0 ] ||
         apt-get install -y -qq "${with_recommends[@]}" >/dev/null
 fi
+
+# The lints first: a formatting or clippy finding fails the run before any test.
+echo "scripts/test.sh: cargo fmt --all -- --check"
+cargo fmt --all -- --check
+echo "scripts/test.sh: cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets -- -D warnings
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 

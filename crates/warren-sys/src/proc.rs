@@ -127,10 +127,12 @@ pub fn setns(fd: BorrowedFd<'_>) -> io::Result<()> {
     cvt(unsafe { libc::setns(fd.as_raw_fd(), 0) }).map(drop)
 }
 
-/// `fork()`; only for single-threaded callers. Returns 0 in the child.
+/// `fork()`; only for single-threaded callers, which is checked (an error otherwise).
+/// Returns 0 in the child.
 pub fn fork() -> io::Result<i32> {
-    // SAFETY: callers are single-threaded (warren's CLI), so the child inherits no lock
-    // held by another thread.
+    crate::fds::ensure_single_threaded()?;
+    // SAFETY: the process is single-threaded (checked just above), so the child
+    // inherits no lock held by another thread.
     cvt(unsafe { libc::fork() })
 }
 
@@ -151,6 +153,14 @@ pub fn set_child_subreaper() -> io::Result<()> {
 pub fn set_pdeathsig(sig: i32) -> io::Result<()> {
     // SAFETY: plain integer arguments; an invalid signal makes prctl fail with EINVAL.
     cvt(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, sig as libc::c_ulong, 0, 0, 0) }).map(drop)
+}
+
+/// `prctl(PR_SET_DUMPABLE, 0)`: no process of a lower privilege may ptrace this one or
+/// open its /proc/<pid>/fd (a `warren login` that joined a zone holds the caller's
+/// terminal).
+pub fn set_undumpable() -> io::Result<()> {
+    // SAFETY: plain integer arguments.
+    cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(drop)
 }
 
 /// `getppid()`.

@@ -79,8 +79,9 @@ pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
 }
 
 /// Fork a child that becomes a session leader with `slave` as its controlling terminal
-/// and stdio, then execs `path` with `argv`/`envp`. Returns the child's pid.
-/// The caller must be single-threaded.
+/// and stdio, then execs `path` with `argv`/`envp`, passing no other descriptor.
+/// Returns the child's pid. The caller must be single-threaded ([`crate::proc::fork`]
+/// checks it).
 pub fn spawn_on_pty(
     slave: &CStr,
     path: &CStr,
@@ -111,6 +112,9 @@ pub fn spawn_on_pty(
         }
         if fd > 2 {
             libc::close(fd);
+        }
+        if crate::fds::cloexec_from_raw(3).is_err() {
+            libc::_exit(126);
         }
         libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
         libc::_exit(127);
@@ -173,6 +177,62 @@ pub fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<i16>> {
             return Err(e);
         }
         return Ok(pfds.iter().map(|p| p.revents).collect());
+    }
+}
+
+/// poll(2) on `(fd, events)` pairs for at most `timeout_ms`; returns the revents of each.
+pub fn poll(fds: &[(RawFd, i16)], timeout_ms: i32) -> io::Result<Vec<i16>> {
+    let mut pfds: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&(fd, events)| libc::pollfd {
+            fd,
+            events,
+            revents: 0,
+        })
+        .collect();
+    loop {
+        // SAFETY: `pfds` is a valid array of the given length.
+        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok(pfds.iter().map(|p| p.revents).collect());
+    }
+}
+
+/// Write what `fd` takes now without blocking (it must be O_NONBLOCK); returns how
+/// many bytes were written (0 when the pipe is full).
+pub fn write_some(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
+    loop {
+        // SAFETY: `buf` is readable for its length.
+        let n = unsafe { libc::write(fd, buf.as_ptr().cast(), buf.len()) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EINTR) => continue,
+            Some(libc::EAGAIN) => return Ok(0),
+            _ => return Err(e),
+        }
+    }
+}
+
+/// Set or clear `O_NONBLOCK` on `fd`.
+pub fn set_nonblocking(fd: RawFd, on: bool) -> io::Result<()> {
+    // SAFETY: F_GETFL/F_SETFL only read and set the descriptor's status flags.
+    unsafe {
+        let flags = cvt(libc::fcntl(fd, libc::F_GETFL))?;
+        let flags = if on {
+            flags | libc::O_NONBLOCK
+        } else {
+            flags & !libc::O_NONBLOCK
+        };
+        cvt(libc::fcntl(fd, libc::F_SETFL, flags)).map(drop)
     }
 }
 

@@ -185,6 +185,11 @@ pub struct SpawnPlan {
     pub exec: ExecTarget,
     pub argv: Vec<CString>,
     pub envp: Vec<CString>,
+    /// How many descriptors after stdio the process is meant to inherit (3 up to
+    /// `3 + pass_fds`, e.g. OCI `--preserve-fds`). Every other descriptor is made
+    /// close-on-exec as the child's last act before its seccomp filter and exec, whatever
+    /// the steps opened (see [`crate::fds`]).
+    pub pass_fds: u32,
 }
 
 /// Why a spawn failed; `E` is the after-clone callback's error type.
@@ -217,106 +222,16 @@ pub fn spawn_zone(plan: &SpawnPlan) -> Result<i32, SpawnError> {
 /// [`spawn_zone`], running `after_clone(child_pid)` in the parent right after the
 /// clone. A plan that needs the callback's work done before exec contains
 /// [`Step::WaitParent`]; the child passes it only if the callback returned `Ok`.
+/// One protocol: this is [`spawn_staged`] with a handler for [`Event::Cloned`] only.
 pub fn spawn_zone_with<E>(
     plan: &SpawnPlan,
     after_clone: impl FnOnce(i32) -> Result<(), E>,
 ) -> Result<i32, SpawnError<E>> {
-    let argv = pointer_array(&plan.argv);
-    let envp = pointer_array(&plan.envp);
-    let empty = c"";
-    let (rd, wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
-    let (go_rd, go_wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
-
-    let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
-    // SAFETY: a raw clone with a NULL stack behaves like fork: the child continues on a
-    // copy of this stack. warren spawns zones only from single-threaded code paths, and
-    // the child below touches nothing but the pre-built `plan`, `argv`, `envp` and raw
-    // syscalls (no allocation, no locks) before it execs or calls _exit.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags,
-            ptr::null_mut::<libc::c_void>(),
-            ptr::null_mut::<libc::c_void>(),
-            ptr::null_mut::<libc::c_void>(),
-            0,
-        )
-    };
-    if pid < 0 {
-        return Err(SpawnError::Clone(io::Error::last_os_error()));
-    }
-    if pid == 0 {
-        // Only the parent may hold the go pipe's write end, or EOF would never come.
-        // Dropping an OwnedFd is a plain close(2): no allocation.
-        drop(go_wr);
-        drop(rd);
-        let (index, errno) = run_child(
-            plan,
-            &argv,
-            &envp,
-            empty.as_ptr(),
-            go_rd.as_raw_fd(),
-            wr.as_raw_fd(),
-        );
-        let mut buf = [0u8; 8];
-        buf[..4].copy_from_slice(&index.to_ne_bytes());
-        buf[4..].copy_from_slice(&errno.to_ne_bytes());
-        // SAFETY: `wr` is our open pipe end and `buf` is 8 readable bytes.
-        unsafe { libc::write(wr.as_raw_fd(), buf.as_ptr().cast(), buf.len()) };
-        crate::exit_now(127);
-    }
-    let pid = pid as i32;
-    drop(wr);
-    // The parent keeps the go pipe's read end open until it has written, so the write
-    // cannot fail with EPIPE (or raise SIGPIPE) even if the child has already died.
-    let setup = after_clone(pid);
-    let mut go_error = None;
-    if setup.is_ok() {
-        let go = [1u8];
-        // SAFETY: `go_wr` is our open pipe end and `go` is one readable byte.
-        let n = unsafe { libc::write(go_wr.as_raw_fd(), go.as_ptr().cast(), 1) };
-        if n != 1 {
-            go_error = Some(io::Error::last_os_error());
-        }
-    }
-    drop(go_wr);
-    drop(go_rd);
-    let mut buf = [0u8; 8];
-    let n = read_full(rd.as_raw_fd(), &mut buf).map_err(SpawnError::Pipe)?;
-    if n == 0 {
-        return match (setup, go_error) {
-            (Ok(()), None) => Ok(pid),
-            // The plan had no WaitParent step, so the child exec'd anyway: stop it.
-            (Err(e), _) => {
-                let _ = crate::proc::kill(pid, libc::SIGKILL);
-                let _ = crate::proc::waitpid_blocking(pid);
-                Err(SpawnError::Setup(e))
-            }
-            (Ok(()), Some(e)) => {
-                let _ = crate::proc::kill(pid, libc::SIGKILL);
-                let _ = crate::proc::waitpid_blocking(pid);
-                Err(SpawnError::Pipe(e))
-            }
-        };
-    }
-    // The child failed and will _exit; reap it so no zombie stays behind.
-    let _ = crate::proc::waitpid_blocking(pid);
-    let index = u32::from_ne_bytes(buf[..4].try_into().expect("4 bytes"));
-    let errno = i32::from_ne_bytes(buf[4..].try_into().expect("4 bytes"));
-    let error = io::Error::from_raw_os_error(errno);
-    let waited = plan
-        .steps
-        .get(index as usize)
-        .is_some_and(|s| matches!(s, Step::WaitParent));
-    match setup {
-        // The child gave up because the callback failed: that failure is the cause.
-        Err(e) if waited => Err(SpawnError::Setup(e)),
-        _ if index == EXEC_STEP => Err(SpawnError::Exec(error)),
-        _ => Err(SpawnError::Step {
-            index: index as usize,
-            error,
-        }),
-    }
+    let mut after_clone = Some(after_clone);
+    spawn_staged(plan, |event| match event {
+        Event::Cloned(pid) => after_clone.take().map_or(Ok(()), |f| f(pid)),
+        Event::Sync(_) => Ok(()),
+    })
 }
 
 /// A NULL-terminated array of pointers into `strings` (for execve), built before a
@@ -348,9 +263,25 @@ fn run_child(
     go_fd: RawFd,
     report_fd: RawFd,
 ) -> (u32, i32) {
+    let first_closed = 3 + plan.pass_fds.min(i32::MAX as u32 - 3) as RawFd;
+    let mut sealed = false;
     for (i, step) in plan.steps.iter().enumerate() {
+        // Nothing but stdio and the descriptors meant for the process survives exec:
+        // flagged right before the seccomp filter (which may not allow close_range),
+        // after every step that opens something.
+        if !sealed && matches!(step, Step::Seccomp(_)) {
+            if let Err(e) = crate::fds::cloexec_from_raw(first_closed) {
+                return (i as u32, e);
+            }
+            sealed = true;
+        }
         if run_step(step, go_fd, report_fd).is_err() {
             return (i as u32, errno());
+        }
+    }
+    if !sealed {
+        if let Err(e) = crate::fds::cloexec_from_raw(first_closed) {
+            return (EXEC_STEP, e);
         }
     }
     match plan.exec {
@@ -612,7 +543,8 @@ fn report(fd: RawFd, index: u32, value: i32) -> Result<(), ()> {
 /// child's pid when it has exec'd, or as soon as it reaches [`Step::Ready`] (then it
 /// goes on alone and a later failure is no longer reported). A handler error makes
 /// the child give up at its next wait and is returned as [`SpawnError::Setup`].
-/// The caller must be single-threaded (see [`spawn_zone_with`]).
+/// The caller must be single-threaded; it is checked, and a spawn from a process with
+/// more threads fails with [`SpawnError::Clone`].
 pub fn spawn_staged<E>(
     plan: &SpawnPlan,
     mut on_event: impl FnMut(Event) -> Result<(), E>,
@@ -623,10 +555,13 @@ pub fn spawn_staged<E>(
     let (rd, wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
     let (go_rd, go_wr) = pipe_cloexec().map_err(SpawnError::Pipe)?;
     let waits_for_clone = plan.steps.iter().any(|s| matches!(s, Step::WaitParent));
+    crate::fds::ensure_single_threaded().map_err(SpawnError::Clone)?;
 
     let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
-    // SAFETY: as in `spawn_zone_with`: the callers are single-threaded and the child
-    // touches only pre-built data and raw syscalls before exec or _exit.
+    // SAFETY: a raw clone with a NULL stack behaves like fork: the child continues on a
+    // copy of this stack. The process is single-threaded (checked just above), and the
+    // child touches nothing but the pre-built `plan`, `argv`, `envp` and raw syscalls
+    // (no allocation, no locks) before it execs or calls _exit.
     let pid = unsafe {
         libc::syscall(
             libc::SYS_clone,

@@ -20,7 +20,7 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::Path;
 
 use crate::cvt;
@@ -83,19 +83,61 @@ impl Drop for Holder {
 
 const HOLDER_STACK: usize = 64 * 1024;
 
-extern "C" fn hold(_: *mut libc::c_void) -> libc::c_int {
-    loop {
-        // SAFETY: pause has no preconditions; the process only waits for SIGKILL.
-        unsafe { libc::pause() };
+/// What the throwaway does before it pauses, read through the shared address space.
+#[repr(C)]
+struct HoldArgs {
+    /// The host uid and gid that will own the user namespace.
+    uid: libc::uid_t,
+    gid: libc::gid_t,
+    /// CLONE_NEWNET/NEWUTS/NEWIPC, created after (and so owned by) the user namespace.
+    extra: libc::c_int,
+    /// Where it reports: 0 when the namespaces exist, else the errno.
+    report: RawFd,
+}
+
+/// The throwaway: become the owner ids, create the user namespace (so its owner, and
+/// the host user its per-user counters are charged to, is the zone's own host uid,
+/// not root), then the namespaces it owns; report; pause until killed.
+extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
+    // SAFETY: `arg` points at the parent's `HoldArgs`, which stays alive until the
+    // parent has read our report (it blocks on the pipe), and we read it only before
+    // writing that report. Everything below is raw syscalls: no allocation, no locks.
+    unsafe {
+        let a = &*(arg as *const HoldArgs);
+        let report = a.report;
+        let step = |rc: libc::c_long| -> bool { rc >= 0 };
+        let ok = step(libc::syscall(
+            libc::SYS_setgroups,
+            0,
+            std::ptr::null::<libc::gid_t>(),
+        )) && step(libc::syscall(libc::SYS_setresgid, a.gid, a.gid, a.gid))
+            && step(libc::syscall(libc::SYS_setresuid, a.uid, a.uid, a.uid))
+            && step(libc::unshare(libc::CLONE_NEWUSER) as libc::c_long)
+            && (a.extra == 0 || step(libc::unshare(a.extra) as libc::c_long));
+        let code: i32 = if ok { 0 } else { *libc::__errno_location() };
+        let bytes = code.to_ne_bytes();
+        libc::write(report, bytes.as_ptr().cast(), bytes.len());
+        libc::close(report);
+        loop {
+            libc::pause();
+        }
     }
 }
 
 impl Namespaces {
     /// New user namespace (plus `extra` of CLONE_NEWNET/NEWUTS/NEWIPC, owned by it)
-    /// with `map` (the text for `uid_map` and `gid_map`, e.g. "0 1048576 65536").
+    /// with `map` (the text for `uid_map` and `gid_map`, e.g. "0 1048576 65536"),
+    /// owned by host `owner` (uid, gid): the kernel charges the per-user counters of
+    /// everything inside (inotify instances and watches, POSIX message queue bytes,
+    /// namespaces, …) to that host user, so one zone can exhaust only its own.
     /// The caller must be single-threaded or at least must not rely on other threads
-    /// while this runs (the throwaway only pauses, so it touches no shared state).
-    pub fn create(extra: libc::c_int, map: &str, proc_root: &Path) -> io::Result<Namespaces> {
+    /// while this runs (the throwaway only makes syscalls and pauses).
+    pub fn create(
+        extra: libc::c_int,
+        map: &str,
+        owner: (libc::uid_t, libc::gid_t),
+        proc_root: &Path,
+    ) -> io::Result<Namespaces> {
         // SAFETY: an anonymous private mapping with no address hint; checked below.
         let stack = unsafe {
             libc::mmap(
@@ -110,17 +152,32 @@ impl Namespaces {
         if stack == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
         }
-        let flags = libc::CLONE_VM | libc::CLONE_NEWUSER | extra | libc::SIGCHLD;
+        let (rd, wr) = match crate::spawn::pipe_cloexec() {
+            Ok(p) => p,
+            Err(e) => {
+                // SAFETY: no process runs on the mapping yet.
+                unsafe { libc::munmap(stack, HOLDER_STACK) };
+                return Err(e);
+            }
+        };
+        let mut args = HoldArgs {
+            uid: owner.0,
+            gid: owner.1,
+            extra,
+            report: wr.as_raw_fd(),
+        };
+        let flags = libc::CLONE_VM | libc::SIGCHLD;
         // SAFETY: the stack grows down, so the child starts at the top of the mapping
         // (16-byte aligned: mmap returns page-aligned memory and the length is a
-        // multiple of 16). The child runs `hold`, which calls only pause(2): it
-        // neither allocates nor touches memory it shares with us through CLONE_VM.
+        // multiple of 16). The child runs `hold`, which makes raw syscalls only: it
+        // neither allocates nor touches memory it shares with us through CLONE_VM but
+        // `args`, which outlives its use (we wait for the report below).
         let pid = unsafe {
             libc::clone(
                 hold,
                 stack.cast::<u8>().add(HOLDER_STACK).cast(),
                 flags,
-                std::ptr::null_mut(),
+                (&mut args as *mut HoldArgs).cast(),
             )
         };
         if pid < 0 {
@@ -134,6 +191,32 @@ impl Namespaces {
             stack,
             len: HOLDER_STACK,
         };
+        drop(wr);
+        let mut code = [0u8; 4];
+        let mut got = 0;
+        while got < code.len() {
+            // SAFETY: the destination range lies inside `code`.
+            let n = unsafe {
+                libc::read(
+                    rd.as_raw_fd(),
+                    code[got..].as_mut_ptr().cast(),
+                    code.len() - got,
+                )
+            };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if n <= 0 {
+                return Err(io::Error::other(
+                    "the user-namespace holder died before reporting",
+                ));
+            }
+            got += n as usize;
+        }
+        let code = i32::from_ne_bytes(code);
+        if code != 0 {
+            return Err(io::Error::from_raw_os_error(code));
+        }
         let dir = proc_root.join(pid.to_string());
         std::fs::write(dir.join("uid_map"), map)?;
         std::fs::write(dir.join("gid_map"), map)?;
@@ -198,6 +281,46 @@ pub fn open_tree_idmapped(path: &Path, userns: &File, attrs: u64) -> io::Result<
             fd.as_raw_fd(),
             empty.as_ptr(),
             (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    } as libc::c_int)?;
+    Ok(fd)
+}
+
+/// A detached, read-only, nosuid, nodev bind of the single file (or tree) at `path`
+/// (`open_tree(OPEN_TREE_CLONE)` + `mount_setattr`), close-on-exec. Executing a host
+/// binary through it (`execveat(fd, "")`) makes `/proc/<pid>/exe` point into this
+/// read-only mount, so a zone that can reach that link cannot chmod, chown or write
+/// the host's binary through it (EROFS): runc's CVE-2019-5736 class, without a copy.
+pub fn open_tree_readonly(path: &Path) -> io::Result<OwnedFd> {
+    let c = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))?;
+    // SAFETY: `c` is NUL-terminated; open_tree returns a new descriptor or -1.
+    let fd = cvt(unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+        )
+    } as libc::c_int)?;
+    // SAFETY: open_tree succeeded, so `fd` is a new descriptor owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let empty = c"";
+    // SAFETY: `attr` is a valid struct mount_attr of the size passed; "" with
+    // AT_EMPTY_PATH names `fd` itself.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_EMPTY_PATH as libc::c_uint,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )

@@ -49,6 +49,35 @@ impl Layout {
         self.locks().join(format!("{kind}-{name}.lock"))
     }
 
+    /// Make everything in the state root root's alone: each directory directly inside
+    /// it (templates, zones, locks, id ranges, leases, …) becomes 0700, created so if
+    /// missing. A template holds an image's setuid files, file capabilities and device
+    /// nodes; a host user who could reach them could use them (docs/isolation.md,
+    /// "Hostile images"). The root directory itself is left as it is (it may be a
+    /// directory the operator shares); nothing below it is reachable by other users.
+    pub fn secure(&self) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(&self.root)?;
+        for dir in [self.templates(), self.zones(), self.locks()] {
+            match crate::fsutil::mkdir_mode(&dir, 0o700) {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+                other => other?,
+            }
+        }
+        for entry in std::fs::read_dir(&self.root)? {
+            let entry = entry?;
+            // file_type does not follow symlinks: only real directories are touched.
+            if !entry.file_type()?.is_dir() {
+                continue;
+            }
+            let meta = entry.metadata()?;
+            if meta.permissions().mode() & 0o077 != 0 {
+                std::fs::set_permissions(entry.path(), std::fs::Permissions::from_mode(0o700))?;
+            }
+        }
+        Ok(())
+    }
+
     /// The name of the cgroup that holds this state root's zones, beneath warren's own
     /// cgroup: `warren` for the default root, `warren-<hash>` for any other, so that
     /// several state roots (parallel tests) never share a cgroup.

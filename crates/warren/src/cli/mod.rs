@@ -19,7 +19,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Args, Parser, Subcommand};
 
 use crate::doctor::{self, fix, probe, NetPlan, Plan};
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Error, ExitCode, IoContext, Result};
 use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
 use crate::stat::SortKey;
 use crate::storage::template::{self, Source};
@@ -34,6 +34,12 @@ use zonecfg::{config_cmd, template_cmd};
 /// Parse the command line, run, and return the process exit code.
 pub fn main() -> i32 {
     warren_sys::signal::default_sigpipe();
+    // No descriptor the caller left open (without close-on-exec) may reach a zone:
+    // flag them all now, before anything forks (docs/isolation.md, "Descriptors").
+    if let Err(e) = warren_sys::fds::cloexec_from(3) {
+        eprintln!("warren: marking inherited descriptors close-on-exec: {e}");
+        return ExitCode::Failure as i32;
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -110,7 +116,16 @@ fn targets(
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    let ctx = Context::new(Layout::new(cli.root.clone()), HostPaths::default());
+    let layout = Layout::new(cli.root.clone());
+    if warren_sys::geteuid() == 0 {
+        layout.secure().ctx(|| {
+            format!(
+                "restricting the state root {} to root (its directories become 0700)",
+                layout.root().display()
+            )
+        })?;
+    }
+    let ctx = Context::new(layout, HostPaths::default());
     let json = cli.json;
     match cli.command {
         Command::Template(t) => template_cmd(&ctx, json, t)?,

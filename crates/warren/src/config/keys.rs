@@ -355,7 +355,7 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "max-processes",
-        help: "most processes in the zone (the pids controller, unless max-threads is set)",
+        help: "most processes in the zone (the pids controller, unless max-threads is set; default 1024, or the host's defaults.toml)",
         example: "100",
         apply: |c, v| {
             c.limits.max_processes = Some(want_int(v, 1, 4_194_304)?);
@@ -373,7 +373,7 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "memory.max",
-        help: "memory cap (RAM); past it the zone's own processes are reclaimed or OOM-killed",
+        help: "memory cap (RAM); past it the zone's own processes are reclaimed or OOM-killed (default 512M, or the host's defaults.toml)",
         example: "\"512M\"",
         apply: |c, v| {
             let n = want_size(v)?;

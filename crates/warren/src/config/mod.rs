@@ -22,11 +22,13 @@ use crate::names;
 use crate::net::subnet::{ifname_problem, Subnet, DEFAULT_BRIDGE, DEFAULT_SUBNET};
 
 mod check;
+mod defaults;
 mod keys;
 mod toml_form;
 mod values;
 
 pub use check::*;
+pub use defaults::*;
 pub use keys::*;
 pub use toml_form::*;
 pub use values::*;

@@ -57,7 +57,8 @@ pub enum OciCmd {
         /// chroot instead of pivot_root (for a rootfs on a ramfs).
         #[arg(long)]
         no_pivot: bool,
-        /// Accepted; the caller's descriptors past stdio stay open in the container.
+        /// Pass descriptors 3 to 3+N-1 to the container's process; no other descriptor
+        /// of the caller reaches it.
         #[arg(long, default_value_t = 0)]
         preserve_fds: u32,
         #[arg(long)]
@@ -76,6 +77,9 @@ pub enum OciCmd {
         detach: bool,
         #[arg(long)]
         no_pivot: bool,
+        /// As for `create`.
+        #[arg(long, default_value_t = 0)]
+        preserve_fds: u32,
         id: String,
     },
     /// Run the created container's process.
@@ -169,6 +173,17 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
             return if e.use_stderr() { 1 } else { 0 };
         }
     };
+    // Only stdio and the descriptors the caller asked to preserve may reach a
+    // container; everything else the caller left open is closed at every exec.
+    let preserve = match &cli.cmd {
+        OciCmd::Create { preserve_fds, .. } | OciCmd::Run { preserve_fds, .. } => *preserve_fds,
+        OciCmd::Exec { preserve_fds, .. } => preserve_fds.unwrap_or(0),
+        _ => 0,
+    };
+    if let Err(e) = warren_sys::fds::cloexec_from(3 + preserve.min(65536) as i32) {
+        eprintln!("warren-oci: marking inherited descriptors close-on-exec: {e}");
+        return 1;
+    }
     let ctx = Ctx {
         root: cli.root.clone(),
         log: Log::new(cli.log.as_deref(), cli.log_format == "json", cli.debug),
@@ -203,6 +218,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             pid_file,
             console_socket,
             no_pivot,
+            preserve_fds,
             id,
             ..
         } => {
@@ -214,6 +230,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
                     pid_file: pid_file.as_deref(),
                     console_socket: console_socket.as_deref(),
                     no_pivot,
+                    preserve_fds,
                 },
             )?;
         }
@@ -223,6 +240,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             console_socket,
             detach,
             no_pivot,
+            preserve_fds,
             id,
         } => {
             ops::create(
@@ -233,6 +251,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
                     pid_file: pid_file.as_deref(),
                     console_socket: console_socket.as_deref(),
                     no_pivot,
+                    preserve_fds,
                 },
             )?;
             let r = super::state::load(&ctx.root, &id)?;
@@ -262,6 +281,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
             env,
             user,
             no_new_privs,
+            preserve_fds,
             id,
             args,
             ..
@@ -322,6 +342,7 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
                     console_socket: console_socket.as_deref(),
                     pid_file: pid_file.as_deref(),
                     detach,
+                    preserve_fds: preserve_fds.unwrap_or(0),
                 },
             );
         }

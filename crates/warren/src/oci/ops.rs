@@ -77,6 +77,8 @@ pub struct CreateArgs<'a> {
     pub pid_file: Option<&'a Path>,
     pub console_socket: Option<&'a Path>,
     pub no_pivot: bool,
+    /// `--preserve-fds N`: descriptors 3 to 3+N-1 reach the process; no other does.
+    pub preserve_fds: u32,
 }
 
 pub fn create(ctx: &Ctx, a: &CreateArgs<'_>) -> Result<()> {
@@ -259,6 +261,7 @@ fn create_in(
         },
     };
     let (mut p, notes) = plan::init_plan(&inputs).map_err(&inval)?;
+    p.spawn.pass_fds = a.preserve_fds;
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
@@ -609,6 +612,8 @@ pub struct ExecArgs<'a> {
     pub console_socket: Option<&'a Path>,
     pub pid_file: Option<&'a Path>,
     pub detach: bool,
+    /// `--preserve-fds N`: descriptors 3 to 3+N-1 reach the process; no other does.
+    pub preserve_fds: u32,
 }
 
 /// Run a process in a running container. Returns its exit status (0 with --detach).
@@ -684,6 +689,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
             .ctx(|| format!("container '{id}': joining its {ns} namespace"))?;
     }
     let mut p = plan::Plan::new(0);
+    p.spawn.pass_fds = a.preserve_fds;
     p.push(
         warren_sys::spawn::Step::WaitParent,
         "wait for the runtime to move it into the container's cgroups",

@@ -52,6 +52,7 @@ impl Plan {
                 exec: ExecTarget::Path(CString::default()),
                 argv: Vec::new(),
                 envp: Vec::new(),
+                pass_fds: 0,
             },
             what: Vec::new(),
         }

@@ -42,6 +42,12 @@ pub fn login(
         state: crate::state::ZoneState::Installed,
         remedy: "its init has exited; boot it again".into(),
     };
+    // This process will hold the caller's terminal inside the zone's namespaces: no
+    // zone process may ptrace it or open its descriptors, and it must stay
+    // single-threaded to fork the command.
+    warren_sys::proc::set_undumpable().ctx(|| format!("zone '{zone}': PR_SET_DUMPABLE"))?;
+    warren_sys::fds::ensure_single_threaded()
+        .ctx(|| format!("zone '{zone}': checking that login is single-threaded"))?;
     let ns_dir = proc_root.join(init.pid.to_string()).join("ns");
     let mut fds = Vec::new();
     for ns in NAMESPACES {
@@ -112,20 +118,13 @@ pub fn login(
     if let Ok(term) = std::env::var("TERM") {
         env.push(("TERM".into(), term));
     }
+    // The command never holds a descriptor of the caller's: with a terminal on both
+    // stdin and stdout it gets a pty from the zone's own devpts, otherwise three pipes;
+    // this process relays either way (docs/isolation.md, "The caller's terminal").
     if warren_sys::pty::isatty(0) && warren_sys::pty::isatty(1) {
         run_on_pty(zone, &program, &argv, &env)
     } else {
-        let status = std::process::Command::new(&program)
-            .arg0(&argv[0])
-            .args(&argv[1..])
-            .env_clear()
-            .envs(env)
-            .status()
-            .ctx(|| format!("zone '{zone}': running {}", program.display()))?;
-        use std::os::unix::process::ExitStatusExt;
-        Ok(status
-            .code()
-            .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        run_on_pipes(zone, &program, &argv, &env)
     }
 }
 
@@ -213,4 +212,132 @@ fn run_on_pty(
     let status =
         warren_sys::proc::waitpid_blocking(pid).ctx(|| "waiting for the command".to_string())?;
     Ok(status.code())
+}
+
+/// Run the command on three pipes in a new session and relay them to this process's
+/// stdio until it exits (and its output is drained).
+fn run_on_pipes(
+    zone: &str,
+    program: &Path,
+    argv: &[String],
+    env: &[(String, String)],
+) -> Result<i32> {
+    use std::process::{Command, Stdio};
+    let mut cmd = Command::new(program);
+    cmd.arg0(&argv[0])
+        .args(&argv[1..])
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    warren_sys::fds::harden_command(&mut cmd);
+    let mut child = cmd
+        .spawn()
+        .ctx(|| format!("zone '{zone}': running {}", program.display()))?;
+    let mut stdin = child.stdin.take();
+    let out = child.stdout.take().expect("piped");
+    let err = child.stderr.take().expect("piped");
+    if let Some(i) = &stdin {
+        warren_sys::pty::set_nonblocking(i.as_raw_fd(), true)
+            .ctx(|| "making the command's stdin non-blocking".to_string())?;
+    }
+    let relay = Relay::run(&mut stdin, out.as_raw_fd(), err.as_raw_fd(), || {
+        matches!(child.try_wait(), Ok(Some(_)))
+    })
+    .ctx(|| format!("zone '{zone}': relaying the command's stdio"));
+    drop(stdin);
+    let status = child
+        .wait()
+        .ctx(|| format!("zone '{zone}': waiting for {}", program.display()))?;
+    relay?;
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// The byte pump between this process's stdio and a command's pipes.
+struct Relay;
+
+impl Relay {
+    /// Pump until both output pipes reach EOF, or the command has exited and its pipes
+    /// stayed quiet for a moment (a background process of the zone may hold them open
+    /// forever; login does not wait for it).
+    fn run(
+        stdin: &mut Option<std::process::ChildStdin>,
+        out: i32,
+        err: i32,
+        mut exited: impl FnMut() -> bool,
+    ) -> std::io::Result<()> {
+        use warren_sys::pty::{poll, read_fd, write_fd, write_some};
+        let mut buf = [0u8; 8192];
+        let mut pending: Vec<u8> = Vec::new();
+        let mut our_stdin_open = true;
+        let mut open = [true, true];
+        let mut quiet_after_exit = 0;
+        while open.iter().any(|o| *o) {
+            let mut fds = Vec::with_capacity(4);
+            for (i, fd) in [out, err].into_iter().enumerate() {
+                if open[i] {
+                    fds.push((fd, libc::POLLIN));
+                }
+            }
+            let to_child = stdin.as_ref().map(|s| s.as_raw_fd());
+            if let Some(c) = to_child {
+                if !pending.is_empty() {
+                    fds.push((c, libc::POLLOUT));
+                } else if our_stdin_open {
+                    fds.push((0, libc::POLLIN));
+                }
+            }
+            let revents = poll(&fds, 100)?;
+            let mut busy = false;
+            for (&(fd, _), &ev) in fds.iter().zip(&revents) {
+                if ev == 0 {
+                    continue;
+                }
+                busy = true;
+                if fd == out || fd == err {
+                    let n = read_fd(fd, &mut buf)?;
+                    let i = usize::from(fd == err);
+                    if n == 0 {
+                        open[i] = false;
+                    } else if write_fd(if i == 0 { 1 } else { 2 }, &buf[..n]).is_err() {
+                        // Our reader went away: stop relaying this stream, keep draining.
+                        open[i] = false;
+                    }
+                } else if fd == 0 {
+                    let n = read_fd(0, &mut buf).unwrap_or(0);
+                    if n == 0 {
+                        our_stdin_open = false;
+                        *stdin = None;
+                    } else {
+                        pending.extend_from_slice(&buf[..n]);
+                    }
+                } else if Some(fd) == to_child {
+                    match write_some(fd, &pending) {
+                        Ok(n) => {
+                            pending.drain(..n);
+                            if pending.is_empty() && !our_stdin_open {
+                                *stdin = None;
+                            }
+                        }
+                        // The command closed its stdin: drop what it will never read.
+                        Err(_) => {
+                            pending.clear();
+                            *stdin = None;
+                        }
+                    }
+                }
+            }
+            if !busy && exited() {
+                quiet_after_exit += 1;
+                if quiet_after_exit >= 2 {
+                    break;
+                }
+            }
+        }
+        Ok(())
+    }
 }

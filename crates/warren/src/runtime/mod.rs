@@ -197,6 +197,7 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             exec,
             argv: argv.iter().map(|a| cs(a)).collect(),
             envp: env.iter().map(|e| cs(e)).collect(),
+            pass_fds: 0,
         },
         what: Vec::new(),
     };
@@ -524,10 +525,12 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
     let init = match spec.config.init {
         Some(_) => None,
-        None => Some(
-            File::open(spec.init_exe)
+        // Through a read-only detached bind: the zone's /proc/1/exe then points into
+        // a mount nobody can write, so no zone can change the host's binary.
+        None => Some(File::from(
+            warren_sys::userns::open_tree_readonly(spec.init_exe)
                 .ctx(|| format!("opening the zone init {}", spec.init_exe.display()))?,
-        ),
+        )),
     };
     let disk = match spec.disk {
         Some(d) => {

@@ -309,7 +309,8 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let limits = z
         .config
         .limits
-        .with_swap_allowance(get("MemTotal"), get("SwapTotal"));
+        .with_swap_allowance(get("MemTotal"), get("SwapTotal"))
+        .with_defaults(&crate::config::Defaults::load(ctx.layout.root())?);
     let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
         CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
             Error::Cgroup(e)

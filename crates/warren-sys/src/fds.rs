@@ -1,0 +1,169 @@
+//! Descriptor hygiene: what a zone, a login or an OCI process may inherit.
+//!
+//! A descriptor that the caller of `warren` holds without close-on-exec would
+//! otherwise survive every fork and exec into the zone (runc's CVE-2024-21626 class:
+//! a directory descriptor of the host is a way out of any root). Two rules, applied
+//! here once for every spawn path:
+//! - at start, `warren` marks every inherited descriptor past stdio close-on-exec
+//!   ([`cloexec_from`]), so none reaches a child by accident;
+//! - every child marks every descriptor past those it is meant to pass close-on-exec as
+//!   its last step before exec ([`cloexec_from_raw`], allocation-free), so a
+//!   descriptor opened later without `O_CLOEXEC` cannot leak either.
+
+use std::io;
+use std::os::fd::RawFd;
+
+/// Mark every descriptor numbered `first` or higher close-on-exec.
+pub fn cloexec_from(first: RawFd) -> io::Result<()> {
+    cloexec_from_raw(first).map_err(io::Error::from_raw_os_error)
+}
+
+/// [`cloexec_from`] without allocation, for a cloned child: returns the errno.
+pub(crate) fn cloexec_from_raw(first: RawFd) -> Result<(), i32> {
+    let first = first.max(0) as libc::c_uint;
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets descriptor flags; it takes
+    // plain integers.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO);
+    if e != libc::ENOSYS && e != libc::EINVAL {
+        return Err(e);
+    }
+    // Kernels before 5.11 lack CLOSE_RANGE_CLOEXEC: flag each descriptor below the
+    // larger RLIMIT_NOFILE value (a descriptor may sit above a lowered soft limit), at
+    // most the kernel's default nr_open.
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    let top = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur.max(lim.rlim_max).min(1 << 20) as libc::c_uint
+    } else {
+        1 << 20
+    };
+    for fd in first..top {
+        // SAFETY: fcntl on any integer is safe; a closed one answers EBADF.
+        let flags = unsafe { libc::fcntl(fd as RawFd, libc::F_GETFD) };
+        if flags >= 0 && flags & libc::FD_CLOEXEC == 0 {
+            // SAFETY: as above, on an open descriptor.
+            unsafe { libc::fcntl(fd as RawFd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+        }
+    }
+    Ok(())
+}
+
+/// Whether descriptor `fd` is open.
+pub fn is_open(fd: RawFd) -> bool {
+    // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
+    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
+}
+
+/// Whether descriptor `fd` is open and close-on-exec.
+pub fn is_cloexec(fd: RawFd) -> bool {
+    // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+    flags >= 0 && flags & libc::FD_CLOEXEC != 0
+}
+
+/// Make a `std::process::Command`'s child safe to run inside a zone: a new session (no
+/// controlling terminal of the caller's) and every descriptor past stdio close-on-exec.
+pub fn harden_command(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // async-signal-safe syscalls (setsid, close_range/fcntl); it does not allocate.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            cloexec_from_raw(3).map_err(io::Error::from_raw_os_error)
+        });
+    }
+}
+
+/// Fail unless this process has exactly one thread. `fork` and a raw `clone` are only
+/// sound in a single-threaded process (the child could inherit a lock another thread
+/// holds). The count is read through a descriptor of this process's /proc directory,
+/// opened the first time this runs, so the check still works after the caller joined
+/// a zone's mount namespace.
+pub fn ensure_single_threaded() -> io::Result<()> {
+    use std::io::Read;
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+    use std::sync::OnceLock;
+    static SELF_DIR: OnceLock<Option<OwnedFd>> = OnceLock::new();
+    let dir = SELF_DIR.get_or_init(|| {
+        // SAFETY: the path is a NUL-terminated literal; the result is a new descriptor.
+        let fd = unsafe {
+            libc::open(
+                c"/proc/self".as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        // SAFETY: a non-negative `fd` was just opened and is owned by nobody else.
+        (fd >= 0).then(|| unsafe { OwnedFd::from_raw_fd(fd) })
+    });
+    let Some(dir) = dir else {
+        return Err(io::Error::other(
+            "cannot verify that the process is single-threaded: /proc is not mounted",
+        ));
+    };
+    // SAFETY: `dir` is an open directory descriptor; the name is NUL-terminated.
+    let fd = unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            c"stat".as_ptr(),
+            libc::O_RDONLY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut stat = String::new();
+    f.read_to_string(&mut stat)?;
+    // Field 20 (num_threads) counts from after the command name's closing parenthesis.
+    let threads = stat
+        .rsplit_once(')')
+        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .and_then(|t| t.parse::<u64>().ok())
+        .ok_or_else(|| io::Error::other("unreadable /proc/self/stat"))?;
+    if threads != 1 {
+        return Err(io::Error::other(format!(
+            "refusing to fork from a process with {threads} threads (only sound single-threaded)"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn cloexec_from_flags_every_later_descriptor() {
+        // SAFETY: a plain open of /dev/null without O_CLOEXEC, closed below.
+        let fd = unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY) };
+        assert!(fd > 2);
+        assert!(!is_cloexec(fd));
+        cloexec_from(fd).unwrap();
+        assert!(is_cloexec(fd));
+        // SAFETY: `fd` is ours.
+        unsafe { libc::close(fd) };
+        let f = std::fs::File::open("/dev/null").unwrap();
+        assert!(is_cloexec(f.as_raw_fd()));
+    }
+}

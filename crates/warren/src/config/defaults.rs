@@ -1,0 +1,144 @@
+//! The limits a zone gets when its config sets none, and the host's override of them.
+//!
+//! A zone with no limits could take the host: fork until pid_max, allocate until the
+//! kernel's OOM killer picks a victim anywhere. So, as podman caps pids (2048) and
+//! systemd-nspawn caps TasksMax, every zone boots with a process cap and a memory cap
+//! unless its config names its own. The host may change the built-in values in
+//! `<state root>/defaults.toml` (same key names and value forms as a zone's config):
+//!
+//! ```toml
+//! max-processes = 4096
+//! memory.max = "2G"
+//! ```
+//!
+//! The defaults are applied at boot to the limits the config leaves unset; they are
+//! not written into the zone's config, so a changed host default reaches every zone
+//! at its next boot. There is no default disk cap: the only mechanism warren has
+//! (`disk.max`, a loop-mounted ext4 image per zone) costs a loop device and a journal
+//! thread per zone, too much to impose on thousands of zones (docs/isolation.md).
+
+use std::path::Path;
+
+use super::{find_key, flatten, Limits, ZoneConfig};
+use crate::error::{Error, Result};
+
+/// `max-processes` of a zone that sets neither it nor `max-threads`.
+pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
+/// `memory.max` of a zone that sets none.
+pub const DEFAULT_MEMORY_MAX: u64 = 512 << 20;
+/// The keys `defaults.toml` may set.
+pub const DEFAULT_KEYS: [&str; 2] = ["max-processes", "memory.max"];
+
+/// The host's defaults for unset limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Defaults {
+    pub max_processes: u64,
+    pub memory_max: u64,
+}
+
+impl Default for Defaults {
+    fn default() -> Defaults {
+        Defaults {
+            max_processes: DEFAULT_MAX_PROCESSES,
+            memory_max: DEFAULT_MEMORY_MAX,
+        }
+    }
+}
+
+impl Defaults {
+    /// Parse `defaults.toml`'s text (`file` names it in errors).
+    pub fn parse(file: &Path, text: &str) -> Result<Defaults> {
+        let bad = |m: String| Error::Invalid(format!("{}: {m}", file.display()));
+        let table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| bad(format!("not valid TOML: {}", e.message().trim())))?;
+        let mut entries = Vec::new();
+        flatten("", &table, &mut entries);
+        let mut scratch = ZoneConfig::new("host");
+        for (name, value) in &entries {
+            if !DEFAULT_KEYS.contains(&name.as_str()) {
+                return Err(bad(format!(
+                    "{name}: only {} have host defaults",
+                    DEFAULT_KEYS.join(" and ")
+                )));
+            }
+            let key = find_key(name).expect("default keys are zone keys");
+            (key.apply)(&mut scratch, value).map_err(|m| bad(format!("{name} {m}")))?;
+        }
+        let builtin = Defaults::default();
+        Ok(Defaults {
+            max_processes: scratch
+                .limits
+                .max_processes
+                .unwrap_or(builtin.max_processes),
+            memory_max: scratch.limits.memory_max.unwrap_or(builtin.memory_max),
+        })
+    }
+
+    /// The host's defaults: `<root>/defaults.toml` if present, else the built-in ones.
+    pub fn load(root: &Path) -> Result<Defaults> {
+        let file = root.join("defaults.toml");
+        match std::fs::read_to_string(&file) {
+            Ok(text) => Defaults::parse(&file, &text),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Defaults::default()),
+            Err(e) => Err(Error::Io {
+                context: format!("reading {}", file.display()),
+                source: e,
+            }),
+        }
+    }
+}
+
+impl Limits {
+    /// These limits with the host's defaults filled in where the config sets none.
+    pub fn with_defaults(&self, d: &Defaults) -> Limits {
+        let mut l = self.clone();
+        if l.pids_max().is_none() {
+            l.max_processes = Some(d.max_processes);
+        }
+        if l.memory_max.is_none() {
+            l.memory_max = Some(d.memory_max);
+        }
+        l
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unset_limits_get_the_defaults_and_set_ones_win() {
+        let d = Defaults::default();
+        let l = Limits::default().with_defaults(&d);
+        assert_eq!(l.pids_max(), Some(1024));
+        assert_eq!(l.memory_max, Some(512 << 20));
+        let own = Limits {
+            max_threads: Some(50),
+            memory_max: Some(64 << 20),
+            ..Limits::default()
+        }
+        .with_defaults(&d);
+        assert_eq!(own.pids_max(), Some(50));
+        assert_eq!(own.max_processes, None);
+        assert_eq!(own.memory_max, Some(64 << 20));
+    }
+
+    #[test]
+    fn the_host_file_overrides_and_names_its_errors() {
+        let f = Path::new("/r/defaults.toml");
+        let d = Defaults::parse(f, "max-processes = 4096\nmemory.max = \"2G\"\n").unwrap();
+        assert_eq!(d.max_processes, 4096);
+        assert_eq!(d.memory_max, 2 << 30);
+        assert_eq!(Defaults::parse(f, "").unwrap(), Defaults::default());
+        let e = Defaults::parse(f, "cpu.max = 1").unwrap_err().to_string();
+        assert!(
+            e.contains("/r/defaults.toml") && e.contains("cpu.max"),
+            "{e}"
+        );
+        let e = Defaults::parse(f, "memory.max = \"12X\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("memory.max"), "{e}");
+    }
+}
