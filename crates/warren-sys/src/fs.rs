@@ -311,3 +311,30 @@ mod tests {
         assert!(statvfs(Path::new("/no/such/path")).is_err());
     }
 }
+
+/// Create (or open) the regular file `name` directly in the directory `dir` (no path
+/// walk, no symlink followed: `O_NOFOLLOW`), readable and writable, appending,
+/// close-on-exec, with `mode`, owned by `owner` when given.
+pub fn create_in(
+    dir: std::os::fd::BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    mode: u32,
+    owner: Option<(u32, u32)>,
+) -> io::Result<File> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `name` is NUL-terminated; openat returns a new descriptor or -1.
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            libc::O_CREAT | libc::O_RDWR | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode as libc::c_uint,
+        )
+    })?;
+    // SAFETY: openat succeeded, so `fd` is a new descriptor owned by nobody else.
+    let file = unsafe { File::from_raw_fd(fd) };
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
+    }
+    Ok(file)
+}

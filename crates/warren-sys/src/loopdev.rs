@@ -106,27 +106,42 @@ pub fn mount_detached(
     source: &std::path::Path,
     attrs: u64,
 ) -> io::Result<std::os::fd::OwnedFd> {
+    let source = std::os::unix::ffi::OsStrExt::as_bytes(source.as_os_str());
+    mount_detached_with(fstype, &[(b"source".as_slice(), source)], attrs)
+}
+
+/// A detached mount of `fstype` configured with string `options` (key, value), e.g.
+/// a tmpfs with `size`: see [`mount_detached`].
+pub fn mount_detached_with(
+    fstype: &str,
+    options: &[(&[u8], &[u8])],
+    attrs: u64,
+) -> io::Result<std::os::fd::OwnedFd> {
     use std::os::fd::{FromRawFd, OwnedFd};
     let fstype = crate::cstring(fstype)?;
-    let source = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(source.as_os_str()))?;
+    let options = options
+        .iter()
+        .map(|(k, v)| Ok((crate::cstring(*k)?, crate::cstring(*v)?)))
+        .collect::<io::Result<Vec<_>>>()?;
     // SAFETY: `fstype` is NUL-terminated; fsopen returns a new descriptor or -1.
     let fs = cvt(
         unsafe { libc::syscall(libc::SYS_fsopen, fstype.as_ptr(), FSOPEN_CLOEXEC) } as libc::c_int,
     )?;
     // SAFETY: fsopen succeeded, so `fs` is a new descriptor owned by nobody else.
     let fs = unsafe { OwnedFd::from_raw_fd(fs) };
-    let key = c"source";
-    // SAFETY: key and value are NUL-terminated strings alive for the call.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_fsconfig,
-            fs.as_raw_fd(),
-            FSCONFIG_SET_STRING,
-            key.as_ptr(),
-            source.as_ptr(),
-            0,
-        )
-    } as libc::c_int)?;
+    for (key, value) in &options {
+        // SAFETY: key and value are NUL-terminated strings alive for the call.
+        cvt(unsafe {
+            libc::syscall(
+                libc::SYS_fsconfig,
+                fs.as_raw_fd(),
+                FSCONFIG_SET_STRING,
+                key.as_ptr(),
+                value.as_ptr(),
+                0,
+            )
+        } as libc::c_int)?;
+    }
     // SAFETY: CMD_CREATE takes no key or value.
     cvt(unsafe {
         libc::syscall(

@@ -10,6 +10,7 @@
 //!
 //! This module builds the plan as data ([`plan`]); `warren_sys::spawn` executes it.
 
+pub mod console;
 pub mod init;
 pub mod login;
 mod masks;
@@ -78,8 +79,8 @@ fn cs(s: &str) -> CString {
 /// Descriptors the child needs; they must stay open until the spawn returns.
 struct Fds {
     procs: Vec<File>,
-    /// Held so the log exists (created with the right mode) before the child opens it.
-    _console: File,
+    /// The zone's console: its capped tmpfs (attached by the child) and the file.
+    console: console::Console,
     null: File,
     init: Option<File>,
     userns: Option<UsernsFds>,
@@ -207,16 +208,6 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         None,
         libc::MS_REC | libc::MS_PRIVATE,
         None,
-    );
-    // Before the root is mounted over the zone directory, which hides console.log.
-    p.push(
-        Step::Open {
-            path: c(spec.console),
-            flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-            mode: 0,
-            fd: CONSOLE_FD,
-        },
-        format!("open {}", spec.console.display()),
     );
     if let (Some(d), Some((_, mnt))) = (spec.disk, fds.disk.as_ref()) {
         // Mounted by the parent: the child may already be in the zone's devices cgroup,
@@ -405,6 +396,33 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             format!("create link {}", at.display()),
         );
     }
+    // The console's own capped tmpfs (runtime::console), attached in a directory of
+    // host root's that the zone cannot enter, its file opened as init's stdout.
+    let console_dir = dev.join(console::MOUNT_DIR);
+    p.push(
+        Step::Mkdir {
+            path: c(&console_dir),
+            mode: 0o700,
+        },
+        format!("create {}", console_dir.display()),
+    );
+    p.push(
+        Step::MoveMount {
+            fd: fds.console.mount.as_raw_fd(),
+            target: c(&console_dir),
+        },
+        format!("attach the console's tmpfs on {}", console_dir.display()),
+    );
+    let console_file = console_dir.join(console::FILE);
+    p.push(
+        Step::Open {
+            path: c(&console_file),
+            flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            mode: 0,
+            fd: CONSOLE_FD,
+        },
+        format!("open {}", console_file.display()),
+    );
     let console = dev.join("console");
     p.push(
         Step::CreateFile {
@@ -511,15 +529,9 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .ctx(|| format!("zone '{}': opening {}", spec.zone, f.display()))?,
         );
     }
-    let console = OpenOptions::new()
-        .append(true)
-        .create(true)
-        .mode(0o640)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(spec.console)
-        .ctx(|| format!("opening {}", spec.console.display()))?;
+    let console = console::make(spec.zone, spec.idmap.map(|r| r.base))?;
     let userns = match spec.idmap {
-        Some(range) => Some(userns_fds(spec, range, &console)?),
+        Some(range) => Some(userns_fds(spec, range)?),
         None => None,
     };
     let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
@@ -566,7 +578,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     };
     let mut fds = Fds {
         procs,
-        _console: console,
+        console,
         null,
         init,
         userns,
@@ -593,7 +605,13 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     if let Some(u) = fds.userns.as_mut() {
         u.ns.reap();
     }
-    let start_time = stats::proc_start_time(spec.proc_root, pid).ok_or_else(|| Error::Io {
+    let alive = stats::proc_start_time(spec.proc_root, pid);
+    if alive.is_none() {
+        // What it printed before dying is on the console's tmpfs, gone with the zone
+        // unless saved now.
+        let _ = console::save(&fds.console.file, spec.console);
+    }
+    let start_time = alive.ok_or_else(|| Error::Io {
         context: format!(
             "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",
             spec.zone,
@@ -675,12 +693,14 @@ pub struct StopOutcome {
 }
 
 /// Stop a zone: SIGTERM to its init, wait up to `timeout`, then SIGKILL everything in
-/// its cgroups, reap init if it is our child, and remove the cgroups.
+/// its cgroups, reap init if it is our child, and remove the cgroups. The console is
+/// saved to `console_log` once the zone is gone (runtime::console).
 pub fn stop(
     init: Option<InitId>,
     cgroups: &CgroupSet,
     timeout: Duration,
     proc_root: &Path,
+    console_log: &Path,
 ) -> Result<StopOutcome> {
     let mut graceful = true;
     let pidfd = init.and_then(|i| {
@@ -688,6 +708,10 @@ pub fn stop(
         // The pidfd pins the process; if the start time matches now, it is our init.
         (stats::proc_start_time(proc_root, i.pid) == Some(i.start_time)).then_some(fd)
     });
+    // Held open across the stop, so the shutdown messages are in the saved copy.
+    let live_console = init
+        .filter(|_| pidfd.is_some())
+        .and_then(|i| console::open_live(proc_root, i));
     if let Some(fd) = &pidfd {
         use std::os::fd::AsFd;
         if warren_sys::proc::pidfd_send_signal(fd.as_fd(), libc::SIGTERM).is_ok() {
@@ -702,6 +726,10 @@ pub fn stop(
         let _ = warren_sys::proc::waitpid_nohang(i.pid);
     }
     cgroups.remove(Duration::from_secs(5))?;
+    if let Some(f) = &live_console {
+        // A log that cannot be saved does not make the halt fail.
+        let _ = console::save(f, console_log);
+    }
     Ok(StopOutcome { graceful })
 }
 

@@ -1,7 +1,6 @@
 //! The host side of a user-namespaced boot: the zone's namespaces and the idmapped
 //! mounts its root is made of, made before the clone (see docs/isolation.md).
 
-use std::fs::File;
 use std::os::fd::OwnedFd;
 use std::path::Path;
 
@@ -10,7 +9,7 @@ use warren_sys::userns::{Namespaces, MOUNT_ATTR_NODEV, MOUNT_ATTR_RDONLY};
 
 use super::BootSpec;
 use crate::config::NetMode;
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::idmap::IdRange;
 use crate::storage::RootMount;
 
@@ -27,8 +26,8 @@ pub(super) struct UsernsFds {
 }
 
 /// Make the zone's user namespace (with its network, UTS and IPC namespaces) and the
-/// idmapped mounts its root is made of; give the console log to the zone's root.
-pub(super) fn userns_fds(spec: &BootSpec<'_>, range: IdRange, console: &File) -> Result<UsernsFds> {
+/// idmapped mounts its root is made of.
+pub(super) fn userns_fds(spec: &BootSpec<'_>, range: IdRange) -> Result<UsernsFds> {
     let zone = spec.zone;
     let mut extra = libc::CLONE_NEWUTS | libc::CLONE_NEWIPC;
     if spec.config.net != NetMode::Host {
@@ -71,18 +70,6 @@ pub(super) fn userns_fds(spec: &BootSpec<'_>, range: IdRange, console: &File) ->
             0
         };
         binds.push(idmapped(&b.source, attrs)?);
-    }
-    use std::os::unix::fs::MetadataExt;
-    let meta = console
-        .metadata()
-        .ctx(|| format!("zone '{zone}': reading {}", spec.console.display()))?;
-    if (meta.uid(), meta.gid()) != (range.base, range.base) {
-        std::os::unix::fs::fchown(console, Some(range.base), Some(range.base)).ctx(|| {
-            format!(
-                "zone '{zone}': giving {} to the zone's root",
-                spec.console.display()
-            )
-        })?;
     }
     Ok(UsernsFds {
         range,

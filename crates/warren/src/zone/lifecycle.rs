@@ -419,7 +419,13 @@ pub(super) fn halt_locked(ctx: &Context, z: &mut Zone, timeout: Option<Duration>
     let timeout = timeout
         .or(z.config.stop_timeout.map(Duration::from_secs))
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
-    let outcome = runtime::stop(rt.init, &rt.cgroups, timeout, &ctx.host.proc)?;
+    let outcome = runtime::stop(
+        rt.init,
+        &rt.cgroups,
+        timeout,
+        &ctx.host.proc,
+        &z.dir.join("console.log"),
+    )?;
     fault::point("halt.after-stop");
     if let Some(net) = &rt.net {
         crate::net::release(&ctx.layout, &z.name, net)?;
@@ -504,8 +510,10 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         crate::quota::remove_image(&z.dir)?;
         fault::point("uninstall.after-backend");
     }
-    let console = z.dir.join("console.log");
-    remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
+    for log in ["console.log", "console.log.1"] {
+        let console = z.dir.join(log);
+        remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
+    }
     // The id range stays the zone's until it is deleted.
     let idmap = z.lifecycle.idmap;
     z.lifecycle = Lifecycle::configured();
