@@ -93,6 +93,13 @@ pub fn harden_command(cmd: &mut std::process::Command) {
     }
 }
 
+/// Open this process's /proc directory for [`ensure_single_threaded`] now, while the
+/// host's /proc is still the one mounted (before joining a zone's or container's
+/// mount namespace). Cheap; idempotent.
+pub fn prime_thread_check() {
+    let _ = ensure_single_threaded();
+}
+
 /// Fail unless this process has exactly one thread. `fork` and a raw `clone` are only
 /// sound in a single-threaded process (the child could inherit a lock another thread
 /// holds). The count is read through a descriptor of this process's /proc directory,

@@ -163,6 +163,16 @@ pub fn set_undumpable() -> io::Result<()> {
     cvt(unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) }).map(drop)
 }
 
+/// This process's umask (read by setting it and putting it back at once).
+pub fn current_umask() -> u32 {
+    // SAFETY: umask cannot fail; the second call restores the value the first returned.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old as u32
+    }
+}
+
 /// `getppid()`.
 pub fn getppid() -> i32 {
     // SAFETY: getppid has no preconditions and cannot fail.

@@ -149,9 +149,14 @@ pub enum Step {
     /// `setsid`, make `fd` (a pty slave) the controlling terminal, and dup it onto
     /// stdin, stdout and stderr.
     Ctty(RawFd),
-    /// Hide `path`: bind /dev/null over it, or an empty read-only tmpfs if it is a
-    /// directory; a path that does not exist is skipped (OCI `maskedPaths`).
-    Mask { path: CString, null: CString },
+    /// Hide `path`: bind `null` (/dev/null) over a file, or a read-only bind of the
+    /// empty directory `empty` over a directory (an empty read-only tmpfs where that
+    /// bind fails); a path that does not exist is skipped.
+    Mask {
+        path: CString,
+        null: CString,
+        empty: CString,
+    },
     /// Without pivot_root (`--no-pivot`): move the mount at `new_root` onto `/` and
     /// chroot into it.
     MoveRoot { new_root: CString },
@@ -451,7 +456,7 @@ fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
             cols,
         } => crate::steps::console(ptmx, *socket, *slave_fd, *rows, *cols),
         Step::Ctty(fd) => crate::steps::ctty(*fd),
-        Step::Mask { path, null } => crate::steps::mask(path, null),
+        Step::Mask { path, null, empty } => crate::steps::mask(path, null, empty),
         Step::MoveRoot { new_root } => crate::steps::move_root(new_root),
         Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
         Step::NoNewPrivs => crate::harden::no_new_privs(),

@@ -183,23 +183,38 @@ pub(crate) fn ctty(fd: RawFd) -> Result<(), ()> {
     Ok(())
 }
 
-pub(crate) fn mask(path: &CStr, null: &CStr) -> Result<(), ()> {
-    // SAFETY: both strings are NUL-terminated; NULL is allowed for fstype and data.
-    let rc = unsafe {
-        libc::mount(
-            null.as_ptr(),
-            path.as_ptr(),
-            std::ptr::null(),
-            libc::MS_BIND,
-            std::ptr::null(),
-        )
+pub(crate) fn mask(path: &CStr, null: &CStr, empty: &CStr) -> Result<(), ()> {
+    let bind = |src: &CStr, flags: libc::c_ulong| {
+        // SAFETY: both strings are NUL-terminated; NULL is allowed for fstype and data.
+        ok(unsafe {
+            libc::mount(
+                src.as_ptr(),
+                path.as_ptr(),
+                std::ptr::null(),
+                libc::MS_BIND | flags,
+                std::ptr::null(),
+            )
+        })
     };
-    if rc == 0 {
+    if bind(null, 0).is_ok() {
         return Ok(());
     }
     match errno() {
         libc::ENOENT => Ok(()),
         libc::ENOTDIR => {
+            let ro = libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_NOSUID | libc::MS_NODEV;
+            if bind(empty, 0).is_ok() {
+                // SAFETY: a remount of the bind just made: NUL-terminated target, NULLs.
+                return ok(unsafe {
+                    libc::mount(
+                        std::ptr::null(),
+                        path.as_ptr(),
+                        std::ptr::null(),
+                        libc::MS_BIND | ro | libc::MS_NOEXEC,
+                        std::ptr::null(),
+                    )
+                });
+            }
             let tmpfs = c"tmpfs";
             // SAFETY: NUL-terminated strings; NULL data.
             ok(unsafe {

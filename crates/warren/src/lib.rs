@@ -36,6 +36,7 @@ pub mod net;
 pub mod oci;
 pub mod quota;
 pub mod runtime;
+pub mod sandbox;
 pub mod stat;
 pub mod state;
 pub mod stats;

@@ -200,9 +200,9 @@ impl CgroupDriver for V1Driver {
 pub fn device_writes() -> Vec<(&'static str, String)> {
     std::iter::once(("devices.deny", "a".to_string()))
         .chain(
-            crate::isolation::DEVICES_ALLOWED
-                .iter()
-                .map(|a| ("devices.allow", a.to_string())),
+            crate::isolation::devices::v1_lines()
+                .into_iter()
+                .map(|a| ("devices.allow", a)),
         )
         .collect()
 }

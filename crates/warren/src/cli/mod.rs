@@ -40,6 +40,7 @@ pub fn main() -> i32 {
         eprintln!("warren: marking inherited descriptors close-on-exec: {e}");
         return ExitCode::Failure as i32;
     }
+    warren_sys::fds::prime_thread_check();
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {

@@ -4,6 +4,7 @@
 //! writes the device list. See docs/isolation.md for the reasoning.
 
 pub mod caps;
+pub mod devices;
 pub mod rlimits;
 pub mod seccomp;
 
@@ -45,17 +46,3 @@ pub const MASKED_DIRS: [&str; 3] = ["sys/firmware", "proc/acpi", "proc/scsi"];
 
 /// /proc directories bound onto themselves read-only.
 pub const READONLY_DIRS: [&str; 3] = ["proc/sys", "proc/irq", "proc/bus"];
-
-/// The only device nodes a zone may open or create, as cgroup v1 `devices.allow`
-/// lines (null, zero, full, random, urandom, tty, console, ptmx, the pts).
-pub const DEVICES_ALLOWED: [&str; 9] = [
-    "c 1:3 rwm",
-    "c 1:5 rwm",
-    "c 1:7 rwm",
-    "c 1:8 rwm",
-    "c 1:9 rwm",
-    "c 5:0 rwm",
-    "c 5:1 rwm",
-    "c 5:2 rwm",
-    "c 136:* rwm",
-];

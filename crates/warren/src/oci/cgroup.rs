@@ -127,10 +127,10 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
 /// every container gets as runc grants it: mknod of any node (the mknod still needs
 /// CAP_MKNOD) and use of the runtime-spec's default devices and the ptys (pure).
 pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)> {
-    let defaults = ["c *:* m", "b *:* m"]
+    let defaults = ["c *:* m".to_string(), "b *:* m".to_string()]
         .into_iter()
-        .chain(crate::isolation::DEVICES_ALLOWED)
-        .map(|l| ("devices.allow", l.to_string()));
+        .chain(crate::isolation::devices::v1_lines())
+        .map(|l| ("devices.allow", l));
     // No rules at all: deny what the defaults do not allow, as runc does.
     let deny_all = rules.is_empty().then(|| ("devices.deny", "a".to_string()));
     deny_all

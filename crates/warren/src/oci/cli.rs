@@ -184,6 +184,7 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
         eprintln!("warren-oci: marking inherited descriptors close-on-exec: {e}");
         return 1;
     }
+    warren_sys::fds::prime_thread_check();
     let ctx = Ctx {
         root: cli.root.clone(),
         log: Log::new(cli.log.as_deref(), cli.log_format == "json", cli.debug),

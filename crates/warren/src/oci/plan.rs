@@ -647,37 +647,16 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             "set process.oomScoreAdj",
         );
     }
-    for m in linux.masked_paths().iter().flatten() {
-        p.push(
-            Step::Mask {
-                path: cstr(m)?,
-                null: cstr("/dev/null")?,
-            },
-            format!("mask {m}"),
-        );
-    }
-    for r in linux.readonly_paths().iter().flatten() {
-        let c = cstr(r)?;
-        p.push(
-            Step::Optional(Box::new(Step::Mount {
-                source: Some(c.clone()),
-                target: c.clone(),
-                fstype: None,
-                flags: libc::MS_BIND | libc::MS_REC,
-                data: None,
-            })),
-            format!("bind {r} onto itself"),
-        );
-        p.push(
-            Step::Optional(Box::new(Step::Mount {
-                source: None,
-                target: c,
-                fstype: None,
-                flags: libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY | libc::MS_REC,
-                data: None,
-            })),
-            format!("make {r} read-only"),
-        );
+    let masked = linux.masked_paths().clone().unwrap_or_default();
+    let readonly = linux.readonly_paths().clone().unwrap_or_default();
+    let masks = crate::sandbox::masks::steps(
+        Path::new("/"),
+        Path::new("/dev"),
+        masked.iter().map(String::as_str),
+        readonly.iter().map(String::as_str),
+    )?;
+    for (step, what) in masks {
+        p.push(step, what);
     }
     if spec
         .root()
@@ -898,17 +877,21 @@ fn devices(
     rootfs: &Path,
     userns: bool,
 ) -> Result<(), String> {
-    let mut list: Vec<(PathBuf, libc::mode_t, u64, u64, u32, u32, u32)> = [
-        ("/dev/null", 1, 3),
-        ("/dev/zero", 1, 5),
-        ("/dev/full", 1, 7),
-        ("/dev/random", 1, 8),
-        ("/dev/urandom", 1, 9),
-        ("/dev/tty", 5, 0),
-    ]
-    .iter()
-    .map(|(path, ma, mi)| (PathBuf::from(path), libc::S_IFCHR, *ma, *mi, 0o666, 0, 0))
-    .collect();
+    let mut list: Vec<(PathBuf, libc::mode_t, u64, u64, u32, u32, u32)> =
+        crate::isolation::devices::NODES
+            .iter()
+            .map(|n| {
+                (
+                    Path::new("/dev").join(n.name),
+                    libc::S_IFCHR,
+                    n.major as u64,
+                    n.minor as u64,
+                    n.mode,
+                    0,
+                    0,
+                )
+            })
+            .collect();
     for d in linux.devices().iter().flatten() {
         use oci_spec::runtime::LinuxDeviceType as T;
         let kind = match d.typ() {
@@ -933,7 +916,13 @@ fn devices(
             d.gid().unwrap_or(0),
         ));
     }
-    for (path, kind, major, minor, mode, _uid, _gid) in list {
+    // linux.devices get exactly their fileMode (and uid, gid), whatever the runtime's
+    // umask: mknod under umask 0, the caller's umask back afterwards (runtime spec:
+    // the process keeps it unless process.user.umask says otherwise).
+    if !userns {
+        p.push(Step::Umask(0), "clear the umask for the device nodes");
+    }
+    for (path, kind, major, minor, mode, uid, gid) in list {
         let at = secure_join(rootfs, &path);
         if let Some(parent) = at.parent() {
             mkdirs(p, rootfs, parent)?;
@@ -969,16 +958,27 @@ fn devices(
                 ),
                 format!("create device {}", path.display()),
             );
+            if (uid, gid) != (0, 0) {
+                p.push(
+                    Step::Chown {
+                        path: cpath(&at)?,
+                        uid,
+                        gid,
+                    },
+                    format!("give {} to {uid}:{gid}", path.display()),
+                );
+            }
         }
     }
-    for (link, target) in [
-        ("/dev/fd", "/proc/self/fd"),
-        ("/dev/stdin", "/proc/self/fd/0"),
-        ("/dev/stdout", "/proc/self/fd/1"),
-        ("/dev/stderr", "/proc/self/fd/2"),
-        ("/dev/ptmx", "pts/ptmx"),
-    ] {
-        let at = secure_join(rootfs, Path::new(link));
+    if !userns {
+        p.push(
+            Step::Umask(warren_sys::proc::current_umask() as libc::mode_t),
+            "restore the caller's umask",
+        );
+    }
+    for (name, target) in crate::isolation::devices::LINKS {
+        let link = format!("/dev/{name}");
+        let at = secure_join(rootfs, Path::new(&link));
         p.push(
             Step::Tolerate(
                 libc::EEXIST,

@@ -13,7 +13,6 @@
 pub mod console;
 pub mod init;
 pub mod login;
-mod masks;
 mod userns;
 
 use std::ffi::CString;
@@ -25,7 +24,6 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use self::masks::mask_paths;
 use self::userns::{userns_fds, UsernsFds};
 use warren_sys::libc;
 use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
@@ -327,20 +325,13 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
         )),
     );
     let mut owned_by_zone_root = Vec::new();
-    for (name, major, minor) in [
-        ("null", 1, 3),
-        ("zero", 1, 5),
-        ("full", 1, 7),
-        ("random", 1, 8),
-        ("urandom", 1, 9),
-        ("tty", 5, 0),
-    ] {
-        let path = dev.join(name);
+    for n in crate::isolation::devices::NODES {
+        let path = dev.join(n.name);
         p.push(
             Step::Mknod {
                 path: c(&path),
-                mode: libc::S_IFCHR | 0o666,
-                dev: libc::makedev(major, minor),
+                mode: libc::S_IFCHR | n.mode,
+                dev: libc::makedev(n.major, n.minor),
             },
             format!("create device {}", path.display()),
         );
@@ -380,13 +371,7 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             base + 5
         )),
     );
-    for (link, target) in [
-        ("ptmx", "pts/ptmx"),
-        ("fd", "/proc/self/fd"),
-        ("stdin", "/proc/self/fd/0"),
-        ("stdout", "/proc/self/fd/1"),
-        ("stderr", "/proc/self/fd/2"),
-    ] {
+    for (link, target) in crate::isolation::devices::LINKS {
         let at = dev.join(link);
         p.push(
             Step::Symlink {
@@ -433,7 +418,15 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     );
     let console_src = format!("/proc/self/fd/{CONSOLE_FD}");
     p.mount(Some(&console_src), &console, None, libc::MS_BIND, None);
-    mask_paths(&mut p, &root, &dev);
+    let masked = isolation::MASKED_FILES
+        .iter()
+        .chain(isolation::MASKED_DIRS.iter())
+        .copied();
+    let masks = crate::sandbox::masks::steps(&root, &dev, masked, isolation::READONLY_DIRS)
+        .map_err(|e| Error::config(spec.zone, e))?;
+    for (step, what) in masks {
+        p.push(step, what);
+    }
     if let Some(u) = us {
         let join = |p: &mut Plan, f: &Option<File>, nstype: libc::c_int, what: &str| {
             if let Some(f) = f {
