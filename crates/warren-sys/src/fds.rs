@@ -7,8 +7,8 @@
 //! - at start, `warren` marks every inherited descriptor past stdio close-on-exec
 //!   ([`cloexec_from`]), so none reaches a child by accident;
 //! - every child marks every descriptor past those it is meant to pass close-on-exec as
-//!   its last step before exec ([`cloexec_from_raw`], allocation-free), so a
-//!   descriptor opened later without `O_CLOEXEC` cannot leak either.
+//!   its last step before seccomp and exec (`cloexec_from_raw`, allocation-free, in
+//!   `spawn`), so a descriptor opened later without `O_CLOEXEC` cannot leak either.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -75,22 +75,6 @@ pub fn is_cloexec(fd: RawFd) -> bool {
     // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
     let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
     flags >= 0 && flags & libc::FD_CLOEXEC != 0
-}
-
-/// Make a `std::process::Command`'s child safe to run inside a zone: a new session (no
-/// controlling terminal of the caller's) and every descriptor past stdio close-on-exec.
-pub fn harden_command(cmd: &mut std::process::Command) {
-    use std::os::unix::process::CommandExt;
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // async-signal-safe syscalls (setsid, close_range/fcntl); it does not allocate.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            cloexec_from_raw(3).map_err(io::Error::from_raw_os_error)
-        });
-    }
 }
 
 /// Open this process's /proc directory for [`ensure_single_threaded`] now, while the

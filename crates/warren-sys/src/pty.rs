@@ -1,6 +1,6 @@
 //! Pseudo-terminals for interactive `warren login`.
 
-use std::ffi::{CStr, CString};
+use std::ffi::CStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
@@ -76,49 +76,6 @@ pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
         cvt(libc::ioctl(to, libc::TIOCSWINSZ, &ws))?;
     }
     Ok(())
-}
-
-/// Fork a child that becomes a session leader with `slave` as its controlling terminal
-/// and stdio, then execs `path` with `argv`/`envp`, passing no other descriptor.
-/// Returns the child's pid. The caller must be single-threaded ([`crate::proc::fork`]
-/// checks it).
-pub fn spawn_on_pty(
-    slave: &CStr,
-    path: &CStr,
-    argv: &[CString],
-    envp: &[CString],
-) -> io::Result<i32> {
-    let argv_p = crate::spawn::pointer_array(argv);
-    let envp_p = crate::spawn::pointer_array(envp);
-    let pid = crate::proc::fork()?;
-    if pid != 0 {
-        return Ok(pid);
-    }
-    // Child: only raw syscalls on pre-built data from here on.
-    // SAFETY: every pointer is NUL-terminated and alive; failures end in _exit.
-    unsafe {
-        if libc::setsid() < 0 {
-            libc::_exit(126);
-        }
-        let fd = libc::open(slave.as_ptr(), libc::O_RDWR);
-        if fd < 0 {
-            libc::_exit(126);
-        }
-        if libc::ioctl(fd, libc::TIOCSCTTY, 0) < 0 {
-            libc::_exit(126);
-        }
-        for target in 0..3 {
-            libc::dup2(fd, target);
-        }
-        if fd > 2 {
-            libc::close(fd);
-        }
-        if crate::fds::cloexec_from_raw(3).is_err() {
-            libc::_exit(126);
-        }
-        libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
-        libc::_exit(127);
-    }
 }
 
 /// Read from `fd` into `buf`, retrying on EINTR; 0 means EOF (or EIO from a pty whose

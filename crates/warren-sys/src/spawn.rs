@@ -149,6 +149,8 @@ pub enum Step {
     /// `setsid`, make `fd` (a pty slave) the controlling terminal, and dup it onto
     /// stdin, stdout and stderr.
     Ctty(RawFd),
+    /// `setsid`: a new session without a controlling terminal.
+    Setsid,
     /// Hide `path`: bind `null` (/dev/null) over a file, or a read-only bind of the
     /// empty directory `empty` over a directory (an empty read-only tmpfs where that
     /// bind fails); a path that does not exist is skipped.
@@ -456,6 +458,8 @@ fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
             cols,
         } => crate::steps::console(ptmx, *socket, *slave_fd, *rows, *cols),
         Step::Ctty(fd) => crate::steps::ctty(*fd),
+        // SAFETY: setsid takes no arguments.
+        Step::Setsid => ok(unsafe { libc::setsid() }),
         Step::Mask { path, null, empty } => crate::steps::mask(path, null, empty),
         Step::MoveRoot { new_root } => crate::steps::move_root(new_root),
         Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),

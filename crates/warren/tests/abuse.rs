@@ -81,6 +81,13 @@ fn fork_bomb_stops_at_max_processes_and_other_zones_stay_responsive() {
         );
         logins += 1;
     }
+    // On a loaded host (the other abuse tests run beside this one) the bomb refills
+    // slowly; give it up to 10 s more, sampling often, to show it fills the zone.
+    let until = Instant::now() + Duration::from_secs(10);
+    while peak < 60 && Instant::now() < until {
+        peak = peak.max(num(&env.cgroup_file("bomb", "pids", "pids.current")));
+        std::thread::sleep(Duration::from_millis(20));
+    }
     assert!(peak <= 64, "pids.current {peak} exceeded max-processes 64");
     assert!(
         peak >= 60,

@@ -2,7 +2,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -669,25 +669,28 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         ),
         None => None,
     };
-    let mut fds: Vec<(&str, OwnedFd)> = Vec::new();
-    for ns in ["user", "ipc", "uts", "net", "pid", "cgroup", "mnt"] {
-        let theirs = ctx.proc_root.join(format!("{pid}/ns/{ns}"));
-        let ours = ctx.proc_root.join(format!("self/ns/{ns}"));
-        if std::fs::read_link(&theirs).ok() == std::fs::read_link(&ours).ok() {
-            continue;
-        }
-        let f = File::open(&theirs)
-            .ctx(|| format!("container '{id}': opening {}", theirs.display()))?;
-        fds.push((ns, f.into()));
-    }
-    if crate::stats::proc_start_time(&ctx.proc_root, pid) != r.start_time {
-        return Err(refused(format!("container '{id}': its init exited")));
-    }
+    // The one join (sandbox::join), user first: an OCI container's namespaces are all
+    // owned by its user namespace, if it has one.
+    let start_time = r
+        .start_time
+        .ok_or_else(|| refused(format!("container '{id}': its init exited")))?;
+    let target = crate::sandbox::join::Target::open(
+        &ctx.proc_root,
+        pid,
+        start_time,
+        &["user", "ipc", "uts", "net", "pid", "cgroup", "mnt"],
+    )
+    .map_err(|_| refused(format!("container '{id}': its init exited")))?;
     let hard = |res: libc::c_int| warren_sys::getrlimit(res).ok().map(|(_, h)| h);
-    for (ns, f) in &fds {
-        warren_sys::proc::setns(f.as_fd())
-            .ctx(|| format!("container '{id}': joining its {ns} namespace"))?;
-    }
+    target.enter().map_err(|e| match e {
+        crate::sandbox::join::JoinError::Gone => {
+            refused(format!("container '{id}': its init exited"))
+        }
+        crate::sandbox::join::JoinError::Setns { ns, source } => Error::Io {
+            context: format!("container '{id}': joining its {ns} namespace"),
+            source,
+        },
+    })?;
     let mut p = plan::Plan::new(0);
     p.spawn.pass_fds = a.preserve_fds;
     p.push(

@@ -3,11 +3,13 @@
 //! made once. Each function returns `(Step, what)` pairs that a front end's plan
 //! pushes in order; the policy they apply is data in `isolation`.
 //!
-//! Today: masked and read-only kernel paths ([`masks`]); the device nodes and /dev links
+//! Today: masked and read-only kernel paths ([`masks`]), the one join of `login` and
+//! `oci exec` ([`join`]); the device nodes and /dev links
 //! are one list in `isolation::devices`. The
 //! spawn protocol itself (descriptor hygiene, single-thread check, the after-clone
 //! and sync handshakes) is `warren_sys::spawn`, shared by every front end.
 
+pub mod join;
 pub mod masks;
 
 use std::ffi::CString;
