@@ -115,6 +115,11 @@ pub enum Step {
         flags: libc::c_int,
         fd: RawFd,
     },
+    /// Open `path` for writing (close-on-exec, at the lowest free number, so a low
+    /// RLIMIT_NOFILE does not stand in the way; a fifo blocks until a reader comes),
+    /// write `data` to it and keep it open: exec closing it is the reader's EOF (the
+    /// OCI exec fifo, reopened through /proc/self/fd).
+    OpenAndWrite { path: CString, data: Vec<u8> },
     /// Write `data` to descriptor `fd` (a byte on the exec fifo: "opened").
     WriteFd { fd: RawFd, data: Vec<u8> },
     /// Write `data` to the file at `path` (a sysctl under /proc/sys, oom_score_adj).
@@ -433,6 +438,7 @@ fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
             fd,
         } => crate::steps::open_at(*dirfd, path, *flags, *fd),
         Step::WriteFile { path, data } => crate::steps::write_file(path, data),
+        Step::OpenAndWrite { path, data } => crate::steps::open_and_write(path, data),
         Step::WriteFd { fd, data } => {
             // SAFETY: `data` is readable for its length.
             let n = unsafe { libc::write(*fd, data.as_ptr().cast(), data.len()) };

@@ -52,6 +52,26 @@ pub(crate) fn open_at(dirfd: RawFd, path: &CStr, flags: libc::c_int, fd: RawFd) 
     }
 }
 
+pub(crate) fn open_and_write(path: &CStr, data: &[u8]) -> Result<(), ()> {
+    let fd = loop {
+        // SAFETY: `path` is NUL-terminated.
+        let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };
+        if fd >= 0 {
+            break fd;
+        }
+        if errno() != libc::EINTR {
+            return Err(());
+        }
+    };
+    // SAFETY: `data` is readable for its length; `fd` stays open on purpose.
+    let n = unsafe { libc::write(fd, data.as_ptr().cast(), data.len()) };
+    if n < 0 {
+        Err(())
+    } else {
+        Ok(())
+    }
+}
+
 pub(crate) fn write_file(path: &CStr, data: &[u8]) -> Result<(), ()> {
     // SAFETY: `path` is NUL-terminated.
     let fd = unsafe { libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC) };

@@ -152,7 +152,15 @@ fn create_in(
     let inval = |m: String| Error::Invalid(format!("container '{id}': {m}"));
     state::save(&ctx.root, record)?;
     let dir = state::dir(&ctx.root, id);
-    warren_sys::fs::mkfifo(&dir.join("exec.fifo"), 0o600)
+    // 0622 as runc: the process may already be its (unprivileged) user when it opens
+    // the fifo for writing; the state directory keeps other users out.
+    warren_sys::fs::mkfifo(&dir.join("exec.fifo"), 0o622)
+        .and_then(|()| {
+            std::fs::set_permissions(
+                dir.join("exec.fifo"),
+                std::os::unix::fs::PermissionsExt::from_mode(0o622),
+            )
+        })
         .ctx(|| format!("creating {}/exec.fifo", dir.display()))?;
     let linux = spec.linux().clone().unwrap_or_default();
     if plan::new_namespaces(spec).contains(&LinuxNamespaceType::User) {
@@ -265,22 +273,6 @@ fn create_in(
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
-    // Tell `start` the fifo was opened: one byte, then EOF when exec closes it.
-    let at = p
-        .spawn
-        .steps
-        .iter()
-        .position(|s| matches!(s, warren_sys::spawn::Step::OpenAt { .. }))
-        .expect("the plan waits on the fifo")
-        + 1;
-    p.spawn.steps.insert(
-        at,
-        warren_sys::spawn::Step::WriteFd {
-            fd: plan::FIFO_FD,
-            data: b"0".to_vec(),
-        },
-    );
-    p.what.insert(at, "tell start the fifo is open".into());
 
     let procs: Vec<(PathBuf, File)> = set
         .procs_files()

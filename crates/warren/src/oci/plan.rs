@@ -6,15 +6,16 @@
 //! rootfs ([`secure_join`]), so a container's own links cannot aim a mount at a host
 //! path. Order of the init's steps (runc's, where the spec leaves it open):
 //!
-//! 1. join a user namespace by path; wait for the parent (uid/gid maps, cgroups)
+//! 1. wait for the parent (uid/gid maps, cgroups); join a user namespace by path
 //! 2. join the other namespaces given by path; a new cgroup namespace
 //! 3. `/` rslave (or `rootfsPropagation`), the rootfs bound onto itself, `mounts[]`
 //!    in order, device nodes, /dev links, the console pty
 //! 4. hostname; [sync: createRuntime and createContainer hooks]; pivot_root
-//! 5. sysctls, masked and read-only paths, read-only root
-//! 6. ready: `create` returns; block on `exec.fifo` until `start`
-//! 7. rlimits, user and capabilities, cwd, controlling terminal, no_new_privs,
-//!    seccomp, exec
+//! 5. sysctls, masked and read-only paths, read-only root; hold `exec.fifo`
+//! 6. rlimits, (seccomp without no_new_privs), user and capabilities, cwd,
+//!    controlling terminal: a failure here makes `create` fail with the reason
+//! 7. ready: `create` returns; block on `exec.fifo` until `start`
+//! 8. no_new_privs, seccomp, exec
 
 use std::ffi::CString;
 use std::os::fd::RawFd;
@@ -30,9 +31,8 @@ use crate::cgroups::{CgroupSet, CgroupVersion};
 
 /// The fd the console pty's slave is kept at in the child until it becomes stdio.
 pub const CONSOLE_SLAVE_FD: RawFd = 901;
-/// The fd the exec fifo is opened at (close-on-exec: exec closes it, which `start`
-/// sees as EOF).
-pub const FIFO_FD: RawFd = 902;
+/// The fd the exec fifo is held at (O_PATH) while the init is still root.
+pub const FIFO_PATH_FD: RawFd = 903;
 /// The PATH used when the process's env has none.
 pub const DEFAULT_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -298,6 +298,18 @@ pub fn process_steps(
     process: &Process,
     i: &ProcessInputs<'_>,
 ) -> Result<Vec<String>, String> {
+    process_steps_around(p, process, i, Vec::new())
+}
+
+/// [`process_steps`] with `between` pushed after the user, capabilities, cwd and
+/// terminal are set and before no_new_privs and a trailing seccomp filter (the init's
+/// wait for `start`: a failure to become the process's user must fail `create`).
+pub fn process_steps_around(
+    p: &mut Plan,
+    process: &Process,
+    i: &ProcessInputs<'_>,
+    between: Vec<(Step, String)>,
+) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
     let args = process
         .args()
@@ -396,6 +408,9 @@ pub fn process_steps(
             "take the console as controlling terminal",
         );
     }
+    for (step, what) in between {
+        p.push(step, what);
+    }
     if nnp {
         p.push(Step::NoNewPrivs, "set no_new_privs");
         if let Some(f) = i.seccomp {
@@ -485,6 +500,12 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     }
     let userns = new.contains(&LinuxNamespaceType::User);
     let mut p = Plan::new(flags);
+    // Nothing happens in the child before the parent's go (cgroups, id maps): the
+    // user namespace is joined after it, as every other.
+    p.push(
+        Step::WaitParent,
+        "wait for the runtime to set up cgroups and id maps",
+    );
     for (t, fd) in i
         .join
         .iter()
@@ -498,10 +519,6 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             "join the user namespace",
         );
     }
-    p.push(
-        Step::WaitParent,
-        "wait for the runtime to set up cgroups and id maps",
-    );
     if userns {
         p.push(
             Step::SetIds {
@@ -592,8 +609,9 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         p.mount(Some(src.as_bytes()), &console, None, libc::MS_BIND, None)?;
     }
     if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
-        if !new.contains(&LinuxNamespaceType::Uts) {
-            return Err("hostname is set but the container has no new uts namespace; add {\"type\": \"uts\"} or drop hostname".into());
+        let joined_uts = i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Uts);
+        if !new.contains(&LinuxNamespaceType::Uts) && !joined_uts {
+            return Err("hostname is set but the container has no uts namespace of its own (new or joined by path); add {\"type\": \"uts\"} or drop hostname".into());
         }
         p.push(Step::Sethostname(h.as_bytes().to_vec()), "set the hostname");
     }
@@ -672,21 +690,35 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             None,
         )?;
     }
-    p.push(Step::Ready, "report the container created");
+    // exec.fifo is reached through the state directory's descriptor, which only root
+    // may search: hold it (O_PATH) before becoming the process's user, and reopen it
+    // for writing through /proc/self/fd after `create` has returned.
     p.push(
         Step::OpenAt {
             dirfd: i.state_dir_fd,
             path: cstr("exec.fifo")?,
-            flags: libc::O_WRONLY | libc::O_CLOEXEC,
-            fd: FIFO_FD,
+            flags: libc::O_PATH | libc::O_CLOEXEC,
+            fd: FIFO_PATH_FD,
         },
-        "wait for start (open exec.fifo)",
+        "hold exec.fifo",
     );
     let process = spec
         .process()
         .clone()
         .ok_or("process is missing; config.json must say what to run")?;
-    let notes = process_steps(&mut p, &process, &i.process)?;
+    let wait_for_start = vec![
+        (Step::Ready, "report the container created".to_string()),
+        // One byte tells `start` the fifo was opened; EOF at exec tells it the process
+        // runs.
+        (
+            Step::OpenAndWrite {
+                path: cstr(&format!("/proc/self/fd/{FIFO_PATH_FD}"))?,
+                data: b"0".to_vec(),
+            },
+            "wait for start (open exec.fifo through /proc/self/fd; needs /proc)".to_string(),
+        ),
+    ];
+    let notes = process_steps_around(&mut p, &process, &i.process, wait_for_start)?;
     Ok((p, notes))
 }
 
