@@ -769,6 +769,39 @@ fn oci_rows(t: &mut Table) {
     let mut c = oci.cmd();
     c.args(["delete", "--force", "fd-created"]);
     let _ = oci.run(c);
+
+    // A created container's process 1 is the runtime itself, waiting for `start`; a
+    // process exec'd into the container meanwhile shares its pid namespace and may
+    // look at its descriptors. Walking up from them must not reach the host (the
+    // probe looks for this test's own directory, which holds `warren-oci`).
+    let (code, out) = created_container_exec(
+        &oci,
+        "fd-wait",
+        "for f in /proc/1/fd/*; do for up in .. ../..; do ls \"$f/$up\" 2>/dev/null | grep -qx warren-oci && echo \"REACHED $f/$up\"; done; done; echo walked",
+    );
+    t.row(
+        "oci exec into a created (not started) container: walk /proc/1/fd/N/.. of its process 1",
+        "no host directory reachable",
+        !out.contains("REACHED") && (out.contains("walked") || code != 0),
+        format!("exit {code} {out}"),
+    );
+}
+
+/// Create (not start) container `id` running `sleep`, run `probe` in it through
+/// `warren-oci exec`, delete it; returns the exec's exit code and output.
+fn created_container_exec(oci: &Oci, id: &str, probe: &str) -> (i32, String) {
+    oci.spec(&["sh", "-c", "exec sleep 1000"]);
+    let mut c = oci.cmd();
+    c.args(["create", "--bundle", &oci.bundle(), id]);
+    let (code, out) = oci.run(c);
+    assert_eq!(code, 0, "oci create {id}: {out}");
+    let mut c = oci.cmd();
+    c.args(["exec", id, "sh", "-c", probe]);
+    let r = oci.run(c);
+    let mut c = oci.cmd();
+    c.args(["delete", "--force", id]);
+    let _ = oci.run(c);
+    r
 }
 
 #[test]
@@ -795,8 +828,83 @@ fn class1_caller_descriptors_and_cwd() {
     env.host_zone("fdn", &["userns=false", "services=[\"sleep 1002\"]"]);
     caller_rows_for_zone(&mut t, &env, &held, "fdz", "userns", "sleep 1001");
     caller_rows_for_zone(&mut t, &env, &held, "fdn", "host", "sleep 1002");
+    login_on_terminal_with_fds(&mut t, &env, &held, "fdz");
+
+    // Other ways a zone's first process starts: a custom init, and a zone whose
+    // layer is a loop-mounted image (warren opens more descriptors of its own).
+    env.host_zone("fdi", &["init=[\"/bin/sleep\", \"1009\"]"]);
+    env.host_zone("fdq", &["disk.max=64M", "services=[\"sleep 1010\"]"]);
+    for (zone, what, tag) in [
+        ("fdi", "a custom init (/bin/sleep)", "/bin/sleep 1009"),
+        ("fdq", "a disk.max zone's service", "sleep 1010"),
+    ] {
+        let mut c = env.cmd();
+        c.args(["boot", zone]);
+        held.give(&mut c);
+        let o = c.output().unwrap();
+        let fds = if o.status.success() {
+            find_in_zone(&env, zone, tag).map(host_fds)
+        } else {
+            None
+        };
+        t.row(
+            format!("boot holding fds: {what}, from the host"),
+            "exactly fds 0-2",
+            fds.as_ref()
+                .is_some_and(|v| v.iter().map(|(n, _)| *n).collect::<Vec<_>>() == vec![0, 1, 2]),
+            format!("{fds:?} {}", String::from_utf8_lossy(&o.stderr)),
+        );
+    }
+    let r = env.run(&["login", "fdq", "--", "python3", "-c", FD_LIST, "1"]);
+    let (ok, what) = fds_clean(&r.stdout, &held);
+    t.row(
+        "boot holding fds: a disk.max zone's init",
+        "only 0-2 (and init's own /proc handle)",
+        ok && r.code == 0,
+        format!("{what} {}", r.stderr),
+    );
     oci_rows(&mut t);
     t.finish();
+}
+
+/// `warren login` on a terminal (the pty path) from a shell that holds a host
+/// directory and a host file on 7, 8 and 200.
+fn login_on_terminal_with_fds(t: &mut Table, env: &Env, held: &Held, zone: &str) {
+    let screen = held.dir.path().join("screen");
+    let body = format!(
+        "exec 7<\"$T\"; exec 8<>\"$T/secret\"; exec 200<\"$T\"; cd \"$T\"; \"$W\" login {zone} -- python3 -c \"$FDL\" self"
+    );
+    let screen_f = File::create(&screen).unwrap();
+    let mut child = Child(
+        Command::new("script")
+            .args(["-qec", &format!("bash -c '{body}'"), "/dev/null"])
+            .env("W", WARREN)
+            .env("T", held.dir.path())
+            .env("FDL", FD_LIST)
+            .env("WARREN_ROOT", env.root())
+            .env("WARREN_OCI_ROOT", env.root().join("oci"))
+            .stdin(Stdio::piped())
+            .stdout(screen_f.try_clone().unwrap())
+            .stderr(screen_f)
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while child.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "script did not finish in 30 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let listing = std::fs::read_to_string(&screen)
+        .unwrap_or_default()
+        .replace('\r', "");
+    let (ok, what) = fds_clean(&listing, held);
+    let on_pty = listing.lines().any(|l| l.starts_with("0 /dev/pts/"));
+    t.row(
+        "login on a terminal (pty path) from a shell holding fds 7, 8, 200",
+        "only 0-2 on the zone pty (and the listing's own)",
+        ok && on_pty,
+        what,
+    );
 }
 
 // ---------------------------------------------------------------------------------
@@ -1631,6 +1739,19 @@ fn class8_per_zone_kernel_counters() {
         format!("A {:?} B {:?}", uid_of(ia), uid_of(ib)),
     );
 
+    // Filling A's counters would fill host root's if A's namespace were root's: then
+    // the fills are not run (they would starve the host's other processes).
+    if oa != Some(base_a as u32) || oa == Some(0) {
+        t.row(
+            "A fills inotify instances and message queues",
+            "not run: A's namespace is not owned by A's own uid",
+            false,
+            format!("owner {oa:?}"),
+        );
+        t.finish();
+        return;
+    }
+
     // inotify instances.
     assert_eq!(
         host_inotify(),
@@ -1738,6 +1859,15 @@ fn class9_default_limits() {
         "536870912 (512M)",
         m == "536870912",
         &m,
+    );
+    env.host_zone("d1n", &["userns=false"]);
+    env.ok(&["boot", "d1n"]);
+    let (p, m) = limits(&env, "d1n");
+    t.row(
+        "userns=false zone with no limits: pids.max, memory",
+        "1024, 536870912",
+        p == "1024" && m == "536870912",
+        format!("{p} {m}"),
     );
     let r = env.run(&["login", "d1", "--", "perl", "-e", FORK_LOOP]);
     let forked: i64 = field(&r.stdout, "forked")
@@ -2065,6 +2195,23 @@ fn class10_locks_and_host_binaries() {
             format!("found={found} {}", r.stderr),
         );
     }
+
+    // The OCI runtime: a created container's process 1 is warren itself, waiting for
+    // `start`; a process exec'd into the container meanwhile probes its /proc/1/exe
+    // (chmod to its own mode, open for appending: harmless if they got through).
+    let oci = Oci::new();
+    let (code, out) = created_container_exec(
+        &oci,
+        "exe-wait",
+        "echo exe=$(readlink /proc/1/exe); m=$(stat -L -c %a /proc/1/exe) && chmod $m /proc/1/exe && echo CHMOD-ALLOWED; : >> /proc/1/exe && echo WRITE-ALLOWED; echo probed",
+    );
+    t.row(
+        "oci exec into a created container: chmod / open for writing /proc/1/exe",
+        "EPERM/EACCES/EROFS/ETXTBSY (the host binary is not reachable)",
+        !out.contains("ALLOWED") && (out.contains("probed") || code != 0),
+        format!("exit {code} {out}"),
+    );
+    drop(oci);
 
     let after: Vec<_> = bins.iter().map(|b| snap(b)).collect();
     t.row(

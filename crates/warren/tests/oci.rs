@@ -1070,3 +1070,139 @@ fn bench_density_via_oci_measures_containers_made_by_the_runtime() {
     env.run(&["bench", "density", "--via", "oci", "--net", "bridge"])
         .fails(5, "--via oci --net bridge");
 }
+
+/// A UTS namespace made by the test, bound to a file in the test's directory; removed
+/// on drop (the namespace goes with the bind mount).
+struct UtsNs {
+    file: PathBuf,
+}
+
+impl UtsNs {
+    fn new(dir: &Path) -> UtsNs {
+        let file = dir.join("utsns");
+        std::fs::write(&file, "").unwrap();
+        let ns = UtsNs { file };
+        let o = Command::new("unshare")
+            .arg(format!("--uts={}", ns.file.display()))
+            .arg("true")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "unshare --uts: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        ns
+    }
+}
+
+impl Drop for UtsNs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.file).status();
+        let _ = std::fs::remove_file(&self.file);
+    }
+}
+
+/// runtime-spec: `hostname` with a UTS namespace joined by path sets it there.
+#[test]
+fn hostname_is_set_in_a_uts_namespace_joined_by_path() {
+    let t = Oci::new();
+    let ns = UtsNs::new(t.path());
+    t.spec(&["hostname"], |v| {
+        v["hostname"] = "joined-uts".into();
+        let nss = v["linux"]["namespaces"].as_array_mut().unwrap();
+        nss.retain(|n| n["type"] != "uts");
+        nss.push(serde_json::json!({"type": "uts", "path": ns.file}));
+    });
+    let out = run_ok(&t, &[], "utsjoin");
+    assert_eq!(out.trim(), "joined-uts");
+    // The host's hostname is untouched; the joined namespace has the new one.
+    assert_ne!(
+        std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .unwrap()
+            .trim(),
+        "joined-uts"
+    );
+    let o = Command::new("nsenter")
+        .arg(format!("--uts={}", ns.file.display()))
+        .arg("hostname")
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "joined-uts");
+}
+
+/// runtime-spec: `linux.devices` nodes get exactly `fileMode`, `uid` and `gid`,
+/// whatever the runtime's umask (runc's behaviour).
+#[test]
+fn devices_get_exactly_their_mode_and_owner() {
+    let t = Oci::new();
+    t.spec(&["ls", "-ln", "/dev/wnull", "/dev/wzero"], |v| {
+        v["linux"]["devices"] = serde_json::json!([
+            {"path": "/dev/wnull", "type": "c", "major": 1, "minor": 3, "fileMode": 0o666, "uid": 5, "gid": 6},
+            {"path": "/dev/wzero", "type": "c", "major": 1, "minor": 5, "fileMode": 0o640, "uid": 0, "gid": 0}
+        ]);
+    });
+    // A restrictive umask in the runtime's caller must not filter the modes.
+    let o = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask 077; exec {} --root {} run --bundle {} devs",
+            t.bin().display(),
+            t.path().join("state").display(),
+            t.bundle().display()
+        ))
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = |name: &str| {
+        out.lines()
+            .find(|l| l.ends_with(name))
+            .unwrap_or_else(|| panic!("{name} missing: {out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        line("/dev/wnull").starts_with("crw-rw-rw- 1 5 6 1, 3"),
+        "{out}"
+    );
+    assert!(
+        line("/dev/wzero").starts_with("crw-r----- 1 0 0 1, 5"),
+        "{out}"
+    );
+}
+
+/// The process's user is applied before `create` returns: a user the container cannot
+/// become makes `create` fail with the reason, not a container that dies at `start`.
+#[test]
+fn create_fails_when_the_process_user_cannot_be_applied() {
+    let t = Oci::new();
+    t.spec(&["true"], |v| {
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"type": "user"}));
+        // Container ids 0-65535 are mapped: uid 70000 does not exist in the namespace.
+        let map = serde_json::json!([{"containerID": 0, "hostID": 210000, "size": 65536}]);
+        v["linux"]["uidMappings"] = map.clone();
+        v["linux"]["gidMappings"] = map;
+        v["process"]["user"] = serde_json::json!({"uid": 70000, "gid": 0});
+    });
+    let bundle = t.bundle();
+    t.fails(
+        &["create", "--bundle", bundle.to_str().unwrap(), "baduser"],
+        "become uid 70000",
+    );
+    // Nothing is left running, and the record says why it cannot start.
+    let o = t.run(&["state", "baduser"]);
+    if o.status.success() {
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_ne!(v["status"], "created", "{v}");
+    }
+}

@@ -292,6 +292,8 @@ fn create_in(
     let userns = plan::new_namespaces(spec).contains(&LinuxNamespaceType::User);
     let snapshot = record.clone();
     let child = std::cell::Cell::new(0);
+    crate::sandbox::invariants::check(&p.spawn, &[rootfs])
+        .map_err(|e| inval(format!("internal error: {e}")))?;
     let pid = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
         match ev {
             Event::Cloned(pid) => {
@@ -713,6 +715,8 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
+    crate::sandbox::invariants::check(&p.spawn, &[])
+        .map_err(|e| Error::Invalid(format!("container '{id}': internal error: {e}")))?;
     let child = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
         if let Event::Cloned(child) = ev {
             for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {

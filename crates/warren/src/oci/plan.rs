@@ -1029,6 +1029,118 @@ fn devices(
 mod tests {
     use super::*;
 
+    /// Golden plans: the init plan of several configs keeps every sandbox invariant
+    /// (sandbox::invariants), and the steps land where the runtime spec wants them.
+    #[test]
+    fn init_plans_keep_the_sandbox_invariants() {
+        let dir = tempfile::tempdir().unwrap();
+        let rootfs = dir.path().join("rootfs");
+        for d in ["proc", "dev", "sys", "tmp", "bin"] {
+            std::fs::create_dir_all(rootfs.join(d)).unwrap();
+        }
+        std::fs::write(rootfs.join("bin/sh"), "").unwrap();
+        std::fs::set_permissions(
+            rootfs.join("bin/sh"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
+        let cgroups = CgroupSet {
+            version: CgroupVersion::V1,
+            dirs: Vec::new(),
+        };
+        let filter = vec![SockFilter {
+            code: 6,
+            jt: 0,
+            jf: 0,
+            k: 0x7fff_0000,
+        }];
+        let hard = |_: libc::c_int| None;
+        let variants: Vec<(&str, Box<dyn Fn(&mut Spec)>, bool, bool)> = vec![
+            ("default", Box::new(|_: &mut Spec| {}), false, false),
+            (
+                "user namespace",
+                Box::new(|s: &mut Spec| {
+                    let mut linux = s.linux().clone().unwrap();
+                    let mut ns = linux.namespaces().clone().unwrap();
+                    ns.push(
+                        oci_spec::runtime::LinuxNamespaceBuilder::default()
+                            .typ(LinuxNamespaceType::User)
+                            .build()
+                            .unwrap(),
+                    );
+                    linux.set_namespaces(Some(ns));
+                    s.set_linux(Some(linux));
+                }),
+                false,
+                false,
+            ),
+            (
+                "terminal, no_new_privs off",
+                Box::new(|s: &mut Spec| {
+                    let mut p = s.process().clone().unwrap();
+                    p.set_terminal(Some(true));
+                    p.set_no_new_privileges(Some(false));
+                    s.set_process(Some(p));
+                }),
+                true,
+                false,
+            ),
+            ("no pivot", Box::new(|_: &mut Spec| {}), false, true),
+        ];
+        for (name, edit, console, no_pivot) in variants {
+            let mut spec = Spec::default();
+            let mut process = spec.process().clone().unwrap();
+            process.set_args(Some(vec!["sh".into()]));
+            spec.set_process(Some(process));
+            edit(&mut spec);
+            let i = InitInputs {
+                id: "golden",
+                spec: &spec,
+                bundle: dir.path(),
+                rootfs: &rootfs,
+                cgroups: &cgroups,
+                join: &[],
+                state_dir_fd: 10,
+                console_socket: console.then_some(11),
+                no_pivot,
+                hooks_sync: true,
+                process: ProcessInputs {
+                    id: "golden",
+                    root: &rootfs,
+                    seccomp: Some(&filter),
+                    console,
+                    hard_limit: &hard,
+                },
+            };
+            let (p, _) = init_plan(&i).unwrap_or_else(|e| panic!("{name}: {e}"));
+            crate::sandbox::invariants::check(&p.spawn, &[&rootfs])
+                .unwrap_or_else(|e| panic!("{name}: {e} ({})", p.what[e.index]));
+            let at = |want: &dyn Fn(&Step) -> bool| p.spawn.steps.iter().position(want);
+            let ready = at(&|s| matches!(s, Step::Ready)).expect("a Ready step");
+            let set_ids = at(&|s| matches!(s, Step::SetIds { .. })).expect("SetIds");
+            // The user is applied before create returns, the filter after start.
+            assert!(set_ids < ready, "{name}: SetIds after Ready");
+            let last_filter = p
+                .spawn
+                .steps
+                .iter()
+                .rposition(|s| matches!(s, Step::Seccomp(_)))
+                .expect("a filter");
+            let nnp = spec.process().as_ref().unwrap().no_new_privileges() == Some(true);
+            if nnp {
+                assert_eq!(
+                    last_filter,
+                    p.spawn.steps.len() - 1,
+                    "{name}: filter not last"
+                );
+            }
+            assert!(
+                matches!(p.spawn.steps[0], Step::WaitParent),
+                "{name}: the first step is the parent's go"
+            );
+        }
+    }
+
     #[test]
     fn the_host_id_of_the_container_root() {
         let m = |c: u32, h: u32, n: u32| {

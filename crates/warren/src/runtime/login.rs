@@ -183,6 +183,8 @@ impl Command<'_> {
                 .collect::<Result<_>>()?,
             pass_fds: 0,
         };
+        crate::sandbox::invariants::check(&plan, &[])
+            .map_err(|e| Error::Invalid(format!("zone '{zone}': internal error: {e}")))?;
         warren_sys::spawn::spawn_zone(&plan).map_err(|e| {
             Error::Invalid(format!(
                 "zone '{zone}': starting {}: {}",

@@ -578,6 +578,12 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         disk,
     };
     let plan = build(spec, &fds)?;
+    let mut inside = vec![spec.root.target()];
+    if let Some(d) = spec.disk {
+        inside.push(&d.mountpoint);
+    }
+    crate::sandbox::invariants::check(&plan.spawn, &inside)
+        .map_err(|e| Error::Invalid(format!("zone '{}': internal error: {e}", spec.zone)))?;
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
         join_cgroups(spec, &fds.procs, pid)?;

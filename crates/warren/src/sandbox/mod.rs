@@ -4,11 +4,12 @@
 //! pushes in order; the policy they apply is data in `isolation`.
 //!
 //! Today: masked and read-only kernel paths ([`masks`]), the one join of `login` and
-//! `oci exec` ([`join`]); the device nodes and /dev links
+//! `oci exec` ([`join`]), what every plan must satisfy ([`invariants`]); the device nodes and /dev links
 //! are one list in `isolation::devices`. The
 //! spawn protocol itself (descriptor hygiene, single-thread check, the after-clone
 //! and sync handshakes) is `warren_sys::spawn`, shared by every front end.
 
+pub mod invariants;
 pub mod join;
 pub mod masks;
 
