@@ -1,15 +1,15 @@
 //! `warren demo`: the main job in one command. Creates the `host` template, clones N
 //! zones from one installed zone, boots them all, measures what each cost (clone and
 //! boot latency, host memory from /proc/meminfo deltas, disk, idle CPU), then halts and
-//! removes everything it made. The measuring itself is [`crate::measure::run_pass`],
+//! removes everything it made. The measuring itself is [`crate::bench::zones::run_pass`],
 //! shared with `warren bench density`.
 
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use crate::bench::zones::{run_pass, ZonePass};
 use crate::error::Result;
-use crate::measure::{run_pass, ZonePass};
 pub use crate::measure::{summarize, NoProgress, Progress, Summary};
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context};
@@ -106,10 +106,10 @@ fn measure(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -
     };
     zone::create(ctx, &base, Some(TEMPLATE), None, &sets)?;
     zone::install(ctx, &base)?;
-    let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}{i:04}")).collect();
     let pass = ZonePass {
         base: &base,
-        names: &names,
+        prefix: PREFIX,
+        n,
         idle: Duration::from_secs(3),
         label: "",
     };

@@ -1,20 +1,16 @@
 //! Measurements shared by `warren demo` and `warren bench density`: latency summaries,
 //! progress callbacks, host memory samples (the pinned sum, MemAvailable and the
-//! memstat breakdown), and one measured pass over a set of zones: clone, boot, settle,
-//! idle CPU, memory and disk, halt, delete.
-//!
-//! Zones are booted from this single thread (spawning requires it; see warren_sys::spawn).
+//! memstat breakdown). The measured pass itself is the bench's one step loop
+//! ([`crate::bench::system`]), which `warren demo` uses through
+//! [`crate::bench::zones::run_pass`].
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::error::Result;
-use crate::fsutil::disk_usage;
 use crate::stat::memstat::{host_memory, HostMemory};
 use crate::stats;
-use crate::zone::{self, Context};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -136,104 +132,6 @@ pub fn mem_per_zone(before: &MemSample, after: &MemSample, n: usize) -> MemPerZo
         r.slab_kib = per(d(slab(b), slab(a)));
     }
     r
-}
-
-/// A measured pass over fresh zones cloned from one installed base zone.
-pub struct ZonePass<'a> {
-    pub base: &'a str,
-    pub names: &'a [String],
-    /// How long the booted zones sit idle before CPU and memory are read.
-    pub idle: Duration,
-    /// Prefix of the progress phase names (e.g. "N=10 ").
-    pub label: &'a str,
-}
-
-/// What a [`ZonePass`] measured.
-#[derive(Debug, Clone)]
-pub struct PassResult {
-    pub clone_ms: Vec<f64>,
-    pub boot_ms: Vec<f64>,
-    pub mem: MemPerZone,
-    /// Disk of all zone directories while running, bytes.
-    pub disk_bytes: u64,
-    /// CPU used by all zones together over the idle window, in % of one CPU.
-    pub idle_cpu_pct: f64,
-    pub halt_ms: Vec<f64>,
-    pub delete_ms: Vec<f64>,
-}
-
-/// Clone, boot, settle, measure, halt and delete `pass.names`. The caller removes
-/// leftovers if this fails part-way.
-pub fn run_pass(ctx: &Context, pass: &ZonePass, progress: &mut dyn Progress) -> Result<PassResult> {
-    let (names, label) = (pass.names, pass.label);
-    let n = names.len();
-    progress.phase(&format!("{label}clone"), n as u64);
-    let mut clone_ms = Vec::with_capacity(n);
-    for name in names {
-        let t = Instant::now();
-        zone::clone(ctx, pass.base, name)?;
-        clone_ms.push(ms(t.elapsed()));
-        progress.step();
-    }
-
-    // Let the page cache and slab settle before the baseline.
-    std::thread::sleep(Duration::from_millis(500));
-    let before = mem_sample(&ctx.host.proc);
-    progress.phase(&format!("{label}boot"), n as u64);
-    let mut boot_ms = Vec::with_capacity(n);
-    for name in names {
-        let t = Instant::now();
-        zone::boot(ctx, name)?;
-        boot_ms.push(ms(t.elapsed()));
-        progress.step();
-    }
-    let secs = pass.idle.as_secs().max(1);
-    progress.phase(&format!("{label}idle {} s", pass.idle.as_secs_f64()), secs);
-    let cgroups: Vec<_> = names
-        .iter()
-        .filter_map(|name| zone::load(ctx, name).ok()?.runtime.map(|r| r.cgroups))
-        .collect();
-    let cpu_before: u64 = cgroups.iter().filter_map(|c| c.cpu_ns()).sum();
-    let t_idle = Instant::now();
-    let tick = pass.idle / secs as u32;
-    for _ in 0..secs {
-        std::thread::sleep(tick);
-        progress.step();
-    }
-    let cpu_after: u64 = cgroups.iter().filter_map(|c| c.cpu_ns()).sum();
-    let idle_cpu_pct =
-        (cpu_after.saturating_sub(cpu_before)) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
-    let after = mem_sample(&ctx.host.proc);
-    let disk_bytes: u64 = names
-        .iter()
-        .map(|name| disk_usage(&ctx.layout.zone_dir(name)).unwrap_or(0))
-        .sum();
-
-    progress.phase(&format!("{label}halt"), n as u64);
-    let mut halt_ms = Vec::with_capacity(n);
-    for name in names {
-        let t = Instant::now();
-        zone::halt(ctx, name, Some(Duration::from_secs(5)))?;
-        halt_ms.push(ms(t.elapsed()));
-        progress.step();
-    }
-    progress.phase(&format!("{label}delete"), n as u64);
-    let mut delete_ms = Vec::with_capacity(n);
-    for name in names {
-        let t = Instant::now();
-        zone::delete(ctx, name, true)?;
-        delete_ms.push(ms(t.elapsed()));
-        progress.step();
-    }
-    Ok(PassResult {
-        clone_ms,
-        boot_ms,
-        mem: mem_per_zone(&before, &after, n),
-        disk_bytes,
-        idle_cpu_pct,
-        halt_ms,
-        delete_ms,
-    })
 }
 
 #[cfg(test)]

@@ -4,24 +4,35 @@
 //! charts. `--compare crun,lxc,podman` runs the same steps with crun, LXC and podman
 //! on the same machine, in the same run.
 //!
+//! Every measured system, warren's zones included, is a [`system::System`] driven by
+//! one measured step loop ([`system::step`]) that times each step the same way:
+//! [`zones`] (warren), [`runc_cli`] (one runc-style CLI stepper: [`crun`] and
+//! `--via oci` in [`oci`]), [`lxc`] and [`podman`]; their commands all run through
+//! [`command`], and the cgroup rule for the compared systems is [`cgroups`].
+//!
 //! Everything the bench makes (zones, its templates, crun, LXC and podman containers, its temp dir) is
 //! removed when a step ends, also when it fails.
 
+pub mod cgroups;
+pub mod command;
 pub mod crun;
 pub mod lxc;
 pub mod oci;
 pub mod podman;
 pub mod report;
+pub mod runc_cli;
 pub mod scale;
 pub mod svg;
+pub mod system;
+pub mod zones;
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
 use crate::error::{Error, IoContext, Result};
-use crate::measure::{run_pass, summarize, MemPerZone, Progress, Summary, ZonePass};
+use crate::measure::{MemPerZone, Progress, Summary};
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context};
 use crate::{demo, stats, storage};
@@ -101,19 +112,6 @@ pub struct SystemRun {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub runtime: Option<String>,
     pub steps: Vec<Step>,
-}
-
-/// Why a compared system's steps stopped.
-enum Failure {
-    /// It broke the cgroup rule (a cgroup outside the bench's own): stopped, not measured.
-    Rule(String),
-    Other(String),
-}
-
-impl From<String> for Failure {
-    fn from(s: String) -> Failure {
-        Failure::Other(s)
-    }
 }
 
 /// `results.json`.
@@ -370,37 +368,18 @@ fn run_warren(
     } else {
         Vec::new()
     };
+    let base = zones::Base {
+        template: tname.into(),
+        sets,
+    };
+    let mut zones = zones::Zones::new(ctx, &format!("{PREFIX}base"), Some(base), PREFIX, 5);
+    let at = system::Pass {
+        proc_root: &ctx.host.proc,
+        idle: opts.idle,
+    };
     let mut steps = Vec::new();
     for &n in &opts.steps {
-        let started = Instant::now();
-        let base = format!("{PREFIX}base");
-        let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}{i:05}")).collect();
-        let label = format!("warren N={n} ");
-        let result = zone::create(ctx, &base, Some(tname), None, &sets)
-            .and_then(|_| zone::install(ctx, &base))
-            .and_then(|_| {
-                let pass = ZonePass {
-                    base: &base,
-                    names: &names,
-                    idle: opts.idle,
-                    label: &label,
-                };
-                run_pass(ctx, &pass, progress)
-            });
-        let cleaned = cleanup(ctx);
-        let r = result?;
-        cleaned?;
-        steps.push(Step {
-            zones: n,
-            clone_ms: summarize(&r.clone_ms),
-            boot_ms: summarize(&r.boot_ms),
-            total_s: started.elapsed().as_secs_f64(),
-            mem_per_zone: r.mem,
-            disk_per_zone_kib: r.disk_bytes as f64 / n as f64 / 1024.0,
-            idle_cpu_pct: r.idle_cpu_pct,
-            halt_ms: summarize(&r.halt_ms),
-            delete_ms: summarize(&r.delete_ms),
-        });
+        steps.push(system::step(&mut zones, n, &at, progress)?);
     }
     Ok(steps)
 }

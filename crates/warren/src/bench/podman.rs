@@ -29,22 +29,25 @@
 //! `podman start`, "halt" `podman stop -t 0`, "delete" `podman rm`. Disk per container
 //! is what the private store and runroot grew by, over the containers.
 //!
-//! Everything is undone also on failure ([`Store`]'s and [`Fleet`]'s drop): containers
+//! The steps run through the bench's one measured loop ([`super::system`]) and its one
+//! command wrapper ([`super::command`]); the cgroup rule and the removal of the run's
+//! cgroups are [`super::cgroups`]'.
+//!
+//! Everything is undone also on failure or panic ([`Podman`]'s and [`Store`]'s drop): containers
 //! removed, then any process still in a cgroup beneath the parent (conmon, podman's
 //! cleanup command: only this run's can be there) killed, the cgroup directories and
 //! the ancestors podman made for them removed, the image removed, mounts under the
 //! private directory unmounted, the directory deleted.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
-use super::crun::which;
-use super::lxc::{collect_dirs, hierarchies, Hier};
-use super::{Failure, Options, Step, SystemRun};
+use super::cgroups::{check_pids, collect_dirs, own_hierarchies, placed, remove_dirs, Hier};
+use super::system::{compare, which, Failure, Needs, System, Verbs};
+use super::{command, Options, SystemRun};
 use crate::fsutil::disk_usage;
-use crate::measure::{mem_per_zone, mem_sample, ms, summarize, Progress};
+use crate::measure::Progress;
 use crate::stats::procs_cpu_ns;
 
 const IMAGE: &str = "localhost/warren-bench-busybox:latest";
@@ -82,29 +85,11 @@ impl Store {
         c
     }
 
-    /// Run `podman ARGS`: its time in ms and its stdout. Output goes to a file (never a
-    /// pipe: conmon could hold it open).
-    fn podman(&self, args: &[&str]) -> Result<(f64, String), String> {
-        let log = self.dir.join("podman.log");
-        let f = File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
-        let err = self.dir.join("podman.err");
-        let f2 = File::create(&err).map_err(|e| format!("{}: {e}", err.display()))?;
-        let t = Instant::now();
-        let st = self
-            .cmd()
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(f)
-            .stderr(f2)
-            .status()
-            .map_err(|e| format!("running podman: {e}"))?;
-        let took = ms(t.elapsed());
-        let out = std::fs::read_to_string(&log).unwrap_or_default();
-        if !st.success() {
-            let msg = std::fs::read_to_string(&err).unwrap_or_default();
-            return Err(format!("podman {}: {}", args.join(" "), msg.trim()));
-        }
-        Ok((took, out.trim().to_string()))
+    /// Run `podman ARGS`; its stdout.
+    fn podman(&self, args: &[&str]) -> Result<String, Failure> {
+        let mut c = self.cmd();
+        c.args(args);
+        command::run(c, &self.dir)
     }
 
     /// `podman run -d`/`create` arguments shared by every container.
@@ -137,21 +122,7 @@ impl Store {
     /// beneath the parent.
     fn check(&self, proc_cgroup: &str) -> Result<(), String> {
         let want = format!("{}/", self.parent);
-        for l in proc_cgroup.lines() {
-            let mut p = l.splitn(3, ':');
-            let (_, k, path) = (p.next(), p.next().unwrap_or(""), p.next().unwrap_or(""));
-            let mut ctrls: Vec<&str> = k.split(',').filter(|c| !c.is_empty()).collect();
-            ctrls.sort_unstable();
-            let Some(h) = self.hiers.iter().find(|h| h.key == ctrls.join(",")) else {
-                continue;
-            };
-            if path != h.own_path && !path.starts_with(&want) {
-                return Err(format!(
-                    "'{l}' is neither the bench's own cgroup nor beneath {want}"
-                ));
-            }
-        }
-        Ok(())
+        placed(proc_cgroup, &self.hiers, true, &|_| want.clone())
     }
 
     /// Kill what is left in the parent's cgroups (only this run's processes can be
@@ -161,28 +132,8 @@ impl Store {
         for h in &self.hiers {
             collect_dirs(&h.dir_of(&self.parent), &mut dirs);
         }
-        dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
-        for d in &dirs {
-            for i in 0..300 {
-                let procs = std::fs::read_to_string(d.join("cgroup.procs")).unwrap_or_default();
-                if procs.trim().is_empty() {
-                    break;
-                }
-                // Give podman's cleanup command a second to finish on its own.
-                if i >= 100 {
-                    for pid in procs.lines().filter_map(|p| p.trim().parse::<i32>().ok()) {
-                        let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
-                    }
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            for _ in 0..100 {
-                if std::fs::remove_dir(d).is_ok() || !d.exists() {
-                    break;
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
+        // Give podman's cleanup command a second to finish on its own.
+        remove_dirs(dirs, Duration::from_secs(1));
         let mut made = self.made.clone();
         made.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for d in made {
@@ -223,55 +174,6 @@ impl Drop for Store {
     }
 }
 
-/// The containers of one step; removed on drop.
-struct Fleet<'a> {
-    store: &'a Store,
-    ids: Vec<String>,
-}
-
-impl Drop for Fleet<'_> {
-    fn drop(&mut self) {
-        for id in std::mem::take(&mut self.ids) {
-            let _ = self.store.podman(&["rm", "-f", "-t", "0", &id]);
-        }
-    }
-}
-
-/// Run every step with podman under `scratch`, from `rootfs`.
-pub fn run(
-    scratch: &Path,
-    rootfs: &Path,
-    proc_root: &Path,
-    opts: &Options,
-    progress: &mut dyn Progress,
-) -> SystemRun {
-    let mut sys = SystemRun {
-        name: "podman".into(),
-        status: "ok".into(),
-        note: String::new(),
-        runtime: None,
-        steps: Vec::new(),
-    };
-    if which("podman").is_none() {
-        sys.status = "not installed".into();
-        sys.note = "not installed; the bench installs nothing: apt-get install podman".into();
-        return sys;
-    }
-    match run_steps(scratch, rootfs, proc_root, opts, progress, &mut sys) {
-        Ok(note) => sys.note = note,
-        Err(Failure::Rule(e)) => {
-            sys.status = "unavailable".into();
-            sys.note = format!("podman did not keep its cgroups beneath the bench's own cgroup, so its containers were removed and it is not measured: {e}");
-            sys.steps.clear();
-        }
-        Err(Failure::Other(e)) => {
-            sys.status = "failed".into();
-            sys.note = e;
-        }
-    }
-    sys
-}
-
 /// Make the private store with `driver`, import the image and find a runtime that
 /// runs a probe container. Err: why not (the store is wiped).
 fn open_store(
@@ -280,7 +182,7 @@ fn open_store(
     driver: &str,
     parent: &str,
     hiers: &[Hier],
-) -> Result<Store, String> {
+) -> Result<Store, Failure> {
     let mut store = Store {
         dir: dir.to_path_buf(),
         driver: driver.into(),
@@ -297,19 +199,13 @@ fn open_store(
     // template links it to /proc/sys/kernel/hostname, and runc refuses to bind-mount
     // podman's hostname file over a path that resolves into /proc.
     let tarball = dir.join("busybox.tar");
-    let st = Command::new("tar")
-        .arg("-C")
+    let mut tar = Command::new("tar");
+    tar.arg("-C")
         .arg(rootfs)
         .args(["--exclude=./etc/hostname", "-cf"])
         .arg(&tarball)
-        .arg(".")
-        .stdin(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map_err(|e| format!("running tar: {e}"))?;
-    if !st.success() {
-        return Err(format!("tar of {} failed", rootfs.display()));
-    }
+        .arg(".");
+    command::run(tar, dir)?;
     store.podman(&["import", &tarball.to_string_lossy(), IMAGE])?;
     let _ = std::fs::remove_file(&tarball);
     let mut errors = Vec::new();
@@ -334,180 +230,211 @@ fn open_store(
             }
         }
     }
-    Err(errors.join("; "))
+    Err(errors.join("; ").into())
 }
 
-fn run_steps(
+/// podman with its private store, and one step's containers.
+struct Podman {
+    store: Store,
+    proc_root: PathBuf,
+    names: Vec<String>,
+    /// Containers podman may hold, by name (removed by cleanup).
+    live: Vec<String>,
+    /// Every container's init and its conmon.
+    pids: Vec<i32>,
+    /// The store's size when the step began.
+    disk0: u64,
+}
+
+impl Podman {
+    /// Check the root and the cgroup parent, then make the private store with the
+    /// first driver and runtime that work.
+    fn open(
+        scratch: &Path,
+        rootfs: &Path,
+        proc_root: &Path,
+        progress: &mut dyn Progress,
+    ) -> Result<Podman, Failure> {
+        if std::fs::symlink_metadata(rootfs.join("bin/sleep")).is_err() {
+            return Err(format!("{}: no /bin/sleep in the busybox root", rootfs.display()).into());
+        }
+        let hiers = own_hierarchies(proc_root)?;
+        let own = crate::oci::cgroup::own_path(proc_root);
+        let parent = format!(
+            "{}/wbench-podman-{}",
+            own.trim_end_matches('/'),
+            std::process::id()
+        );
+        // One parent path for every hierarchy: it must be beneath this process's cgroup in each.
+        for h in &hiers {
+            let base = h.own_path.trim_end_matches('/');
+            if !parent.starts_with(&format!("{base}/")) {
+                return Err(Failure::Rule(format!(
+                    "podman takes one --cgroup-parent for every hierarchy, and {parent} is not beneath this process's cgroup {} in hierarchy '{}'",
+                    h.own_path, h.key
+                )));
+            }
+        }
+        let dir = scratch.join("podman");
+        let mut tried = Vec::new();
+        for driver in ["overlay", "vfs"] {
+            progress.phase(&format!("podman import ({driver})"), 1);
+            match open_store(&dir, rootfs, driver, &parent, &hiers) {
+                Ok(store) => {
+                    return Ok(Podman {
+                        store,
+                        proc_root: proc_root.to_path_buf(),
+                        names: Vec::new(),
+                        live: Vec::new(),
+                        pids: Vec::new(),
+                        disk0: 0,
+                    })
+                }
+                Err(e) => tried.push(format!("{driver}: {e}")),
+            }
+        }
+        Err(format!(
+            "no podman storage driver and runtime worked: {}",
+            tried.join(" | ")
+        )
+        .into())
+    }
+
+    fn store_size(&self) -> u64 {
+        disk_usage(&self.store.dir.join("root")).unwrap_or(0)
+            + disk_usage(&self.store.dir.join("run")).unwrap_or(0)
+    }
+}
+
+impl System for Podman {
+    fn name(&self) -> &str {
+        "podman"
+    }
+
+    fn verbs(&self) -> Verbs {
+        Verbs {
+            clone: "create",
+            boot: "start",
+            halt: "stop",
+            delete: "rm",
+        }
+    }
+
+    fn prepare(&mut self, n: usize) -> Result<(), Failure> {
+        self.names = (1..=n).map(|i| format!("c{i:05}")).collect();
+        self.disk0 = self.store_size();
+        Ok(())
+    }
+
+    fn create(&mut self, i: usize) -> Result<(), Failure> {
+        let name = &self.names[i];
+        let mut args = vec!["create"];
+        args.extend(self.store.container_args(name));
+        self.store.podman(&args)?;
+        self.live.push(name.clone());
+        Ok(())
+    }
+
+    fn start(&mut self, i: usize) -> Result<(), Failure> {
+        self.store.podman(&["start", &self.names[i]]).map(drop)
+    }
+
+    fn started(&mut self, i: usize) -> Result<(), Failure> {
+        let name = &self.names[i];
+        let format = "{{.State.Pid}} {{.State.ConmonPid}}";
+        let out = self.store.podman(&["inspect", "--format", format, name])?;
+        let ps: Vec<i32> = out
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .filter(|p| *p > 0)
+            .collect();
+        let [pid, conmon] = ps[..] else {
+            return Err(format!("podman inspect {name}: no pids after start ({out})").into());
+        };
+        // The rule, checked for every container and its conmon.
+        let procs = [("container", pid), ("conmon", conmon)];
+        check_pids(&self.proc_root, name, &procs, &|cg| self.store.check(cg))?;
+        self.pids.extend([pid, conmon]);
+        Ok(())
+    }
+
+    fn cpu_ns(&self) -> u64 {
+        procs_cpu_ns(&self.proc_root, &self.pids)
+    }
+
+    fn disk_bytes(&self) -> u64 {
+        self.store_size().saturating_sub(self.disk0)
+    }
+
+    fn stop(&mut self, i: usize) -> Result<(), Failure> {
+        self.store
+            .podman(&["stop", "-t", "0", &self.names[i]])
+            .map(drop)
+    }
+
+    fn delete(&mut self, i: usize) -> Result<(), Failure> {
+        let name = &self.names[i];
+        self.store.podman(&["rm", name])?;
+        self.live.retain(|x| x != name);
+        Ok(())
+    }
+
+    fn cleanup(&mut self) -> Result<(), Failure> {
+        for name in std::mem::take(&mut self.live) {
+            let _ = self.store.podman(&["rm", "-f", "-t", "0", &name]);
+        }
+        self.pids.clear();
+        Ok(())
+    }
+
+    fn note(&self) -> String {
+        let version = Command::new("podman")
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        format!(
+            "{version} with runtime {} and storage driver {}, image imported from the busybox root (no registry), /bin/sleep, --network none; private --root/--runroot/--tmpdir in the scratch dir; --cgroup-manager cgroupfs --cgroup-parent {} beneath the bench's own cgroup (checked in /proc/<pid>/cgroup of every container and conmon); {}; one conmon process per container, counted; 'clone' is podman create, 'boot' podman start, 'halt' podman stop -t 0, 'delete' podman rm",
+            self.store.runtime,
+            self.store.driver,
+            self.store.parent,
+            ULIMITS.join(" "),
+        )
+    }
+
+    fn runtime(&self) -> Option<String> {
+        Some(self.store.runtime.clone())
+    }
+}
+
+impl Drop for Podman {
+    fn drop(&mut self) {
+        // The containers first; the store (its cgroups, mounts, files) after, as a field.
+        let _ = self.cleanup();
+    }
+}
+
+/// Run every step with podman under `scratch`, from `rootfs`.
+pub fn run(
     scratch: &Path,
     rootfs: &Path,
     proc_root: &Path,
     opts: &Options,
     progress: &mut dyn Progress,
-    sys: &mut SystemRun,
-) -> Result<String, Failure> {
-    for d in ["bin/sleep"] {
-        if std::fs::symlink_metadata(rootfs.join(d)).is_err() {
-            return Err(format!("{}: no /{d} in the busybox root", rootfs.display()).into());
-        }
-    }
-    let read = |f: &str| std::fs::read_to_string(proc_root.join(f)).unwrap_or_default();
-    let hiers = hierarchies(&read("self/mountinfo"), &read("self/cgroup"));
-    if hiers.is_empty() {
-        return Err(Failure::Rule(
-            "no cgroup hierarchy found in /proc/self/mountinfo".into(),
-        ));
-    }
-    let own = crate::oci::cgroup::own_path(proc_root);
-    let parent = format!(
-        "{}/wbench-podman-{}",
-        own.trim_end_matches('/'),
-        std::process::id()
-    );
-    // One parent path for every hierarchy: it must be beneath this process's cgroup in each.
-    for h in &hiers {
-        let base = h.own_path.trim_end_matches('/');
-        if !parent.starts_with(&format!("{base}/")) {
-            return Err(Failure::Rule(format!(
-                "podman takes one --cgroup-parent for every hierarchy, and {parent} is not beneath this process's cgroup {} in hierarchy '{}'",
-                h.own_path, h.key
-            )));
-        }
-    }
-    let dir = scratch.join("podman");
-    let mut tried = Vec::new();
-    let mut store = None;
-    for driver in ["overlay", "vfs"] {
-        progress.phase(&format!("podman import ({driver})"), 1);
-        match open_store(&dir, rootfs, driver, &parent, &hiers) {
-            Ok(s) => {
-                store = Some(s);
-                break;
-            }
-            Err(e) => tried.push(format!("{driver}: {e}")),
-        }
-    }
-    let Some(store) = store else {
-        return Err(format!(
-            "no podman storage driver and runtime worked: {}",
-            tried.join(" | ")
-        )
-        .into());
+) -> SystemRun {
+    let needs = Needs {
+        command: "podman",
+        package: "podman",
     };
-    sys.runtime = Some(store.runtime.clone());
-    let store_size = || {
-        disk_usage(&store.dir.join("root")).unwrap_or(0)
-            + disk_usage(&store.dir.join("run")).unwrap_or(0)
+    let open = |p: &mut dyn Progress| -> Result<Box<dyn System>, Failure> {
+        Ok(Box::new(Podman::open(scratch, rootfs, proc_root, p)?))
     };
-
-    for &n in &opts.steps {
-        let started = Instant::now();
-        let mut fleet = Fleet {
-            store: &store,
-            ids: Vec::new(),
-        };
-        let names: Vec<String> = (1..=n).map(|i| format!("c{i:05}")).collect();
-        let disk0 = store_size();
-
-        progress.phase(&format!("podman N={n} create"), n as u64);
-        let mut clone_ms = Vec::new();
-        for name in &names {
-            let mut args = vec!["create"];
-            args.extend(store.container_args(name));
-            let (t, id) = store.podman(&args)?;
-            let id = id.lines().last().unwrap_or(name).to_string();
-            fleet.ids.push(id);
-            clone_ms.push(t);
-            progress.step();
-        }
-        std::thread::sleep(Duration::from_millis(500));
-        let before = mem_sample(proc_root);
-        progress.phase(&format!("podman N={n} start"), n as u64);
-        let mut boot_ms = Vec::new();
-        let mut pids = Vec::new();
-        for name in &names {
-            let (t, _) = store.podman(&["start", name])?;
-            boot_ms.push(t);
-            let (_, out) = store.podman(&[
-                "inspect",
-                "--format",
-                "{{.State.Pid}} {{.State.ConmonPid}}",
-                name,
-            ])?;
-            let ps: Vec<i32> = out
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .filter(|p| *p > 0)
-                .collect();
-            if ps.len() != 2 {
-                return Err(format!("podman inspect {name}: no pids after start ({out})").into());
-            }
-            // The rule, checked for every container and its conmon.
-            for (what, p) in [("container", ps[0]), ("conmon", ps[1])] {
-                let cg = read(&format!("{p}/cgroup"));
-                store
-                    .check(&cg)
-                    .map_err(|e| Failure::Rule(format!("{name}'s {what} (pid {p}): {e}")))?;
-            }
-            pids.extend(ps);
-            progress.step();
-        }
-        let secs = opts.idle.as_secs().max(1);
-        progress.phase(&format!("podman N={n} idle"), secs);
-        let cpu0 = procs_cpu_ns(proc_root, &pids);
-        let t_idle = Instant::now();
-        for _ in 0..secs {
-            std::thread::sleep(opts.idle / secs as u32);
-            progress.step();
-        }
-        let cpu1 = procs_cpu_ns(proc_root, &pids);
-        let idle_cpu_pct =
-            cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
-        let after = mem_sample(proc_root);
-        let disk = store_size().saturating_sub(disk0);
-
-        progress.phase(&format!("podman N={n} stop"), n as u64);
-        let mut halt_ms = Vec::new();
-        for name in &names {
-            halt_ms.push(store.podman(&["stop", "-t", "0", name])?.0);
-            progress.step();
-        }
-        progress.phase(&format!("podman N={n} rm"), n as u64);
-        let mut delete_ms = Vec::new();
-        for (name, id) in names.iter().zip(fleet.ids.clone()) {
-            delete_ms.push(store.podman(&["rm", name])?.0);
-            fleet.ids.retain(|x| *x != id);
-            progress.step();
-        }
-        drop(fleet);
-        sys.steps.push(Step {
-            zones: n,
-            clone_ms: summarize(&clone_ms),
-            boot_ms: summarize(&boot_ms),
-            total_s: started.elapsed().as_secs_f64(),
-            mem_per_zone: mem_per_zone(&before, &after, n),
-            disk_per_zone_kib: disk as f64 / n as f64 / 1024.0,
-            idle_cpu_pct,
-            halt_ms: summarize(&halt_ms),
-            delete_ms: summarize(&delete_ms),
-        });
-    }
-    let version = Command::new("podman")
-        .arg("--version")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
-    let note = format!(
-        "{version} with runtime {} and storage driver {}, image imported from the busybox root (no registry), /bin/sleep, --network none; private --root/--runroot/--tmpdir in the scratch dir; --cgroup-manager cgroupfs --cgroup-parent {parent} beneath the bench's own cgroup (checked in /proc/<pid>/cgroup of every container and conmon); {}; one conmon process per container, counted; 'clone' is podman create, 'boot' podman start, 'halt' podman stop -t 0, 'delete' podman rm",
-        store.runtime,
-        store.driver,
-        ULIMITS.join(" "),
-    );
-    drop(store);
-    Ok(note)
+    compare("podman", Some(needs), open, opts, proc_root, progress)
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::cgroups::hierarchies;
     use super::*;
 
     #[test]
