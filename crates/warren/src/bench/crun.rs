@@ -21,8 +21,7 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use super::runc_cli::{Launcher, RuncCli, Runtime};
-use super::system::{compare, Failure, Needs, System};
-use super::{Options, SystemRun};
+use super::system::{Failure, Needs, System};
 use crate::measure::{ms, summarize, Progress};
 
 /// The launcher for crun on this host: direct, or (hybrid cgroup host) through
@@ -73,8 +72,19 @@ fn launcher(proc_root: &Path) -> Result<Launcher, Failure> {
     Ok(l)
 }
 
-/// crun as a compared system.
-fn open(scratch: &Path, rootfs: &Path, proc_root: &Path) -> Result<Box<dyn System>, Failure> {
+/// What crun needs on the host.
+pub const NEEDS: Needs = Needs {
+    command: "crun",
+    package: "crun",
+};
+
+/// crun as a compared system, under `scratch`, from `rootfs`.
+pub fn open(
+    scratch: &Path,
+    rootfs: &Path,
+    proc_root: &Path,
+    _: &mut dyn Progress,
+) -> Result<Box<dyn System>, Failure> {
     let launcher = launcher(proc_root)?;
     let how = match launcher.helper {
         Some(_) => format!(
@@ -96,20 +106,4 @@ fn open(scratch: &Path, rootfs: &Path, proc_root: &Path) -> Result<Box<dyn Syste
         ),
     };
     Ok(Box::new(RuncCli::open(rt, scratch, rootfs, proc_root)?))
-}
-
-/// Run every step with crun under `scratch`, from `rootfs`.
-pub fn run(
-    scratch: &Path,
-    rootfs: &Path,
-    proc_root: &Path,
-    opts: &Options,
-    progress: &mut dyn Progress,
-) -> SystemRun {
-    let needs = Needs {
-        command: "crun",
-        package: "crun",
-    };
-    let open = |_: &mut dyn Progress| open(scratch, rootfs, proc_root);
-    compare("crun", Some(needs), open, opts, proc_root, progress)
 }

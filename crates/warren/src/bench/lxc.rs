@@ -35,8 +35,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use super::cgroups::{check_pids, collect_dirs, own_hierarchies, ppid, remove_dirs, Hier};
-use super::system::{compare, Failure, Needs, System, Verbs};
-use super::{command, Options, SystemRun};
+use super::command;
+use super::system::{Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
 use crate::measure::Progress;
 use crate::stats::procs_cpu_ns;
@@ -242,30 +242,28 @@ impl Drop for Lxc {
     }
 }
 
+/// What LXC needs on the host.
+pub const NEEDS: Needs = Needs {
+    command: "lxc-start",
+    package: "lxc",
+};
+
+/// LXC as a compared system, under `scratch`, from `rootfs`.
+pub fn open(
+    scratch: &Path,
+    rootfs: &Path,
+    proc_root: &Path,
+    _: &mut dyn Progress,
+) -> Result<Box<dyn System>, Failure> {
+    Ok(Box::new(Lxc::open(scratch, rootfs, proc_root)?))
+}
+
 fn lxc_version() -> String {
     Command::new("lxc-start")
         .arg("--version")
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default()
-}
-
-/// Run every step with LXC under `scratch`, from `rootfs`.
-pub fn run(
-    scratch: &Path,
-    rootfs: &Path,
-    proc_root: &Path,
-    opts: &Options,
-    progress: &mut dyn Progress,
-) -> SystemRun {
-    let needs = Needs {
-        command: "lxc-start",
-        package: "lxc",
-    };
-    let open = |_: &mut dyn Progress| -> Result<Box<dyn System>, Failure> {
-        Ok(Box::new(Lxc::open(scratch, rootfs, proc_root)?))
-    };
-    compare("lxc", Some(needs), open, opts, proc_root, progress)
 }
 
 #[cfg(test)]

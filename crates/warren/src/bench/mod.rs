@@ -114,6 +114,15 @@ pub struct SystemRun {
     pub steps: Vec<Step>,
 }
 
+/// How a compared system is made: under the scratch dir, from the busybox root, with
+/// this /proc.
+type Opener = fn(
+    &Path,
+    &Path,
+    &Path,
+    &mut dyn Progress,
+) -> std::result::Result<Box<dyn system::System>, system::Failure>;
+
 /// `results.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Results {
@@ -317,27 +326,33 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         ),
         steps: warren_steps,
     }];
+    let proc_root = &ctx.host.proc;
     if opts.via_oci {
         let rootfs = template::root_of(&ctx.layout, &tname);
-        systems[0] = oci::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress);
+        let open = |p: &mut dyn Progress| oci::open(&scratch.0, &rootfs, proc_root, p);
+        systems[0] = system::compare("warren-oci", None, open, opts, proc_root, progress);
     }
     for other in &opts.compare {
-        let sys = match other.as_str() {
-            "crun" | "lxc" | "podman" => {
-                let bb = format!("{PREFIX}busybox");
-                if ensure_template(ctx, &bb, &Source::Busybox)? {
-                    templates.made.push(bb.clone());
-                }
-                let rootfs = template::root_of(&ctx.layout, &bb);
-                match other.as_str() {
-                    "crun" => crun::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
-                    "lxc" => lxc::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
-                    _ => podman::run(&scratch.0, &rootfs, &ctx.host.proc, opts, progress),
-                }
-            }
+        let (needs, open): (_, Opener) = match other.as_str() {
+            "crun" => (crun::NEEDS, crun::open),
+            "lxc" => (lxc::NEEDS, lxc::open),
+            "podman" => (podman::NEEDS, podman::open),
             _ => unreachable!("clap limits --compare to crun, lxc and podman"),
         };
-        systems.push(sys);
+        let bb = format!("{PREFIX}busybox");
+        if ensure_template(ctx, &bb, &Source::Busybox)? {
+            templates.made.push(bb.clone());
+        }
+        let rootfs = template::root_of(&ctx.layout, &bb);
+        let open = |p: &mut dyn Progress| open(&scratch.0, &rootfs, proc_root, p);
+        systems.push(system::compare(
+            other,
+            Some(needs),
+            open,
+            opts,
+            proc_root,
+            progress,
+        ));
     }
     progress.done();
     drop(templates);
@@ -386,16 +401,29 @@ fn run_warren(
 
 /// Write `results.json`, `report.md`, `latency.svg` and `memory.svg` into `dir`.
 pub fn write(dir: &Path, r: &Results) -> Result<()> {
+    write_files(
+        dir,
+        r,
+        [
+            ("report.md", report::markdown(r)),
+            ("latency.svg", svg::latency(r)),
+            ("memory.svg", svg::memory(r)),
+        ],
+    )
+}
+
+/// Make `dir` and write `results.json` (pretty, newline-terminated) and `files` into it.
+pub(crate) fn write_files<const N: usize>(
+    dir: &Path,
+    results: &impl Serialize,
+    files: [(&str, String); N],
+) -> Result<()> {
     std::fs::create_dir_all(dir).ctx(|| format!("creating {}", dir.display()))?;
-    let put = |name: &str, text: String| {
+    let json = serde_json::to_string_pretty(results).expect("results serialize");
+    for (name, text) in std::iter::once(("results.json", json + "\n")).chain(files) {
         let p = dir.join(name);
-        std::fs::write(&p, text).ctx(|| format!("writing {}", p.display()))
-    };
-    let json = serde_json::to_string_pretty(r).expect("results serialize");
-    put("results.json", json + "\n")?;
-    put("report.md", report::markdown(r))?;
-    put("latency.svg", svg::latency(r))?;
-    put("memory.svg", svg::memory(r))?;
+        std::fs::write(&p, text).ctx(|| format!("writing {}", p.display()))?;
+    }
     Ok(())
 }
 

@@ -12,12 +12,16 @@
 use std::path::Path;
 
 use super::runc_cli::{Launcher, RuncCli, Runtime};
-use super::system::{compare, Failure, System};
-use super::{Options, SystemRun};
+use super::system::{Failure, System};
 use crate::measure::Progress;
 
-/// `warren oci` as a measured system.
-fn open(scratch: &Path, rootfs: &Path, proc_root: &Path) -> Result<Box<dyn System>, Failure> {
+/// `warren oci` as a measured system, under `scratch`, from `rootfs`.
+pub fn open(
+    scratch: &Path,
+    rootfs: &Path,
+    proc_root: &Path,
+    _: &mut dyn Progress,
+) -> Result<Box<dyn System>, Failure> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
     let dir = scratch.join("warren-oci");
     let rt = Runtime {
@@ -31,16 +35,4 @@ fn open(scratch: &Path, rootfs: &Path, proc_root: &Path) -> Result<Box<dyn Syste
         note: "through the OCI runtime: busybox root shared read-only, /bin/sleep, the namespaces of 'warren oci spec', cgroups beneath warren's own; 'clone' is writing the bundle, 'boot' create+start (two runs of warren oci), 'halt' kill, 'delete' delete".into(),
     };
     Ok(Box::new(RuncCli::open(rt, scratch, rootfs, proc_root)?))
-}
-
-/// Run every step through `warren oci` under `scratch`, from `rootfs`.
-pub fn run(
-    scratch: &Path,
-    rootfs: &Path,
-    proc_root: &Path,
-    opts: &Options,
-    progress: &mut dyn Progress,
-) -> SystemRun {
-    let open = |_: &mut dyn Progress| open(scratch, rootfs, proc_root);
-    compare("warren-oci", None, open, opts, proc_root, progress)
 }

@@ -44,8 +44,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use super::cgroups::{check_pids, collect_dirs, own_hierarchies, placed, remove_dirs, Hier};
-use super::system::{compare, which, Failure, Needs, System, Verbs};
-use super::{command, Options, SystemRun};
+use super::command;
+use super::system::{which, Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
 use crate::measure::Progress;
 use crate::stats::procs_cpu_ns;
@@ -233,6 +233,25 @@ fn open_store(
     Err(errors.join("; ").into())
 }
 
+/// What podman needs on the host.
+pub const NEEDS: Needs = Needs {
+    command: "podman",
+    package: "podman",
+};
+
+/// podman as a compared system: its private store under `scratch`, the image from
+/// `rootfs`.
+pub fn open(
+    scratch: &Path,
+    rootfs: &Path,
+    proc_root: &Path,
+    progress: &mut dyn Progress,
+) -> Result<Box<dyn System>, Failure> {
+    Ok(Box::new(Podman::open(
+        scratch, rootfs, proc_root, progress,
+    )?))
+}
+
 /// podman with its private store, and one step's containers.
 struct Podman {
     store: Store,
@@ -412,24 +431,6 @@ impl Drop for Podman {
         // The containers first; the store (its cgroups, mounts, files) after, as a field.
         let _ = self.cleanup();
     }
-}
-
-/// Run every step with podman under `scratch`, from `rootfs`.
-pub fn run(
-    scratch: &Path,
-    rootfs: &Path,
-    proc_root: &Path,
-    opts: &Options,
-    progress: &mut dyn Progress,
-) -> SystemRun {
-    let needs = Needs {
-        command: "podman",
-        package: "podman",
-    };
-    let open = |p: &mut dyn Progress| -> Result<Box<dyn System>, Failure> {
-        Ok(Box::new(Podman::open(scratch, rootfs, proc_root, p)?))
-    };
-    compare("podman", Some(needs), open, opts, proc_root, progress)
 }
 
 #[cfg(test)]

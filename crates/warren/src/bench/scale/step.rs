@@ -1,0 +1,209 @@
+//! One step of `warren bench scale`: N zones cloned and booted under the step's
+//! guards (budget, swap, agent; see the module doc of [`super`]), the workload set up
+//! in every zone, run for the duration ([`super::timed`]), then everything undone.
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use super::super::PREFIX;
+use super::guards::{set_budget, start_agent, SwapOn, ZonesGone};
+use super::login::in_all_zones;
+use super::timed::{run_http, run_pgbench};
+use super::{http, pgbench, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
+use crate::agent::act;
+use crate::cgroups::CgroupSet;
+use crate::error::{Error, IoContext, Result};
+use crate::measure::{ms, summarize, Progress};
+use crate::stats;
+use crate::swap::{self, EnableOptions};
+use crate::zone::{self, Context};
+
+/// Host memory figures, bytes: (MemAvailable, swap total, swap used).
+pub(super) fn host_mem(proc_root: &Path) -> (u64, u64, u64) {
+    let m = stats::meminfo(proc_root);
+    let g = |k: &str| m.get(k).copied().unwrap_or(0);
+    (
+        g("MemAvailable"),
+        g("SwapTotal"),
+        g("SwapTotal").saturating_sub(g("SwapFree")),
+    )
+}
+
+pub(super) fn run_step(
+    ctx: &Context,
+    opts: &Options,
+    plan: &Plan,
+    tname: &str,
+    n: usize,
+    scratch: &Path,
+    progress: &mut dyn Progress,
+) -> Result<ScaleStep> {
+    let started = Instant::now();
+    let step_ms = act::now_ms();
+    let logs = scratch.join(format!("step-{n}"));
+    std::fs::create_dir_all(&logs).ctx(|| format!("creating {}", logs.display()))?;
+    let mut sets = vec![format!("memory.max={}", opts.memory_per_zone)];
+    if let Some(c) = opts.cpu_per_zone {
+        sets.push(format!("cpu.max={c}"));
+    }
+    if opts.workload == Workload::Http {
+        sets.push("net=bridge".into());
+        sets.push(format!("net-bridge={}", opts.bridge));
+        sets.push(format!("net-subnet={}", opts.subnet));
+    }
+    let total = opts.memory_per_zone * n as u64;
+    let (available_start, swap_total_start, _) = host_mem(&ctx.host.proc);
+    let budget = opts
+        .oversubscribe_pct
+        .map(|p| (total as f64 / (1.0 + p / 100.0)) as u64);
+    if let Some(b) = budget {
+        if b > available_start {
+            return Err(Error::Refused(format!(
+                "--oversubscribe: the zones' budget for {n} zones is {:.0} MiB but the host has {:.0} MiB available; lower --memory-per-zone",
+                b as f64 / MIB,
+                available_start as f64 / MIB
+            )));
+        }
+    }
+    let _swap = match budget {
+        Some(b) if total > b && swap_total_start == 0 => {
+            let size = (total - b).max(64 << 20);
+            let (_, already) = swap::enable(
+                &ctx.layout,
+                &ctx.host.proc,
+                &ctx.host.sys,
+                &EnableOptions {
+                    size,
+                    file: None,
+                    zram: false,
+                    swappiness: 60,
+                },
+            )?;
+            // Swap this root had already enabled (recorded but not active) is not ours to turn off.
+            (!already).then_some(SwapOn(ctx))
+        }
+        _ => None,
+    };
+    // Declared after the swap guard, so the zones are gone before swap is turned off.
+    let _zones_gone = ZonesGone(ctx);
+    let swap_total = host_mem(&ctx.host.proc).1;
+
+    let base = format!("{PREFIX}base");
+    zone::create(ctx, &base, Some(tname), None, &sets)?;
+    zone::install(ctx, &base)?;
+    let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}s{i:04}")).collect();
+    progress.phase(&format!("N={n} clone"), n as u64);
+    for z in &names {
+        zone::clone(ctx, &base, z)?;
+        progress.step();
+    }
+    let (available_before, ..) = host_mem(&ctx.host.proc);
+    progress.phase(&format!("N={n} boot"), n as u64);
+    let mut boot_ms = Vec::new();
+    for z in &names {
+        let t = Instant::now();
+        zone::boot(ctx, z)?;
+        boot_ms.push(ms(t.elapsed()));
+        progress.step();
+    }
+    let zones: Vec<zone::Zone> = names
+        .iter()
+        .map(|z| zone::load(ctx, z))
+        .collect::<Result<_>>()?;
+    let cgroups: Vec<CgroupSet> = zones
+        .iter()
+        .filter_map(|z| z.runtime.as_ref().map(|r| r.cgroups.clone()))
+        .collect();
+    let _budget = budget.map(|b| set_budget(ctx, b)).transpose()?;
+    let _agent = if opts.agent {
+        Some(start_agent(ctx, scratch)?)
+    } else {
+        None
+    };
+
+    progress.phase(&format!("N={n} setup"), 1);
+    let t_setup = Instant::now();
+    let run = match plan {
+        Plan::Pgbench { bin } => {
+            in_all_zones(ctx, &names, &logs, "setup", &|_| {
+                pgbench::setup_script(bin, opts.memory_per_zone, opts.clients, opts.pgbench_scale)
+            })?;
+            let setup_s = t_setup.elapsed().as_secs_f64();
+            progress.step();
+            let r = run_pgbench(
+                ctx,
+                opts,
+                bin,
+                &names,
+                &logs,
+                &cgroups,
+                available_before,
+                progress,
+            );
+            // Stop the servers cleanly before halt (errors here do not void the run).
+            let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
+            r.map(|r| (setup_s, r))
+        }
+        Plan::Http { busybox } => {
+            let addrs: Vec<SocketAddr> = zones
+                .iter()
+                .map(|z| {
+                    z.runtime
+                        .as_ref()
+                        .and_then(|r| r.net.as_ref())
+                        .map(|net| SocketAddr::from((net.address, HTTP_PORT)))
+                        .ok_or_else(|| {
+                            Error::Refused(format!("zone '{}': booted without an address", z.name))
+                        })
+                })
+                .collect::<Result<_>>()?;
+            in_all_zones(ctx, &names, &logs, "httpd", &|_| {
+                http::setup_script(busybox, HTTP_PORT)
+            })?;
+            http::wait_ready(&addrs, Duration::from_secs(10)).map_err(|a| {
+                Error::Refused(format!(
+                    "{a}: httpd does not answer from the host; is forwarding to the bridge blocked by a firewall?"
+                ))
+            })?;
+            let setup_s = t_setup.elapsed().as_secs_f64();
+            progress.step();
+            Ok((
+                setup_s,
+                run_http(ctx, opts, &addrs, &cgroups, available_before, progress),
+            ))
+        }
+    };
+    let (setup_s, r) = run?;
+    let evictions = act::read(&ctx.layout)
+        .unwrap_or_default()
+        .iter()
+        .filter(|e| e.action == "evict" && e.zone.starts_with(PREFIX) && e.time_ms >= step_ms)
+        .count() as u64;
+    let memory_total_mib = total as f64 / MIB;
+    let budget_bytes = budget.unwrap_or(available_start);
+    Ok(ScaleStep {
+        zones: n,
+        cpu_cap_total: opts.cpu_per_zone.map(|c| c * n as f64),
+        memory_total_mib,
+        budget_mib: budget.map(|b| b as f64 / MIB),
+        oversubscription_pct: (total as f64 / budget_bytes.max(1) as f64 - 1.0) * 100.0,
+        swap_total_mib: swap_total as f64 / MIB,
+        boot_ms: summarize(&boot_ms),
+        setup_s,
+        throughput: r.throughput,
+        tpm: r.tpm,
+        per_zone: r.per_zone,
+        latency_avg_ms: r.latency_avg_ms,
+        latency_p99_ms: r.latency_p99_ms,
+        scaling_efficiency: None,
+        errors: r.errors,
+        failed_zones: r.failed_zones,
+        zones_cpu_pct: r.zones_cpu_pct,
+        zones_memory_peak_mib: r.peaks.zones_mem as f64 / MIB,
+        host_memory_used_peak_mib: r.peaks.host_used as f64 / MIB,
+        swap_used_peak_mib: r.peaks.swap_used as f64 / MIB,
+        evictions,
+        total_s: started.elapsed().as_secs_f64(),
+    })
+}
