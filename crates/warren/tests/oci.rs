@@ -1206,3 +1206,21 @@ fn create_fails_when_the_process_user_cannot_be_applied() {
         assert_ne!(v["status"], "created", "{v}");
     }
 }
+
+/// runtime-spec `linux.rootfsPropagation: "shared"`: the container starts (the mount
+/// holding the rootfs is made private before pivot_root, as runc does) and its root is
+/// shared in its own mount namespace.
+#[test]
+fn shared_rootfs_propagation_works() {
+    let t = Oci::new();
+    // The line whose mount point (field 5) is "/".
+    let root_line = "grep -E '^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ / ' /proc/self/mountinfo";
+    t.spec(&["sh", "-c", root_line], |v| {
+        v["linux"]["rootfsPropagation"] = "rshared".into();
+    });
+    let out = run_ok(&t, &[], "shared");
+    assert!(
+        out.contains("shared:"),
+        "the container's / is not shared: {out}"
+    );
+}

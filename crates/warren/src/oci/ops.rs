@@ -260,6 +260,9 @@ fn create_in(
         console_socket: console.as_ref().map(|c| c.as_raw_fd()),
         no_pivot: a.no_pivot,
         hooks_sync: early_hooks,
+        rootfs_parent_mount: std::fs::read_to_string(ctx.proc_root.join("self/mountinfo"))
+            .ok()
+            .and_then(|m| plan::mount_holding(&m, rootfs)),
         process: ProcessInputs {
             id,
             root: rootfs,

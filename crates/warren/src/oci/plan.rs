@@ -436,7 +436,29 @@ pub struct InitInputs<'a> {
     pub no_pivot: bool,
     /// Stop at a Sync before pivot_root for createRuntime/createContainer hooks.
     pub hooks_sync: bool,
+    /// The mount the rootfs lives on (the longest mount point that holds it), from the
+    /// runtime's mountinfo ([`mount_holding`]); made private before pivot_root when
+    /// `rootfsPropagation` shares `/`, as runc does, since pivot_root refuses a shared
+    /// parent mount.
+    pub rootfs_parent_mount: Option<PathBuf>,
     pub process: ProcessInputs<'a>,
+}
+
+/// The mount point in `mountinfo` (the text of /proc/self/mountinfo) that holds
+/// `path`: the longest one that is a prefix of it (pure).
+pub fn mount_holding(mountinfo: &str, path: &Path) -> Option<PathBuf> {
+    let unescape = |s: &str| {
+        s.replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\")
+    };
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .map(|m| PathBuf::from(unescape(m)))
+        .filter(|m| path.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
 }
 
 /// The sync number of the hook point.
@@ -566,6 +588,11 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     };
     p.mount(None, Path::new("/"), None, root_prop, None)?;
     let rootfs = i.rootfs;
+    if root_prop & libc::MS_SHARED != 0 {
+        if let Some(parent) = &i.rootfs_parent_mount {
+            p.mount(None, parent, None, libc::MS_PRIVATE, None)?;
+        }
+    }
     let rb = rootfs.as_os_str().as_bytes();
     p.mount(Some(rb), rootfs, None, libc::MS_BIND | libc::MS_REC, None)?;
 
@@ -635,6 +662,15 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             },
             format!("pivot_root into {}", rootfs.display()),
         );
+    }
+    if linux
+        .rootfs_propagation()
+        .as_deref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        // As runc: the propagation applies to the container's own root, which exists
+        // as "/" only now.
+        p.mount(None, Path::new("/"), None, root_prop, None)?;
     }
     let mut sysctls: Vec<(String, String)> = linux
         .sysctl()
@@ -1104,6 +1140,7 @@ mod tests {
                 console_socket: console.then_some(11),
                 no_pivot,
                 hooks_sync: true,
+                rootfs_parent_mount: None,
                 process: ProcessInputs {
                     id: "golden",
                     root: &rootfs,
@@ -1139,6 +1176,19 @@ mod tests {
                 "{name}: the first step is the parent's go"
             );
         }
+    }
+
+    #[test]
+    fn the_mount_holding_a_path_is_the_longest_prefix() {
+        let mi = "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /var/lib rw shared:2 - tmpfs tmpfs rw\n\
+                  31 22 0:6 / /var/lib/c\\040d rw - tmpfs tmpfs rw\n";
+        let at = |p: &str| mount_holding(mi, Path::new(p)).unwrap();
+        assert_eq!(at("/var/lib/x/rootfs"), Path::new("/var/lib"));
+        assert_eq!(at("/var/lib/c d/rootfs"), Path::new("/var/lib/c d"));
+        assert_eq!(at("/home/u"), Path::new("/"));
+        // A prefix of the string that is not a path prefix does not count.
+        assert_eq!(at("/var/library"), Path::new("/"));
     }
 
     #[test]
