@@ -656,10 +656,11 @@ fn oci_rows(t: &mut Table) {
             && field(&out, "cwd") == Some("/")
             && out.contains("bin dev etc proc")
             && !out.contains("secret"),
-        out.lines()
-            .filter(|l| !l.contains(" -> "))
-            .collect::<Vec<_>>()
-            .join(" "),
+        format!(
+            "cwd={:?}; its / lists: {}",
+            field(&out, "cwd"),
+            out.lines().last().unwrap_or_default()
+        ),
     );
 
     let mut c = oci.cmd();
@@ -802,12 +803,16 @@ fn oci_rows(t: &mut Table) {
         "none of the caller's descriptors",
         leaked.is_empty() && !out.contains("host-secret") && (out.contains("listed") || code != 0),
         format!(
-            "exit {code} caller's: {leaked:?} {}",
+            "exit {code} {}caller's fds on process 1: {:?}",
             if out.contains("host-secret") {
-                "read the secret"
+                "read the caller's secret through /proc/1/fd/7; "
             } else {
                 ""
-            }
+            },
+            leaked
+                .iter()
+                .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join("->"))
+                .collect::<Vec<_>>()
         ),
     );
     t.row(

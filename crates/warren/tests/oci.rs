@@ -1224,3 +1224,41 @@ fn shared_rootfs_propagation_works() {
         "the container's / is not shared: {out}"
     );
 }
+
+/// runtime-spec: a namespace type not listed is the runtime's. Without a mount
+/// namespace the container runs in the runtime's filesystem; asking it to mount or
+/// mask anything then is refused with the reason.
+#[test]
+fn a_namespace_not_listed_is_inherited_from_the_runtime() {
+    let t = Oci::new();
+    let marker = t.path().join("host-file");
+    std::fs::write(&marker, "seen from the host's filesystem\n").unwrap();
+    let script = format!("readlink /proc/self/ns/mnt; cat {}", marker.display());
+    t.spec(&["sh", "-c", &script], |v| {
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "mount");
+        v["mounts"] = serde_json::json!([]);
+        v["linux"]["maskedPaths"] = serde_json::json!([]);
+        v["linux"]["readonlyPaths"] = serde_json::json!([]);
+    });
+    let out = run_ok(&t, &[], "nomnt");
+    let ours = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert!(out.contains(&*ours.to_string_lossy()), "{out}");
+    assert!(out.contains("seen from the host's filesystem"), "{out}");
+
+    t.spec(&["true"], |v| {
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "mount");
+        v["linux"]["maskedPaths"] = serde_json::json!([]);
+        v["linux"]["readonlyPaths"] = serde_json::json!([]);
+    });
+    let bundle = t.bundle();
+    t.fails(
+        &["create", "--bundle", bundle.to_str().unwrap(), "nomnt2"],
+        "mounts needs a mount namespace of the container's own",
+    );
+}

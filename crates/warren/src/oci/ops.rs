@@ -265,7 +265,12 @@ fn create_in(
             .and_then(|m| plan::mount_holding(&m, rootfs)),
         process: ProcessInputs {
             id,
-            root: rootfs,
+            // Without a mount namespace of its own the program is found in ours.
+            root: if plan::has_own_mount_namespace(spec) {
+                rootfs
+            } else {
+                Path::new("/")
+            },
             seccomp: seccomp.as_deref(),
             console: terminal,
             hard_limit: &hard,
