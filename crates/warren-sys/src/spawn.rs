@@ -275,6 +275,15 @@ fn run_child(
     go_fd: RawFd,
     report_fd: RawFd,
 ) -> (u32, i32) {
+    // Until it execs, the child is a copy of warren holding warren's descriptors (an
+    // OCI init waits for `start` like that, reachable by processes exec'd into the
+    // container): non-dumpable, no process of the sandbox may ptrace it or open its
+    // /proc/<pid>/fd, /proc/<pid>/exe or memory. exec makes the new program dumpable
+    // again as the kernel decides.
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } < 0 {
+        return (0, errno());
+    }
     let first_closed = 3 + plan.pass_fds.min(i32::MAX as u32 - 3) as RawFd;
     let mut sealed = false;
     for (i, step) in plan.steps.iter().enumerate() {

@@ -621,6 +621,9 @@ pub struct ExecArgs<'a> {
 /// Run a process in a running container. Returns its exit status (0 with --detach).
 pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     let id = a.id;
+    // This process joins the container's namespaces holding the runtime's
+    // descriptors: no container process may ptrace it or open them.
+    warren_sys::proc::set_undumpable().ctx(|| format!("container '{id}': PR_SET_DUMPABLE"))?;
     let r = state::load(&ctx.root, id)?;
     let status = state::observe_host(&r, &ctx.proc_root);
     state::allowed(id, status, Verb::Exec).map_err(refused)?;

@@ -1169,7 +1169,9 @@ mod tests {
             k: 0x7fff_0000,
         }];
         let hard = |_: libc::c_int| None;
-        let variants: Vec<(&str, Box<dyn Fn(&mut Spec)>, bool, bool)> = vec![
+        type Edit = Box<dyn Fn(&mut Spec)>;
+        // (name, config edit, terminal, --no-pivot)
+        let variants: Vec<(&str, Edit, bool, bool)> = vec![
             ("default", Box::new(|_: &mut Spec| {}), false, false),
             (
                 "user namespace",

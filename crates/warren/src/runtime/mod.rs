@@ -232,7 +232,16 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
                 us.map(|u| PathBuf::from(format!("/proc/self/fd/{}", u.root.as_raw_fd())));
             let lower = idmapped_lower.as_deref().unwrap_or(lower);
             let opts = overlay_options(lower, upper, work)?;
-            p.mount(Some("overlay"), target, Some("overlay"), 0, Some(&opts));
+            // nodev: an image's (or a zone's) device nodes open nothing, also for a
+            // host user who reaches them through /proc/<pid>/root; the zone's /dev
+            // is a tmpfs of its own where warren makes the nodes it allows.
+            p.mount(
+                Some("overlay"),
+                target,
+                Some("overlay"),
+                libc::MS_NODEV,
+                Some(&opts),
+            );
         }
         RootMount::Bind { source } => match us {
             Some(u) => p.push(
@@ -245,6 +254,14 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             None => {
                 let s = source.to_string_lossy();
                 p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
+                // nodev, as the overlay root above.
+                p.mount(
+                    None,
+                    source,
+                    None,
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NODEV,
+                    None,
+                );
             }
         },
     }
