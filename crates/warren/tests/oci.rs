@@ -1262,3 +1262,66 @@ fn a_namespace_not_listed_is_inherited_from_the_runtime() {
         "mounts needs a mount namespace of the container's own",
     );
 }
+
+/// runtime-spec resources as runc applies them on cgroup v1: `cpu.period` as given
+/// (not rescaled), `memory.swappiness`, `disableOOMKiller`; fields warren cannot apply
+/// are refused naming the field, never silently ignored.
+#[test]
+fn resources_are_applied_as_given_or_refused() {
+    let t = Oci::new();
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        panic!("this test reads cgroup v1 files; this host has no /sys/fs/cgroup/memory");
+    }
+    t.spec(&["sleep", "1000"], |v| {
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 134217728, "swappiness": 10, "disableOOMKiller": true},
+            "cpu": {"quota": 25000, "period": 50000}
+        });
+    });
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "res",
+    ]);
+    let pid = std::fs::read_to_string(t.path().join("pid")).unwrap();
+    let read = |c: &str, f: &str| {
+        std::fs::read_to_string(v1_cgroup_dir(pid.trim(), c).join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cpu", "cpu.cfs_period_us"), "50000");
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "25000");
+    assert_eq!(read("memory", "memory.swappiness"), "10");
+    assert!(
+        read("memory", "memory.oom_control").contains("oom_kill_disable 1"),
+        "{}",
+        read("memory", "memory.oom_control")
+    );
+    t.ok(&["delete", "--force", "res"]);
+
+    let bundle = t.bundle();
+    for (field, resources) in [
+        (
+            "linux.resources.blockIO",
+            serde_json::json!({"blockIO": {"weight": 500}}),
+        ),
+        (
+            "linux.resources.network",
+            serde_json::json!({"network": {"classID": 7}}),
+        ),
+        (
+            "linux.resources.hugepageLimits",
+            serde_json::json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 1073741824}]}),
+        ),
+    ] {
+        t.spec(&["true"], |v| v["linux"]["resources"] = resources.clone());
+        t.fails(
+            &["create", "--bundle", bundle.to_str().unwrap(), "refused"],
+            field,
+        );
+    }
+}
