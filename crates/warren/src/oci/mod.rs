@@ -26,7 +26,6 @@ pub mod ops;
 pub mod plan;
 pub mod seccomp;
 pub mod state;
-mod syscalls;
 pub mod view;
 
 use std::io::Write;
