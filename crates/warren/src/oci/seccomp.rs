@@ -11,7 +11,11 @@
 //!   a rule with no condition whose action is the default action is dropped (runc
 //!   skips them, libseccomp refuses them);
 //! - names an architecture does not have (newer or foreign syscalls) are skipped;
-//! - SCMP_ACT_ERRNO and SCMP_ACT_TRACE without `errnoRet` return EPERM.
+//! - SCMP_ACT_ERRNO and SCMP_ACT_TRACE without `errnoRet` return EPERM;
+//! - runc's ENOSYS stub (`libcontainer/seccomp/patchbpf`): unless the default action
+//!   is ALLOW, LOG or TRACE, a call of a *listed* architecture numbered above every
+//!   syscall the profile names there gets ENOSYS, so a C library falls back from a
+//!   syscall newer than the profile instead of failing with the default errno.
 //!
 //! Refused, each with what to change: SCMP_ACT_NOTIFY and `listenerPath` (warren has
 //! no seccomp agent), and the filter flags LOG, SPEC_ALLOW and WAIT_KILLABLE_RECV
@@ -106,18 +110,38 @@ pub fn profile(p: &LinuxSeccomp) -> Result<Profile, ProfileError> {
         p.default_action(),
         p.default_errno_ret(),
     )?;
-    // libseccomp always includes the native architecture.
-    let mut arches = vec![Arch::X86_64];
+    // The architectures the profile lists that this host can run.
+    let mut listed = Vec::new();
     for a in p.architectures().iter().flatten() {
         let ours = match a {
+            OciArch::ScmpArchNative | OciArch::ScmpArchX86_64 => Arch::X86_64,
             OciArch::ScmpArchX86 => Arch::X86,
             OciArch::ScmpArchX32 => Arch::X32,
             _ => continue,
         };
-        if !arches.contains(&ours) {
-            arches.push(ours);
+        if !listed.contains(&ours) {
+            listed.push(ours);
         }
     }
+    // libseccomp always includes the native architecture.
+    let mut arches = vec![Arch::X86_64];
+    arches.extend(listed.iter().filter(|a| **a != Arch::X86_64));
+    // runc's ENOSYS stub: for the listed architectures only, not when the default lets
+    // calls through; the highest number is over every rule, dropped ones included.
+    let permissive = matches!(default, Action::Allow | Action::Log | Action::Trace(_));
+    let names: Vec<&String> = p
+        .syscalls()
+        .iter()
+        .flatten()
+        .flat_map(|r| r.names())
+        .collect();
+    let enosys_above = match permissive {
+        true => Vec::new(),
+        false => listed
+            .iter()
+            .filter_map(|a| Some((*a, names.iter().filter_map(|n| a.number(n)).max()?)))
+            .collect(),
+    };
     let mut rules = Vec::new();
     for (n, r) in p.syscalls().iter().flatten().enumerate() {
         let act = action(|| format!("syscalls[{n}]"), r.action(), r.errno_ret())?;
@@ -137,6 +161,7 @@ pub fn profile(p: &LinuxSeccomp) -> Result<Profile, ProfileError> {
         bad_arch: Action::KillThread,
         bad_x32: Action::KillThread,
         rules,
+        enosys_above,
     })
 }
 

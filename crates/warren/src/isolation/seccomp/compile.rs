@@ -11,6 +11,7 @@
 //!                    rules with x86_64 numbers ; ret DEFAULT
 //!   x32 section:     rules with x32 numbers ; ret DEFAULT
 //!   i386 section:    ld nr ; rules with i386 numbers ; ret DEFAULT
+//!   (each section starts, for an arch in `enosys_above`, with jgt nr ? ret ENOSYS)
 //!   rules:  per (rule, name the arch has): jeq nr ? block : past the block
 //!     block: the argument conditions, each jumping to the block's last instruction
 //!            (a reload of nr) when false; then ret ACTION; then ld nr
@@ -45,6 +46,9 @@ pub(super) const fn off_lo(i: u8) -> u32 {
 pub(super) const fn off_hi(i: u8) -> u32 {
     20 + 8 * i as u32
 }
+
+/// What a call newer than the profile gets where `enosys_above` asks for it.
+const ENOSYS: u16 = warren_sys::libc::ENOSYS as u16;
 
 /// The kernel's BPF_MAXINSNS.
 const MAX_INSNS: usize = 4096;
@@ -194,6 +198,10 @@ fn block(conds: &[Ins], action: Action) -> Vec<SockFilter> {
 /// The accumulator holds nr on entry.
 fn rules_for(profile: &Profile, arch: Arch, conds: &[Vec<Ins>]) -> Vec<SockFilter> {
     let mut p = Vec::new();
+    for (_, max) in profile.enosys_above.iter().filter(|(a, _)| *a == arch) {
+        p.push(raw(JGT_K, *max, 0, 1));
+        p.push(raw(RET_K, Action::Errno(ENOSYS).ret(), 0, 0));
+    }
     for (rule, c) in profile.rules.iter().zip(conds) {
         let b = block(c, rule.action);
         for name in &rule.names {

@@ -133,4 +133,10 @@ pub struct Profile {
     pub bad_x32: Action,
     /// Tried in order; the first match decides.
     pub rules: Vec<Rule>,
+    /// (arch, nr): a call of that listed architecture numbered above nr gets ENOSYS
+    /// before any rule (runc's `patchbpf` stub, nr being the highest syscall the
+    /// profile names there: a syscall newer than the profile fails as "not
+    /// implemented", so the C library falls back, instead of getting a restrictive
+    /// default action).
+    pub enosys_above: Vec<(Arch, u32)>,
 }

@@ -25,6 +25,7 @@ fn profile(arches: &[Arch], rules: Vec<Rule>) -> Profile {
         bad_arch: Action::KillThread,
         bad_x32: Action::KillThread,
         rules,
+        enosys_above: Vec::new(),
     }
 }
 

@@ -150,3 +150,54 @@ fn a_docker_like_multi_arch_profile_behaves_as_under_runc() {
     assert_eq!(run(&prog, x86_64("getpid")), ALLOW);
     assert_eq!(run(&prog, Call::i386(20)), KILL_THREAD);
 }
+
+/// runc's ENOSYS stub: a syscall newer than every one a restrictive profile names
+/// fails as not implemented (so glibc falls back, as with clone3), on each listed ABI.
+#[test]
+fn calls_newer_than_the_profile_get_enosys_as_under_runc() {
+    const ENOSYS: u32 = 0x0005_0026;
+    let prog = filter(&oci(r#"{"defaultAction":"SCMP_ACT_ERRNO",
+            "architectures":["SCMP_ARCH_X86_64","SCMP_ARCH_X86","SCMP_ARCH_X32"],
+            "syscalls":[{"names":["getpid","clone3","ptrace"],"action":"SCMP_ACT_ALLOW"}]}"#))
+    .unwrap();
+    // clone3 (435) is the highest named: close_range (436) and openat2 (437) are newer.
+    for arch in [Arch::X86_64, Arch::X86] {
+        let c = |n: &str| run(&prog, Call::named(arch, n));
+        assert_eq!(c("getpid"), ALLOW, "{arch:?}");
+        assert_eq!(c("clone3"), ALLOW, "{arch:?}");
+        assert_eq!(c("close_range"), ENOSYS, "{arch:?}");
+        assert_eq!(c("openat2"), ENOSYS, "{arch:?}");
+        assert_eq!(c("mount"), EPERM, "{arch:?}");
+    }
+    assert_eq!(run(&prog, Call::x86_64(1000)), ENOSYS);
+    // On x32, ptrace is one of the x32-only entry points (512 and up): the highest,
+    // as runc computes it, so only calls past it get ENOSYS.
+    let x32 = |n: &str| run(&prog, Call::named(Arch::X32, n));
+    assert_eq!(x32("ptrace"), ALLOW);
+    assert_eq!(x32("close_range"), EPERM);
+    assert_eq!(x32("pwritev2"), ENOSYS); // B + 547
+                                         // The highest is taken over every rule, also one dropped for repeating the default.
+    let dropped = filter(&oci(
+        r#"{"defaultAction":"SCMP_ACT_ERRNO","architectures":["SCMP_ARCH_X86_64"],
+            "syscalls":[{"names":["getpid"],"action":"SCMP_ACT_ALLOW"},
+                        {"names":["openat2"],"action":"SCMP_ACT_ERRNO"}]}"#,
+    ))
+    .unwrap();
+    assert_eq!(run(&dropped, x86_64("openat2")), EPERM);
+    assert_eq!(run(&dropped, x86_64("close_range")), EPERM);
+    assert_eq!(run(&dropped, x86_64("faccessat2")), ENOSYS);
+    // A permissive default needs no stub: the default already lets new calls through.
+    let allow = filter(&oci(
+        r#"{"defaultAction":"SCMP_ACT_ALLOW","architectures":["SCMP_ARCH_X86_64"],
+            "syscalls":[{"names":["ptrace"],"action":"SCMP_ACT_ERRNO"}]}"#,
+    ))
+    .unwrap();
+    assert_eq!(run(&allow, Call::x86_64(1000)), ALLOW);
+    // runc adds the stub for the architectures the profile lists, none when it lists
+    // none (the native one is covered but not stubbed).
+    let unlisted = filter(&oci(
+        r#"{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[{"names":["getpid"],"action":"SCMP_ACT_ALLOW"}]}"#,
+    ))
+    .unwrap();
+    assert_eq!(run(&unlisted, x86_64("openat2")), EPERM);
+}
