@@ -260,6 +260,35 @@ fn config_reaches_the_process() {
     }
 }
 
+/// A profile listing the three x86 ABIs, as Docker's default does on x86_64: the kernel
+/// accepts the multi-architecture program, and the rules apply with x86_64's numbers,
+/// argument conditions included (the i386 and x32 sections are checked by the unit tests
+/// of `oci::seccomp`, through the BPF interpreter).
+#[test]
+fn a_multi_arch_seccomp_profile_is_loaded_and_applied() {
+    let t = Oci::new();
+    let script = "grep ^Seccomp: /proc/self/status; mkdir /tmp/x 2>&1; \
+                  kill -0 $$ 2>&1 || echo kill-0-refused; kill -CONT $$ && echo kill-cont-ok";
+    t.spec(&["sh", "-c", script], |v| {
+        v["root"]["readonly"] = false.into();
+        v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [
+                {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+                {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                 "args": [{"index": 1, "value": 0, "op": "SCMP_CMP_EQ"}]}]});
+    });
+    let out = run_ok(&t, &[], "multiarch");
+    for want in [
+        "Seccomp:\t2",
+        "Function not implemented",
+        "kill-0-refused",
+        "kill-cont-ok",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from {out}");
+    }
+}
+
 #[test]
 fn hooks_get_the_state_on_stdin() {
     let t = Oci::new();

@@ -234,8 +234,7 @@ fn create_in(
     let state_dir = File::open(&dir).ctx(|| format!("opening {}", dir.display()))?;
     let seccomp = match linux.seccomp() {
         Some(profile) => Some(
-            super::seccomp::compile(profile, super::seccomp::number)
-                .map_err(|e| inval(format!("linux.seccomp: {e}")))?,
+            super::seccomp::filter(profile).map_err(|e| inval(format!("linux.seccomp: {e}")))?,
         ),
         None => None,
     };
@@ -669,7 +668,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         .collect::<Result<_>>()?;
     let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(profile) => Some(
-            super::seccomp::compile(&profile, super::seccomp::number)
+            super::seccomp::filter(&profile)
                 .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?,
         ),
         None => None,
