@@ -20,7 +20,6 @@
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
 
 use std::fs;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
