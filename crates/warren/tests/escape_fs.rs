@@ -1,0 +1,476 @@
+//! Host-side file operations against hostile trees (issue 14, classes 3 and 5): images
+//! whose `dev`, `var`, `tmp`… are links or files, tars with `../` and absolute names,
+//! layers that plant symlinks, and zones that build sparse files, hard links, a
+//! chowned `/`, a 26,000-deep tree or a directory swapped for a symlink while the host
+//! walks it. Every attempt aims only at this test's own files (a victim directory in
+//! /tmp, with a 64 MiB file whose bytes would show in a disk figure that followed a
+//! link). The test prints `class | attempt | expected | result` and fails if any row
+//! does not match.
+
+mod common;
+
+use std::fs;
+use std::os::unix::fs::{symlink, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use common::Env;
+
+struct Row {
+    class: u32,
+    attempt: &'static str,
+    expected: &'static str,
+    result: String,
+    ok: bool,
+}
+
+struct Table(Vec<Row>);
+
+impl Table {
+    fn add(&mut self, class: u32, attempt: &'static str, expected: &'static str, ok: bool, result: String) {
+        self.0.push(Row {
+            class,
+            attempt,
+            expected,
+            result: result.replace('\n', " "),
+            ok,
+        });
+    }
+}
+
+/// The test's own host directory: a marker, a secret and a 64 MiB data file.
+struct Victim {
+    dir: tempfile::TempDir,
+}
+
+const BIG: u64 = 64 << 20;
+
+impl Victim {
+    fn new() -> Victim {
+        let dir = tempfile::Builder::new()
+            .prefix("warren-victim-")
+            .tempdir_in("/tmp")
+            .unwrap();
+        fs::write(dir.path().join("secret"), b"host secret\n").unwrap();
+        fs::write(dir.path().join("big"), vec![1u8; BIG as usize]).unwrap();
+        Victim { dir }
+    }
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+    /// The names in the victim directory: exactly `big` and `secret` when untouched.
+    fn untouched(&self) -> Result<(), String> {
+        let mut names: Vec<String> = fs::read_dir(self.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        let secret = fs::read(self.path().join("secret")).unwrap_or_default();
+        if names == ["big", "secret"] && secret == b"host secret\n" {
+            Ok(())
+        } else {
+            Err(format!("victim dir now holds {names:?}"))
+        }
+    }
+}
+
+/// Nothing boot makes in /dev (`null`, `pts`, `shm`, `console`) appeared in the host's `/`.
+fn host_root_clean() -> bool {
+    ["null", "pts", "shm", "console", "ptmx"]
+        .iter()
+        .all(|n| fs::symlink_metadata(Path::new("/").join(n)).is_err())
+}
+
+/// A minimal root directory: what the image gives, plus `bin/sh` from the host for
+/// nothing (the image is never booted).
+fn image_dir(base: &Path, name: &str, plant: impl FnOnce(&Path)) -> PathBuf {
+    let d = base.join(name);
+    fs::create_dir_all(d.join("bin")).unwrap();
+    fs::write(d.join("bin/hello"), b"#!/bin/sh\necho hi\n").unwrap();
+    plant(&d);
+    d
+}
+
+fn short(r: &common::Run) -> String {
+    let t = format!("exit {}: {}{}", r.code, r.stdout.trim(), r.stderr.trim());
+    t.chars().take(150).collect()
+}
+
+/// Sum of st_blocks × 512 over every name (a hard-linked inode counted once per name,
+/// as a naive copy would pay for it) and the distinct inodes.
+fn du(dir: &Path) -> (u64, u64) {
+    let (mut per_name, mut seen, mut unique) = (0, std::collections::HashSet::new(), 0);
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(p) = stack.pop() {
+        let m = fs::symlink_metadata(&p).unwrap();
+        per_name += m.blocks() * 512;
+        if seen.insert(m.ino()) {
+            unique += m.blocks() * 512;
+        }
+        if m.is_dir() {
+            for e in fs::read_dir(&p).unwrap() {
+                stack.push(e.unwrap().path());
+            }
+        }
+    }
+    (per_name, unique)
+}
+
+fn range_base(env: &Env, zone: &str) -> u32 {
+    let p = env.root().join("zones").join(zone).join("state.json");
+    let v: serde_json::Value = serde_json::from_str(&fs::read_to_string(p).unwrap()).unwrap();
+    v["idmap"]["base"].as_u64().unwrap() as u32
+}
+
+fn disk_bytes(env: &Env, zone: &str) -> Option<u64> {
+    let r = env.run(&["stat", zone, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).ok()?;
+    v["zones"][0]["disk_bytes"].as_u64()
+}
+
+/// A tar whose entries carry raw names (the tar crate's builder refuses `..`).
+fn raw_tar(path: &Path, entries: &[(&str, tar::EntryType, &str, &[u8])]) {
+    let mut b = tar::Builder::new(fs::File::create(path).unwrap());
+    for (name, kind, link, data) in entries {
+        let mut h = tar::Header::new_gnu();
+        h.set_entry_type(*kind);
+        h.set_size(data.len() as u64);
+        h.set_mode(if *kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+        let old = h.as_old_mut();
+        old.name[..name.len()].copy_from_slice(name.as_bytes());
+        old.linkname[..link.len()].copy_from_slice(link.as_bytes());
+        h.set_cksum();
+        b.append(&h, *data).unwrap();
+    }
+    b.finish().unwrap();
+}
+
+fn images(env: &Env, v: &Victim, t: &mut Table) {
+    let base = env.root().join("images");
+    let vp = v.path().to_str().unwrap().to_string();
+    let refuse = |t: &mut Table, attempt, name: &str, needle: &str, plant: &dyn Fn(&Path)| {
+        let d = image_dir(&base, name, plant);
+        let r = env.run(&["template", "create", name, "--from-dir", d.to_str().unwrap()]);
+        let ok = r.code != 0
+            && r.stderr.contains(needle)
+            && v.untouched().is_ok()
+            && host_root_clean()
+            && !env.root().join("templates").join(name).exists();
+        t.add(3, attempt, "template refused, naming the entry; nothing made outside", ok, short(&r));
+    };
+    refuse(t, "image dev -> /", "devlink", "/dev is a symlink", &|d| {
+        symlink("/", d.join("dev")).unwrap()
+    });
+    refuse(t, "image var -> host dir", "varlink", "/var is a symlink", &|d| {
+        symlink(&vp, d.join("var")).unwrap()
+    });
+    refuse(t, "image tmp is a file", "tmpfile", "/tmp is not a directory", &|d| {
+        fs::write(d.join("tmp"), b"x").unwrap()
+    });
+    refuse(t, "image proc -> host dir", "proclink", "/proc is a symlink", &|d| {
+        symlink(&vp, d.join("proc")).unwrap()
+    });
+    refuse(t, "image run -> ../../..", "runlink", "/run is a symlink", &|d| {
+        symlink("../../..", d.join("run")).unwrap()
+    });
+    refuse(t, "image sys is an empty file", "sysfile", "/sys is not a directory", &|d| {
+        fs::write(d.join("sys"), b"").unwrap()
+    });
+
+    // `etc` may be a link (some images do it); nothing is ever written through it.
+    let d = image_dir(&base, "etclink", |d| {
+        symlink(&vp, d.join("etc")).unwrap();
+        symlink("/etc/shadow", d.join("bin/shadow")).unwrap();
+        fs::create_dir(d.join("root")).unwrap();
+        symlink(&vp, d.join("root/away")).unwrap();
+    });
+    let r = env.run(&["template", "create", "etclink", "--from-dir", d.to_str().unwrap()]);
+    let troot = env.root().join("templates/etclink/root");
+    let kept = fs::read_link(troot.join("bin/shadow")).ok() == Some("/etc/shadow".into())
+        && fs::read_link(troot.join("etc")).ok() == Some(PathBuf::from(&vp));
+    t.add(
+        3,
+        "image etc -> host dir, absolute links inside",
+        "accepted, links copied as links, host dir untouched",
+        r.code == 0 && kept && v.untouched().is_ok(),
+        short(&r),
+    );
+    let r = env.run(&["template", "delete", "etclink"]);
+    t.add(
+        3,
+        "delete a template full of links to the host",
+        "template gone, the links' targets untouched",
+        r.code == 0 && v.untouched().is_ok() && Path::new("/etc/shadow").exists(),
+        short(&r),
+    );
+
+    // Tars: `../` names, absolute names, a symlinked root/, a hard link out.
+    let vname = v.path().file_name().unwrap().to_str().unwrap();
+    let tars: Vec<(&'static str, Vec<(String, tar::EntryType, String, Vec<u8>)>)> = vec![
+        (
+            "tar entry ../../../../<victim>/dotdot",
+            vec![(format!("../../../../{vname}/dotdot"), tar::EntryType::Regular, String::new(), b"x".to_vec())],
+        ),
+        (
+            "tar entry with an absolute name",
+            vec![(format!("{vp}/abs"), tar::EntryType::Regular, String::new(), b"x".to_vec())],
+        ),
+        (
+            "tar: root -> host dir, then root/planted",
+            vec![
+                ("root".into(), tar::EntryType::Symlink, vp.clone(), Vec::new()),
+                ("root/planted".into(), tar::EntryType::Regular, String::new(), b"x".to_vec()),
+            ],
+        ),
+        (
+            "tar: hard link to a host file",
+            vec![(
+                "bin/hl".into(),
+                tar::EntryType::Link,
+                format!("../../../../{vname}/secret"),
+                Vec::new(),
+            )],
+        ),
+        (
+            "tar: dev -> /",
+            vec![("dev".into(), tar::EntryType::Symlink, "/".into(), Vec::new())],
+        ),
+    ];
+    for (i, (attempt, entries)) in tars.iter().enumerate() {
+        let path = base.join(format!("t{i}.tar"));
+        let e: Vec<(&str, tar::EntryType, &str, &[u8])> = entries
+            .iter()
+            .map(|(n, k, l, d)| (n.as_str(), *k, l.as_str(), d.as_slice()))
+            .collect();
+        raw_tar(&path, &e);
+        let name = format!("tar{i}");
+        let r = env.run(&["template", "create", &name, "--from-tar", path.to_str().unwrap()]);
+        // Refused, or made without anything outside (and without a link to the secret).
+        let inside_secret = env
+            .root()
+            .join("templates")
+            .join(&name)
+            .join("root/bin/hl");
+        let linked = fs::metadata(&inside_secret)
+            .map(|m| m.ino() == fs::metadata(v.path().join("secret")).unwrap().ino())
+            .unwrap_or(false);
+        let ok = v.untouched().is_ok() && host_root_clean() && !linked;
+        let leaked = v.untouched().err().unwrap_or_default();
+        t.add(
+            3,
+            attempt,
+            "refused or contained; nothing made or linked outside",
+            ok,
+            format!("{} {leaked}", short(&r)),
+        );
+    }
+}
+
+/// Plant `what` in an installed zone's upper layer (as a restored backup or a copied
+/// layer could hold it) and boot: refused before anything is mounted or made there.
+fn boot_targets(env: &Env, v: &Victim, t: &mut Table) {
+    let vp = v.path().to_path_buf();
+    let cases: [(&'static str, &str, Box<dyn Fn(&Path)>); 3] = [
+        ("layer dev -> / then boot", "/dev", Box::new(|u: &Path| symlink("/", u.join("dev")).unwrap())),
+        ("layer proc -> host dir then boot", "/proc", Box::new(move |u: &Path| symlink(&vp, u.join("proc")).unwrap())),
+        ("layer usr (a bind target) is a file then boot", "/usr", Box::new(|u: &Path| fs::write(u.join("usr"), b"x").unwrap())),
+    ];
+    for (i, (attempt, needle, plant)) in cases.iter().enumerate() {
+        let z = format!("bt{i}");
+        env.host_zone(&z, &[]);
+        plant(&env.root().join("zones").join(&z).join("upper"));
+        let r = env.run(&["boot", &z]);
+        let ok = r.code != 0
+            && r.stderr.contains(needle)
+            && r.stderr.contains("symlink")
+            && host_root_clean()
+            && v.untouched().is_ok()
+            && env.state(&z) != "running";
+        t.add(3, attempt, "boot refused naming the path; nothing made on the host", ok, short(&r));
+    }
+}
+
+fn clones(env: &Env, v: &Victim, t: &mut Table) {
+    let vp = v.path().to_str().unwrap();
+    env.host_zone("src", &[]);
+    env.ok(&["boot", "src"]);
+    let plant = format!(
+        "set -e; truncate -s 512M /sparse; dd if=/dev/urandom of=/four bs=1M count=4 2>/dev/null; \
+         mkdir /links; for i in $(seq 1 40); do ln /four /links/l$i; done; \
+         ln -s / /hostroot; ln -s {vp} /victim; mkdir -p /d; ln -s {vp}/big /d/big; \
+         echo data > /owned; chown 1000:1000 /; sync"
+    );
+    let r = env.sh("src", &plant);
+    assert_eq!(r.code, 0, "planting in the source zone: {r:?}");
+    let d = disk_bytes(env, "src");
+    t.add(
+        5,
+        "stat a zone with links to the host's 64 MiB file",
+        "disk counts the zone's own blocks only",
+        d.is_some_and(|b| b < BIG),
+        format!("disk_bytes {d:?}"),
+    );
+    env.ok(&["halt", "src"]);
+    let r = env.run(&["clone", "src", "cl"]);
+    let up = env.root().join("zones/cl/upper");
+    let m = fs::metadata(up.join("sparse")).ok();
+    t.add(
+        5,
+        "clone a zone holding a 512 MiB sparse file",
+        "the copy stays sparse (< 1 MiB allocated)",
+        r.code == 0 && m.as_ref().is_some_and(|m| m.len() == 512 << 20 && m.blocks() * 512 < 1 << 20),
+        format!("{} blocks {:?}", short(&r), m.map(|m| m.blocks() * 512)),
+    );
+    let (per_name, unique) = du(&up.join("links"));
+    let nlink = fs::metadata(up.join("four")).map(|m| m.nlink()).unwrap_or(0);
+    t.add(
+        5,
+        "clone a 4 MiB file with 41 hard links",
+        "one inode with 41 names (4 MiB, not 164)",
+        nlink == 41 && unique < 6 << 20 && fs::metadata(up.join("links/l7")).unwrap().ino() == fs::metadata(up.join("four")).unwrap().ino(),
+        format!("nlink {nlink}, naive du {per_name}, unique {unique}"),
+    );
+    let links_ok = fs::read_link(up.join("hostroot")).ok() == Some("/".into())
+        && fs::read_link(up.join("victim")).ok() == Some(vp.into());
+    t.add(
+        5,
+        "clone a zone with links to / and to a host dir",
+        "links copied as links; nothing outside read or written",
+        links_ok && v.untouched().is_ok(),
+        format!("links kept {links_ok}"),
+    );
+    let base = range_base(env, "cl");
+    let owner = fs::symlink_metadata(up.join("owned")).map(|m| m.uid()).unwrap_or(0);
+    let top = fs::symlink_metadata(&up).map(|m| m.uid()).unwrap_or(0);
+    t.add(
+        5,
+        "clone a zone that chowned its / to 1000",
+        "the clone's files are owned by the clone's range",
+        owner == base && top == base + 1000,
+        format!("range {base}, /owned {owner}, / {top}"),
+    );
+    env.ok(&["boot", "cl"]);
+    let r = env.sh("cl", "echo more >> /owned && touch /new && cat /owned");
+    t.add(
+        5,
+        "write as the clone's root after that clone",
+        "writes succeed",
+        r.code == 0 && r.stdout.contains("more"),
+        short(&r),
+    );
+    env.ok(&["boot", "src"]);
+    let r = env.sh("src", "echo again >> /owned && stat -c %u /owned");
+    t.add(
+        5,
+        "boot again the zone that chowned its /",
+        "its layer is not re-owned wrongly; root still writes",
+        r.code == 0 && r.stdout.trim() == "0",
+        short(&r),
+    );
+    let r = env.run(&["delete", "--force", "cl"]);
+    t.add(
+        5,
+        "delete a clone with links to / and a host dir",
+        "zone gone, the links' targets untouched",
+        r.code == 0 && !env.root().join("zones/cl").exists() && v.untouched().is_ok() && host_root_clean(),
+        short(&r),
+    );
+    env.ok(&["halt", "src"]);
+    let r = env.run(&["uninstall", "src"]);
+    t.add(
+        5,
+        "uninstall a zone with links to the host",
+        "layer removed, targets untouched",
+        r.code == 0 && v.untouched().is_ok() && !env.root().join("zones/src/upper").exists(),
+        short(&r),
+    );
+}
+
+fn deep(env: &Env, t: &mut Table) {
+    env.host_zone("deep", &[]);
+    env.ok(&["boot", "deep"]);
+    let r = env.sh(
+        "deep",
+        "perl -e 'chdir \"/root\"; for (1..26000) { mkdir \"d\" or die \"mkdir: $!\"; chdir \"d\" or die \"chdir: $!\" } print \"made\\n\"'",
+    );
+    assert!(r.stdout.contains("made"), "building the deep tree: {r:?}");
+    let d = disk_bytes(env, "deep");
+    t.add(
+        5,
+        "stat a zone with a 26,000-deep directory",
+        "disk is a number (bounded descriptors, no long paths)",
+        d.is_some_and(|b| b >= 26_000 * 512),
+        format!("disk_bytes {d:?}"),
+    );
+    let r = env.run(&["delete", "--force", "deep"]);
+    t.add(
+        5,
+        "delete --force the 26,000-deep zone",
+        "deleted; no 'Too many open files', nothing left",
+        r.code == 0 && !env.root().join("zones/deep").exists(),
+        short(&r),
+    );
+}
+
+fn swap(env: &Env, v: &Victim, t: &mut Table) {
+    let vp = v.path().to_str().unwrap();
+    env.host_zone("swap", &[]);
+    env.ok(&["boot", "swap"]);
+    let script = format!(
+        "mkdir -p /a/b; dd if=/dev/zero of=/a/b/f bs=1k count=4 2>/dev/null; \
+         nohup perl -e 'chdir \"/\"; while (1) {{ rename(\"a\", \"x\"); symlink(\"{vp}\", \"a\"); unlink(\"a\"); rename(\"x\", \"a\"); }}' >/dev/null 2>&1 & echo started"
+    );
+    let r = env.sh("swap", &script);
+    assert!(r.stdout.contains("started"), "{r:?}");
+    let mut seen = Vec::new();
+    for _ in 0..30 {
+        seen.push(disk_bytes(env, "swap"));
+    }
+    let bad: Vec<_> = seen.iter().flatten().filter(|b| **b >= BIG).collect();
+    let numbers = seen.iter().flatten().count();
+    t.add(
+        5,
+        "stat while the zone swaps a dir for a link to a host dir (30 times)",
+        "never counts the host's 64 MiB (a changed walk is retried)",
+        bad.is_empty() && v.untouched().is_ok(),
+        format!("{numbers}/30 figures, {} over 64 MiB", bad.len()),
+    );
+    let r = env.run(&["delete", "--force", "swap"]);
+    t.add(
+        5,
+        "delete --force while the swap loop ran",
+        "deleted; host dir untouched",
+        r.code == 0 && v.untouched().is_ok(),
+        short(&r),
+    );
+}
+
+#[test]
+fn host_side_file_operations_stay_inside() {
+    let env = Env::new();
+    let v = Victim::new();
+    let mut t = Table(Vec::new());
+    images(&env, &v, &mut t);
+    boot_targets(&env, &v, &mut t);
+    clones(&env, &v, &mut t);
+    deep(&env, &mut t);
+    swap(&env, &v, &mut t);
+    println!("class | attempt | expected | result");
+    for r in &t.0 {
+        println!(
+            "{} | {} | {} | {}{}",
+            r.class,
+            r.attempt,
+            r.expected,
+            if r.ok { "ok: " } else { "FAILED: " },
+            r.result
+        );
+    }
+    let failed: Vec<String> = t
+        .0
+        .iter()
+        .filter(|r| !r.ok)
+        .map(|r| format!("class {}: {}", r.class, r.attempt))
+        .collect();
+    assert!(t.0.len() >= 20, "only {} attempts", t.0.len());
+    assert!(failed.is_empty(), "attempts that got through: {failed:?}");
+}
