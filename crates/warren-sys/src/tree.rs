@@ -441,9 +441,8 @@ pub fn copy_sparse(from: &File, to: &File, len: u64) -> io::Result<()> {
         let (mut i, mut o) = (data, data);
         while i < hole {
             // SAFETY: offsets are valid pointers to local i64s for the call.
-            let n = unsafe {
-                libc::copy_file_range(src, &mut i, dst, &mut o, (hole - i) as usize, 0)
-            };
+            let n =
+                unsafe { libc::copy_file_range(src, &mut i, dst, &mut o, (hole - i) as usize, 0) };
             if n < 0 {
                 let e = io::Error::last_os_error();
                 if e.raw_os_error() == Some(libc::EINTR) {

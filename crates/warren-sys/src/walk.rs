@@ -75,7 +75,11 @@ fn id(s: &Stat) -> (u64, u64) {
 }
 
 /// Walk everything beneath `root` (not `root` itself), with `mirror` alongside if given.
-pub fn walk(root: BorrowedFd<'_>, mirror: Option<BorrowedFd<'_>>, v: &mut dyn Visitor) -> io::Result<()> {
+pub fn walk(
+    root: BorrowedFd<'_>,
+    mirror: Option<BorrowedFd<'_>>,
+    v: &mut dyn Visitor,
+) -> io::Result<()> {
     let root_stat = fstat(root)?;
     let mut stack = vec![Frame {
         name: OsString::new(),
@@ -87,7 +91,9 @@ pub fn walk(root: BorrowedFd<'_>, mirror: Option<BorrowedFd<'_>>, v: &mut dyn Vi
     }];
     let mut path: Vec<OsString> = Vec::new();
     loop {
-        let top = stack.last_mut().expect("the root frame stays until the end");
+        let top = stack
+            .last_mut()
+            .expect("the root frame stays until the end");
         if let Some(name) = top.names.pop() {
             let parent = top.fd.as_ref().expect("the top frame is open").as_fd();
             let stat = match stat_at(parent, &name) {
@@ -189,7 +195,12 @@ mod tests {
             self.max_fds = self.max_fds.max(fds);
             Ok(true)
         }
-        fn leave(&mut self, _: &Entry<'_>, _: BorrowedFd<'_>, _: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        fn leave(
+            &mut self,
+            _: &Entry<'_>,
+            _: BorrowedFd<'_>,
+            _: Option<BorrowedFd<'_>>,
+        ) -> io::Result<()> {
             Ok(())
         }
     }
@@ -205,7 +216,10 @@ mod tests {
         }
         drop(cur);
         let before = std::fs::read_dir("/proc/self/fd").unwrap().count();
-        let mut c = Count { dirs: 0, max_fds: 0 };
+        let mut c = Count {
+            dirs: 0,
+            max_fds: 0,
+        };
         walk(root.as_fd(), None, &mut c).unwrap();
         assert_eq!(c.dirs, 1000);
         // Other tests of this binary run in parallel threads and open files too.

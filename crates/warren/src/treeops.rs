@@ -88,7 +88,10 @@ fn finish(
     if !st.is_symlink() {
         tree::chmod_at(dst, dst_name, st.mode & 0o7777)?;
     }
-    copy_xattrs(&tree::fd_path(src, src_name)?, &tree::fd_path(dst, dst_name)?)?;
+    copy_xattrs(
+        &tree::fd_path(src, src_name)?,
+        &tree::fd_path(dst, dst_name)?,
+    )?;
     tree::utimes_at(dst, dst_name, st.atime, st.mtime)
 }
 
@@ -159,7 +162,12 @@ impl Visitor for Copier {
         Ok(false)
     }
 
-    fn leave(&mut self, e: &Entry<'_>, _: BorrowedFd<'_>, _: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    fn leave(
+        &mut self,
+        e: &Entry<'_>,
+        _: BorrowedFd<'_>,
+        _: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
         let dst = e.mirror.expect("a copy walks with its mirror");
         finish(e.parent, e.name, dst, e.name, e.stat, self.shift)
     }
@@ -214,7 +222,12 @@ impl Visitor for Remover {
             r => r.map(|()| false),
         }
     }
-    fn leave(&mut self, e: &Entry<'_>, _: BorrowedFd<'_>, _: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    fn leave(
+        &mut self,
+        e: &Entry<'_>,
+        _: BorrowedFd<'_>,
+        _: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
         tree::unlink_at(e.parent, e.name, true)
     }
 }
@@ -254,7 +267,12 @@ impl Visitor for Usage {
         self.total += st.blocks * 512;
         Ok(true)
     }
-    fn leave(&mut self, _: &Entry<'_>, _: BorrowedFd<'_>, _: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    fn leave(
+        &mut self,
+        _: &Entry<'_>,
+        _: BorrowedFd<'_>,
+        _: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
         Ok(())
     }
 }
@@ -315,7 +333,12 @@ impl Visitor for Shifter {
         self.n += u64::from(reown(e.parent, e.name, e.stat, self.shift)?);
         Ok(true)
     }
-    fn leave(&mut self, _: &Entry<'_>, _: BorrowedFd<'_>, _: Option<BorrowedFd<'_>>) -> io::Result<()> {
+    fn leave(
+        &mut self,
+        _: &Entry<'_>,
+        _: BorrowedFd<'_>,
+        _: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
         Ok(())
     }
 }
@@ -362,7 +385,10 @@ mod tests {
         let m = fs::metadata(dst.join("a/b/link3")).unwrap();
         assert_eq!(m.nlink(), 6);
         assert_eq!(m.ino(), fs::metadata(dst.join("a/data")).unwrap().ino());
-        assert_eq!(fs::read_link(dst.join("abs")).unwrap(), Path::new("/etc/passwd"));
+        assert_eq!(
+            fs::read_link(dst.join("abs")).unwrap(),
+            Path::new("/etc/passwd")
+        );
         let used = disk_usage(&dst).unwrap();
         assert!(used < 3 << 20, "{used} bytes");
         remove_tree(&dst).unwrap();

@@ -26,7 +26,14 @@ struct Row {
 struct Table(Vec<Row>);
 
 impl Table {
-    fn add(&mut self, class: u32, attempt: &'static str, expected: &'static str, ok: bool, result: String) {
+    fn add(
+        &mut self,
+        class: u32,
+        attempt: &'static str,
+        expected: &'static str,
+        ok: bool,
+        result: String,
+    ) {
         self.0.push(Row {
             class,
             attempt,
@@ -134,7 +141,11 @@ fn raw_tar(path: &Path, entries: &[(&str, tar::EntryType, &str, &[u8])]) {
         let mut h = tar::Header::new_gnu();
         h.set_entry_type(*kind);
         h.set_size(data.len() as u64);
-        h.set_mode(if *kind == tar::EntryType::Directory { 0o755 } else { 0o644 });
+        h.set_mode(if *kind == tar::EntryType::Directory {
+            0o755
+        } else {
+            0o644
+        });
         let old = h.as_old_mut();
         old.name[..name.len()].copy_from_slice(name.as_bytes());
         old.linkname[..link.len()].copy_from_slice(link.as_bytes());
@@ -149,32 +160,64 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
     let vp = v.path().to_str().unwrap().to_string();
     let refuse = |t: &mut Table, attempt, name: &str, needle: &str, plant: &dyn Fn(&Path)| {
         let d = image_dir(&base, name, plant);
-        let r = env.run(&["template", "create", name, "--from-dir", d.to_str().unwrap()]);
+        let r = env.run(&[
+            "template",
+            "create",
+            name,
+            "--from-dir",
+            d.to_str().unwrap(),
+        ]);
         let ok = r.code != 0
             && r.stderr.contains(needle)
             && v.untouched().is_ok()
             && host_root_clean()
             && !env.root().join("templates").join(name).exists();
-        t.add(3, attempt, "template refused, naming the entry; nothing made outside", ok, short(&r));
+        t.add(
+            3,
+            attempt,
+            "template refused, naming the entry; nothing made outside",
+            ok,
+            short(&r),
+        );
     };
     refuse(t, "image dev -> /", "devlink", "/dev is a symlink", &|d| {
         symlink("/", d.join("dev")).unwrap()
     });
-    refuse(t, "image var -> host dir", "varlink", "/var is a symlink", &|d| {
-        symlink(&vp, d.join("var")).unwrap()
-    });
-    refuse(t, "image tmp is a file", "tmpfile", "/tmp is not a directory", &|d| {
-        fs::write(d.join("tmp"), b"x").unwrap()
-    });
-    refuse(t, "image proc -> host dir", "proclink", "/proc is a symlink", &|d| {
-        symlink(&vp, d.join("proc")).unwrap()
-    });
-    refuse(t, "image run -> ../../..", "runlink", "/run is a symlink", &|d| {
-        symlink("../../..", d.join("run")).unwrap()
-    });
-    refuse(t, "image sys is an empty file", "sysfile", "/sys is not a directory", &|d| {
-        fs::write(d.join("sys"), b"").unwrap()
-    });
+    refuse(
+        t,
+        "image var -> host dir",
+        "varlink",
+        "/var is a symlink",
+        &|d| symlink(&vp, d.join("var")).unwrap(),
+    );
+    refuse(
+        t,
+        "image tmp is a file",
+        "tmpfile",
+        "/tmp is not a directory",
+        &|d| fs::write(d.join("tmp"), b"x").unwrap(),
+    );
+    refuse(
+        t,
+        "image proc -> host dir",
+        "proclink",
+        "/proc is a symlink",
+        &|d| symlink(&vp, d.join("proc")).unwrap(),
+    );
+    refuse(
+        t,
+        "image run -> ../../..",
+        "runlink",
+        "/run is a symlink",
+        &|d| symlink("../../..", d.join("run")).unwrap(),
+    );
+    refuse(
+        t,
+        "image sys is an empty file",
+        "sysfile",
+        "/sys is not a directory",
+        &|d| fs::write(d.join("sys"), b"").unwrap(),
+    );
 
     // `etc` may be a link (some images do it); nothing is ever written through it.
     let d = image_dir(&base, "etclink", |d| {
@@ -183,7 +226,13 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
         fs::create_dir(d.join("root")).unwrap();
         symlink(&vp, d.join("root/away")).unwrap();
     });
-    let r = env.run(&["template", "create", "etclink", "--from-dir", d.to_str().unwrap()]);
+    let r = env.run(&[
+        "template",
+        "create",
+        "etclink",
+        "--from-dir",
+        d.to_str().unwrap(),
+    ]);
     let troot = env.root().join("templates/etclink/root");
     let kept = fs::read_link(troot.join("bin/shadow")).ok() == Some("/etc/shadow".into())
         && fs::read_link(troot.join("etc")).ok() == Some(PathBuf::from(&vp));
@@ -208,17 +257,37 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
     let tars: Vec<(&'static str, Vec<(String, tar::EntryType, String, Vec<u8>)>)> = vec![
         (
             "tar entry ../../../../<victim>/dotdot",
-            vec![(format!("../../../../{vname}/dotdot"), tar::EntryType::Regular, String::new(), b"x".to_vec())],
+            vec![(
+                format!("../../../../{vname}/dotdot"),
+                tar::EntryType::Regular,
+                String::new(),
+                b"x".to_vec(),
+            )],
         ),
         (
             "tar entry with an absolute name",
-            vec![(format!("{vp}/abs"), tar::EntryType::Regular, String::new(), b"x".to_vec())],
+            vec![(
+                format!("{vp}/abs"),
+                tar::EntryType::Regular,
+                String::new(),
+                b"x".to_vec(),
+            )],
         ),
         (
             "tar: root -> host dir, then root/planted",
             vec![
-                ("root".into(), tar::EntryType::Symlink, vp.clone(), Vec::new()),
-                ("root/planted".into(), tar::EntryType::Regular, String::new(), b"x".to_vec()),
+                (
+                    "root".into(),
+                    tar::EntryType::Symlink,
+                    vp.clone(),
+                    Vec::new(),
+                ),
+                (
+                    "root/planted".into(),
+                    tar::EntryType::Regular,
+                    String::new(),
+                    b"x".to_vec(),
+                ),
             ],
         ),
         (
@@ -232,7 +301,12 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
         ),
         (
             "tar: dev -> /",
-            vec![("dev".into(), tar::EntryType::Symlink, "/".into(), Vec::new())],
+            vec![(
+                "dev".into(),
+                tar::EntryType::Symlink,
+                "/".into(),
+                Vec::new(),
+            )],
         ),
     ];
     for (i, (attempt, entries)) in tars.iter().enumerate() {
@@ -243,13 +317,15 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
             .collect();
         raw_tar(&path, &e);
         let name = format!("tar{i}");
-        let r = env.run(&["template", "create", &name, "--from-tar", path.to_str().unwrap()]);
+        let r = env.run(&[
+            "template",
+            "create",
+            &name,
+            "--from-tar",
+            path.to_str().unwrap(),
+        ]);
         // Refused, or made without anything outside (and without a link to the secret).
-        let inside_secret = env
-            .root()
-            .join("templates")
-            .join(&name)
-            .join("root/bin/hl");
+        let inside_secret = env.root().join("templates").join(&name).join("root/bin/hl");
         let linked = fs::metadata(&inside_secret)
             .map(|m| m.ino() == fs::metadata(v.path().join("secret")).unwrap().ino())
             .unwrap_or(false);
@@ -270,9 +346,21 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
 fn boot_targets(env: &Env, v: &Victim, t: &mut Table) {
     let vp = v.path().to_path_buf();
     let cases: [(&'static str, &str, Box<dyn Fn(&Path)>); 3] = [
-        ("layer dev -> / then boot", "/dev", Box::new(|u: &Path| symlink("/", u.join("dev")).unwrap())),
-        ("layer proc -> host dir then boot", "/proc", Box::new(move |u: &Path| symlink(&vp, u.join("proc")).unwrap())),
-        ("layer usr (a bind target) is a file then boot", "/usr", Box::new(|u: &Path| fs::write(u.join("usr"), b"x").unwrap())),
+        (
+            "layer dev -> / then boot",
+            "/dev",
+            Box::new(|u: &Path| symlink("/", u.join("dev")).unwrap()),
+        ),
+        (
+            "layer proc -> host dir then boot",
+            "/proc",
+            Box::new(move |u: &Path| symlink(&vp, u.join("proc")).unwrap()),
+        ),
+        (
+            "layer usr (a bind target) is a file then boot",
+            "/usr",
+            Box::new(|u: &Path| fs::write(u.join("usr"), b"x").unwrap()),
+        ),
     ];
     for (i, (attempt, needle, plant)) in cases.iter().enumerate() {
         let z = format!("bt{i}");
@@ -285,7 +373,13 @@ fn boot_targets(env: &Env, v: &Victim, t: &mut Table) {
             && host_root_clean()
             && v.untouched().is_ok()
             && env.state(&z) != "running";
-        t.add(3, attempt, "boot refused naming the path; nothing made on the host", ok, short(&r));
+        t.add(
+            3,
+            attempt,
+            "boot refused naming the path; nothing made on the host",
+            ok,
+            short(&r),
+        );
     }
 }
 
@@ -317,16 +411,23 @@ fn clones(env: &Env, v: &Victim, t: &mut Table) {
         5,
         "clone a zone holding a 512 MiB sparse file",
         "the copy stays sparse (< 1 MiB allocated)",
-        r.code == 0 && m.as_ref().is_some_and(|m| m.len() == 512 << 20 && m.blocks() * 512 < 1 << 20),
+        r.code == 0
+            && m.as_ref()
+                .is_some_and(|m| m.len() == 512 << 20 && m.blocks() * 512 < 1 << 20),
         format!("{} blocks {:?}", short(&r), m.map(|m| m.blocks() * 512)),
     );
     let (per_name, unique) = du(&up.join("links"));
-    let nlink = fs::metadata(up.join("four")).map(|m| m.nlink()).unwrap_or(0);
+    let nlink = fs::metadata(up.join("four"))
+        .map(|m| m.nlink())
+        .unwrap_or(0);
     t.add(
         5,
         "clone a 4 MiB file with 41 hard links",
         "one inode with 41 names (4 MiB, not 164)",
-        nlink == 41 && unique < 6 << 20 && fs::metadata(up.join("links/l7")).unwrap().ino() == fs::metadata(up.join("four")).unwrap().ino(),
+        nlink == 41
+            && unique < 6 << 20
+            && fs::metadata(up.join("links/l7")).unwrap().ino()
+                == fs::metadata(up.join("four")).unwrap().ino(),
         format!("nlink {nlink}, naive du {per_name}, unique {unique}"),
     );
     let links_ok = fs::read_link(up.join("hostroot")).ok() == Some("/".into())
@@ -339,7 +440,9 @@ fn clones(env: &Env, v: &Victim, t: &mut Table) {
         format!("links kept {links_ok}"),
     );
     let base = range_base(env, "cl");
-    let owner = fs::symlink_metadata(up.join("owned")).map(|m| m.uid()).unwrap_or(0);
+    let owner = fs::symlink_metadata(up.join("owned"))
+        .map(|m| m.uid())
+        .unwrap_or(0);
     let top = fs::symlink_metadata(&up).map(|m| m.uid()).unwrap_or(0);
     t.add(
         5,
@@ -371,7 +474,10 @@ fn clones(env: &Env, v: &Victim, t: &mut Table) {
         5,
         "delete a clone with links to / and a host dir",
         "zone gone, the links' targets untouched",
-        r.code == 0 && !env.root().join("zones/cl").exists() && v.untouched().is_ok() && host_root_clean(),
+        r.code == 0
+            && !env.root().join("zones/cl").exists()
+            && v.untouched().is_ok()
+            && host_root_clean(),
         short(&r),
     );
     env.ok(&["halt", "src"]);
@@ -401,6 +507,18 @@ fn deep(env: &Env, t: &mut Table) {
         d.is_some_and(|b| b >= 26_000 * 512),
         format!("disk_bytes {d:?}"),
     );
+    env.ok(&["halt", "deep"]);
+    let r = env.run(&["clone", "deep", "deep2"]);
+    let d2 = disk_bytes(env, "deep2");
+    t.add(
+        5,
+        "clone the 26,000-deep zone",
+        "cloned whole (bounded descriptors in both trees)",
+        r.code == 0 && d2.is_some_and(|b| b >= 26_000 * 512),
+        format!("{} disk_bytes {d2:?}", short(&r)),
+    );
+    let r2 = env.run(&["delete", "--force", "deep2"]);
+    assert_eq!(r2.code, 0, "{r2:?}");
     let r = env.run(&["delete", "--force", "deep"]);
     t.add(
         5,
@@ -465,12 +583,11 @@ fn host_side_file_operations_stay_inside() {
             r.result
         );
     }
-    let failed: Vec<String> = t
-        .0
-        .iter()
-        .filter(|r| !r.ok)
-        .map(|r| format!("class {}: {}", r.class, r.attempt))
-        .collect();
+    let failed: Vec<String> =
+        t.0.iter()
+            .filter(|r| !r.ok)
+            .map(|r| format!("class {}: {}", r.class, r.attempt))
+            .collect();
     assert!(t.0.len() >= 20, "only {} attempts", t.0.len());
     assert!(failed.is_empty(), "attempts that got through: {failed:?}");
 }

@@ -252,7 +252,11 @@ fn ensure_mountpoints(root: &Path) -> Result<()> {
     for name in MUST_BE_DIRS {
         match tree::stat_at(top.as_fd(), OsStr::new(name)) {
             Ok(st) if !st.is_dir() => {
-                let what = if st.is_symlink() { "a symlink" } else { "not a directory" };
+                let what = if st.is_symlink() {
+                    "a symlink"
+                } else {
+                    "not a directory"
+                };
                 return Err(Error::Invalid(format!(
                     "the image's /{name} is {what}; warren mounts or creates directories there, so /{name} must be a real directory (or absent): fix the image and create the template again"
                 )));
@@ -265,12 +269,18 @@ fn ensure_mountpoints(root: &Path) -> Result<()> {
         // Open the parent beneath the root without symlinks (`var` for `var/tmp`).
         let rel = Path::new(d);
         let parent = match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
-            Some(dir) => match tree::open_beneath(top.as_fd(), dir, warren_sys::libc::O_PATH | warren_sys::libc::O_DIRECTORY) {
+            Some(dir) => match tree::open_beneath(
+                top.as_fd(),
+                dir,
+                warren_sys::libc::O_PATH | warren_sys::libc::O_DIRECTORY,
+            ) {
                 Ok(fd) => fd,
                 // A parent that is a symlink (an image's `etc -> ...`) gets nothing.
                 Err(_) => continue,
             },
-            None => top.try_clone().ctx(|| format!("opening {}", root.display()))?,
+            None => top
+                .try_clone()
+                .ctx(|| format!("opening {}", root.display()))?,
         };
         let name = rel.file_name().expect("a relative name");
         if tree::stat_at(parent.as_fd(), name).is_ok() {
