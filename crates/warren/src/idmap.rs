@@ -255,7 +255,7 @@ pub fn shift_tree(root: &Path, from: IdRange, to: IdRange) -> std::io::Result<u6
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn t(v: &[(u32, &str)]) -> Vec<(u32, String)> {
         v.iter().map(|(b, z)| (*b, z.to_string())).collect()

@@ -134,6 +134,12 @@ fn disk_bytes(env: &Env, zone: &str) -> Option<u64> {
     v["zones"][0]["disk_bytes"].as_u64()
 }
 
+/// One raw tar entry: name, type, link name, data.
+type TarEntry = (String, tar::EntryType, String, Vec<u8>);
+
+/// What a case plants in a zone's upper layer.
+type Plant = Box<dyn Fn(&Path)>;
+
 /// A tar whose entries carry raw names (the tar crate's builder refuses `..`).
 fn raw_tar(path: &Path, entries: &[(&str, tar::EntryType, &str, &[u8])]) {
     let mut b = tar::Builder::new(fs::File::create(path).unwrap());
@@ -254,7 +260,7 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
 
     // Tars: `../` names, absolute names, a symlinked root/, a hard link out.
     let vname = v.path().file_name().unwrap().to_str().unwrap();
-    let tars: Vec<(&'static str, Vec<(String, tar::EntryType, String, Vec<u8>)>)> = vec![
+    let tars: Vec<(&'static str, Vec<TarEntry>)> = vec![
         (
             "tar entry ../../../../<victim>/dotdot",
             vec![(
@@ -345,7 +351,7 @@ fn images(env: &Env, v: &Victim, t: &mut Table) {
 /// layer could hold it) and boot: refused before anything is mounted or made there.
 fn boot_targets(env: &Env, v: &Victim, t: &mut Table) {
     let vp = v.path().to_path_buf();
-    let cases: [(&'static str, &str, Box<dyn Fn(&Path)>); 3] = [
+    let cases: [(&'static str, &str, Plant); 3] = [
         (
             "layer dev -> / then boot",
             "/dev",
