@@ -5,8 +5,9 @@
 //! All of them run on [`warren_sys::walk`]: descriptor-relative, never following a
 //! symlink found in the tree, never leaving its filesystem, with a bounded number of
 //! open descriptors however deep the tree is (docs/isolation.md, "Host-side file
-//! operations"). Only the top path given by the caller (a path under the state root,
-//! which warren owns) is resolved by name; its last component must not be a symlink.
+//! operations"). Only the parent of the top path given by the caller (a directory of
+//! the state root, which warren owns, or an operator's source) is resolved by name;
+//! the top's own last component is never followed.
 //!
 //! Copies keep what a root filesystem needs: types, modes (set-id bits included),
 //! owners (optionally moved from one id range to another), times, extended attributes
@@ -52,7 +53,10 @@ fn ids(shift: Option<Shift>, st: &Stat) -> (u32, u32) {
 /// How many times a measure is retried when the tree changes under it.
 const RETRIES: usize = 3;
 
-/// Split `path` into its parent (opened as a directory) and its last name.
+/// Split `path` into its parent (opened as a directory) and its last name. The parent
+/// is the caller's (a directory of the state root, an operator's source such as
+/// `/bin` on a merged-/usr host) and is resolved normally; the last name is not
+/// followed by anything that uses it.
 fn parent_and_name(path: &Path) -> io::Result<(OwnedFd, OsString)> {
     let name = path
         .file_name()
@@ -61,7 +65,7 @@ fn parent_and_name(path: &Path) -> io::Result<(OwnedFd, OsString)> {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    Ok((tree::open_dir(parent)?, name.to_os_string()))
+    Ok((OwnedFd::from(File::open(parent)?), name.to_os_string()))
 }
 
 fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
