@@ -445,10 +445,15 @@ pub fn copy_sparse(from: &File, to: &File, len: u64) -> io::Result<()> {
                 unsafe { libc::copy_file_range(src, &mut i, dst, &mut o, (hole - i) as usize, 0) };
             if n < 0 {
                 let e = io::Error::last_os_error();
-                if e.raw_os_error() == Some(libc::EINTR) {
-                    continue;
+                match e.raw_os_error() {
+                    Some(libc::EINTR) => continue,
+                    // Across filesystems (or where it is not offered): read and write.
+                    Some(libc::EXDEV | libc::EINVAL | libc::ENOSYS | libc::EOPNOTSUPP) => {
+                        copy_range(from, to, i as u64, hole as u64)?;
+                        break;
+                    }
+                    _ => return Err(e),
                 }
-                return Err(e);
             }
             if n == 0 {
                 break; // the source shrank under us
@@ -458,6 +463,23 @@ pub fn copy_sparse(from: &File, to: &File, len: u64) -> io::Result<()> {
     }
     // SAFETY: plain descriptor call.
     cvt(unsafe { libc::ftruncate(dst, end) }).map(drop)
+}
+
+/// Copy bytes `[start, end)` of `from` to the same offsets of `to` with pread/pwrite.
+fn copy_range(from: &File, to: &File, start: u64, end: u64) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut off = start;
+    while off < end {
+        let want = ((end - off) as usize).min(buf.len());
+        let n = from.read_at(&mut buf[..want], off)?;
+        if n == 0 {
+            break; // the source shrank under us
+        }
+        to.write_all_at(&buf[..n], off)?;
+        off += n as u64;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
