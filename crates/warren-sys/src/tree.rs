@@ -316,9 +316,13 @@ pub fn chmod_at(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> 
     if e.raw_os_error() != Some(libc::ENOSYS) {
         return Err(e);
     }
-    // Before 6.6: open the inode itself (O_PATH, not following) and change it through
-    // its /proc/self/fd link, which names exactly that inode.
-    let fd = open_at(dir, OsStr::from_bytes(c.as_bytes()), libc::O_PATH, 0)?;
+    chmod_through_proc(dir, OsStr::from_bytes(c.as_bytes()), mode)
+}
+
+/// Before Linux 6.6 (no fchmodat2): open the inode itself (O_PATH, not following) and
+/// change it through its /proc/self/fd link, which names exactly that inode.
+fn chmod_through_proc(dir: BorrowedFd<'_>, name: &OsStr, mode: u32) -> io::Result<()> {
+    let fd = open_at(dir, name, libc::O_PATH, 0)?;
     if fstat(fd.as_fd())?.is_symlink() {
         return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
     }
@@ -502,6 +506,33 @@ mod tests {
         let mut names = read_names(root.as_fd()).unwrap();
         names.sort();
         assert_eq!(names, vec![OsString::from("a"), OsString::from("up")]);
+    }
+
+    #[test]
+    fn chmod_never_reaches_a_symlink_target() {
+        use std::os::unix::fs::PermissionsExt;
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("target"), b"").unwrap();
+        std::fs::set_permissions(
+            d.path().join("target"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink(d.path().join("target"), d.path().join("link")).unwrap();
+        std::fs::write(d.path().join("f"), b"").unwrap();
+        let root = open_dir(d.path()).unwrap();
+        for f in [chmod_at, chmod_through_proc] {
+            assert!(f(root.as_fd(), OsStr::new("link"), 0o4777).is_err());
+            f(root.as_fd(), OsStr::new("f"), 0o4750).unwrap();
+            let mode = |n: &str| {
+                std::fs::symlink_metadata(d.path().join(n))
+                    .unwrap()
+                    .permissions()
+                    .mode()
+                    & 0o7777
+            };
+            assert_eq!((mode("target"), mode("f")), (0o600, 0o4750));
+        }
     }
 
     #[test]

@@ -205,6 +205,51 @@ mod tests {
         }
     }
 
+    /// Moves directory `a/d/d` to `y` when the walk is deep below it, so that the
+    /// walk climbs back through a reopened `..` that is no longer the directory it left.
+    struct Mover {
+        root: std::path::PathBuf,
+        moved: bool,
+    }
+    impl Visitor for Mover {
+        fn enter(&mut self, e: &Entry<'_>) -> io::Result<bool> {
+            if e.path.len() == KEEP_OPEN + 8 && !self.moved {
+                std::fs::rename(self.root.join("a/d/d"), self.root.join("y"))?;
+                self.moved = true;
+            }
+            Ok(true)
+        }
+        fn leave(
+            &mut self,
+            _: &Entry<'_>,
+            _: BorrowedFd<'_>,
+            _: Option<BorrowedFd<'_>>,
+        ) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_directory_moved_during_the_walk_ends_it() {
+        let d = tempfile::tempdir().unwrap();
+        let root = open_dir(d.path()).unwrap();
+        mkdir_at(root.as_fd(), OsStr::new("a"), 0o755).unwrap();
+        let mut cur = open_dir_at(root.as_fd(), OsStr::new("a")).unwrap();
+        for _ in 0..KEEP_OPEN + 12 {
+            mkdir_at(cur.as_fd(), OsStr::new("d"), 0o755).unwrap();
+            cur = open_dir_at(cur.as_fd(), OsStr::new("d")).unwrap();
+        }
+        let mut m = Mover {
+            root: d.path().to_path_buf(),
+            moved: false,
+        };
+        let e = walk(root.as_fd(), None, &mut m).unwrap_err();
+        assert!(
+            m.moved && e.to_string().contains("changed during the walk"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn deep_tree_with_bounded_descriptors() {
         let d = tempfile::tempdir().unwrap();
