@@ -568,6 +568,62 @@ fn swap(env: &Env, v: &Victim, t: &mut Table) {
     );
 }
 
+/// The copy backend (a zone's whole root is a private copy): the same clone rules,
+/// and a root whose /dev the owner replaced by a link is refused at boot.
+fn copy_backend(env: &Env, v: &Victim, t: &mut Table) {
+    let r = env
+        .cmd()
+        .env("WARREN_STORAGE", "copy")
+        .args(["template", "create", "hc", "--from", "host"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    env.ok(&["create", "cz", "--template", "hc"]);
+    env.ok(&["install", "cz"]);
+    env.ok(&["boot", "cz"]);
+    let r = env.sh(
+        "cz",
+        "set -e; truncate -s 512M /sparse; dd if=/dev/zero of=/four bs=1M count=4 2>/dev/null; \
+         for i in $(seq 1 40); do ln /four /l$i; done; sync",
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+    env.ok(&["halt", "cz"]);
+    let r = env.run(&["clone", "cz", "cz2"]);
+    let root = env.root().join("zones/cz2/root");
+    let sparse = fs::metadata(root.join("sparse"))
+        .map(|m| m.blocks() * 512)
+        .ok();
+    let nlink = fs::metadata(root.join("four"))
+        .map(|m| m.nlink())
+        .unwrap_or(0);
+    t.add(
+        5,
+        "copy backend: clone a sparse file and a file with 41 links",
+        "holes and links kept",
+        r.code == 0 && sparse.is_some_and(|b| b < 1 << 20) && nlink == 41,
+        format!("{} sparse {sparse:?} nlink {nlink}", short(&r)),
+    );
+    fs::remove_dir(root.join("dev")).unwrap();
+    symlink("/", root.join("dev")).unwrap();
+    let r = env.run(&["boot", "cz2"]);
+    t.add(
+        3,
+        "copy backend: root's dev -> / then boot",
+        "boot refused naming /dev; nothing made on the host",
+        r.code != 0 && r.stderr.contains("/dev") && host_root_clean() && v.untouched().is_ok(),
+        short(&r),
+    );
+    let r = env.run(&["delete", "--force", "cz2"]);
+    t.add(
+        5,
+        "copy backend: delete the zone whose dev -> /",
+        "deleted; / untouched",
+        r.code == 0 && Path::new("/etc/passwd").exists() && !env.root().join("zones/cz2").exists(),
+        short(&r),
+    );
+    env.ok(&["delete", "--force", "cz"]);
+}
+
 #[test]
 fn host_side_file_operations_stay_inside() {
     let env = Env::new();
@@ -578,6 +634,7 @@ fn host_side_file_operations_stay_inside() {
     clones(&env, &v, &mut t);
     deep(&env, &mut t);
     swap(&env, &v, &mut t);
+    copy_backend(&env, &v, &mut t);
     println!("class | attempt | expected | result");
     for r in &t.0 {
         println!(
