@@ -537,6 +537,32 @@ mod tests {
     }
 
     #[test]
+    fn mountpoints_refuse_links_and_never_write_through_them() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let root = t.path().join("root");
+        fs::create_dir(&root).unwrap();
+        symlink(&outside, root.join("var")).unwrap();
+        let e = ensure_mountpoints(&root).unwrap_err().to_string();
+        assert!(e.contains("/var is a symlink"), "{e}");
+        fs::remove_file(root.join("var")).unwrap();
+        fs::write(root.join("tmp"), b"").unwrap();
+        let e = ensure_mountpoints(&root).unwrap_err().to_string();
+        assert!(e.contains("/tmp is not a directory"), "{e}");
+        fs::remove_file(root.join("tmp")).unwrap();
+        // `etc` may be a link: nothing is made through it.
+        symlink(&outside, root.join("etc")).unwrap();
+        ensure_mountpoints(&root).unwrap();
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+        let mode = fs::metadata(root.join("var/tmp"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o1777);
+    }
+
+    #[test]
     fn static_elf_detection() {
         // This test binary is linked statically (see .cargo/config.toml).
         let me = std::env::current_exe().unwrap();
