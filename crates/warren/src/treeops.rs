@@ -401,6 +401,35 @@ mod tests {
     }
 
     #[test]
+    fn copy_with_a_shift_moves_owners_and_keeps_setuid() {
+        use std::os::unix::fs::PermissionsExt;
+        if warren_sys::geteuid() != 0 {
+            panic!("this test chowns files to other ids and must run as root");
+        }
+        let (a, b) = (IdRange::new(1 << 30), IdRange::new((1 << 30) + (1 << 16)));
+        let d = tempfile::tempdir().unwrap();
+        let src = d.path().join("src");
+        fs::create_dir_all(src.join("dir")).unwrap();
+        fs::write(src.join("dir/suid"), b"x").unwrap();
+        symlink("/nowhere", src.join("link")).unwrap();
+        warren_sys::fs::lchown(&src, a.base, a.base).unwrap();
+        warren_sys::fs::lchown(&src.join("dir"), a.base + 1000, a.base + 1000).unwrap();
+        warren_sys::fs::lchown(&src.join("dir/suid"), a.base, a.base + 5).unwrap();
+        fs::set_permissions(src.join("dir/suid"), fs::Permissions::from_mode(0o4755)).unwrap();
+        warren_sys::fs::lchown(&src.join("link"), 7, 7).unwrap(); // a host id: kept
+        let dst = d.path().join("dst");
+        copy_tree(&src, &dst, Some(Shift { from: a, to: b })).unwrap();
+        let m = |p: &str| fs::symlink_metadata(dst.join(p)).unwrap();
+        assert_eq!((m("").uid(), m("dir").uid()), (b.base, b.base + 1000));
+        assert_eq!(
+            (m("dir/suid").uid(), m("dir/suid").gid()),
+            (b.base, b.base + 5)
+        );
+        assert_eq!(m("dir/suid").mode() & 0o7777, 0o4755);
+        assert_eq!(m("link").uid(), 7);
+    }
+
+    #[test]
     fn deep_tree_is_measured_and_removed() {
         let d = tempfile::tempdir().unwrap();
         let top = d.path().join("deep");
