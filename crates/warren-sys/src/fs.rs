@@ -298,20 +298,6 @@ pub fn mkfifo(path: &Path, mode: u32) -> io::Result<()> {
     crate::cvt(unsafe { libc::mkfifo(c.as_ptr(), mode as libc::mode_t) }).map(|_| ())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statvfs_of_the_root_filesystem() {
-        let s = statvfs(Path::new("/")).unwrap();
-        assert!(
-            s.total_bytes > 0 && s.avail_bytes <= s.free_bytes && s.free_bytes <= s.total_bytes
-        );
-        assert!(statvfs(Path::new("/no/such/path")).is_err());
-    }
-}
-
 /// Create (or open) the regular file `name` directly in the directory `dir` (no path
 /// walk, no symlink followed: `O_NOFOLLOW`), readable and writable, appending,
 /// close-on-exec, with `mode`, owned by `owner` when given.
@@ -337,4 +323,18 @@ pub fn create_in(
         std::os::unix::fs::fchown(&file, Some(uid), Some(gid))?;
     }
     Ok(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_of_the_root_filesystem() {
+        let s = statvfs(Path::new("/")).unwrap();
+        assert!(
+            s.total_bytes > 0 && s.avail_bytes <= s.free_bytes && s.free_bytes <= s.total_bytes
+        );
+        assert!(statvfs(Path::new("/no/such/path")).is_err());
+    }
 }

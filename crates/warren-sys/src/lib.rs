@@ -19,7 +19,9 @@ pub mod signal;
 pub mod spawn;
 mod steps;
 pub mod swap;
+pub mod tree;
 pub mod userns;
+pub mod walk;
 
 /// Constants (MS_*, CLONE_*, signal numbers) for callers that build plans.
 pub use libc;

@@ -120,6 +120,11 @@ pub enum Step {
     /// write `data` to it and keep it open: exec closing it is the reader's EOF (the
     /// OCI exec fifo, reopened through /proc/self/fd).
     OpenAndWrite { path: CString, data: Vec<u8> },
+    /// Fail with ELOOP (a symlink), ENOTDIR (not a directory), EXDEV (outside) or
+    /// ENOENT unless `rel` is a directory beneath the directory `root`, reached without
+    /// any symlink (see [`crate::steps::check_beneath`]). Put before a mount whose
+    /// target lies in a tree the zone or its image controls.
+    CheckBeneath { root: CString, rel: CString },
     /// Write `data` to descriptor `fd` (a byte on the exec fifo: "opened").
     WriteFd { fd: RawFd, data: Vec<u8> },
     /// Write `data` to the file at `path` (a sysctl under /proc/sys, oom_score_adj).
@@ -275,6 +280,15 @@ fn run_child(
     go_fd: RawFd,
     report_fd: RawFd,
 ) -> (u32, i32) {
+    // Until it execs, the child is a copy of warren holding warren's descriptors (an
+    // OCI init waits for `start` like that, reachable by processes exec'd into the
+    // container): non-dumpable, no process of the sandbox may ptrace it or open its
+    // /proc/<pid>/fd, /proc/<pid>/exe or memory. exec makes the new program dumpable
+    // again as the kernel decides.
+    // SAFETY: prctl with integer arguments.
+    if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } < 0 {
+        return (0, errno());
+    }
     let first_closed = 3 + plan.pass_fds.min(i32::MAX as u32 - 3) as RawFd;
     let mut sealed = false;
     for (i, step) in plan.steps.iter().enumerate() {
@@ -439,6 +453,7 @@ fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<(), ()> {
         } => crate::steps::open_at(*dirfd, path, *flags, *fd),
         Step::WriteFile { path, data } => crate::steps::write_file(path, data),
         Step::OpenAndWrite { path, data } => crate::steps::open_and_write(path, data),
+        Step::CheckBeneath { root, rel } => crate::steps::check_beneath(root, rel),
         Step::WriteFd { fd, data } => {
             // SAFETY: `data` is readable for its length.
             let n = unsafe { libc::write(*fd, data.as_ptr().cast(), data.len()) };

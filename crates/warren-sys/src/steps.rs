@@ -268,3 +268,46 @@ pub(crate) fn move_root(new_root: &CStr) -> Result<(), ()> {
         ok(libc::chdir(slash.as_ptr()))
     }
 }
+
+/// Whether `rel` is a directory beneath `root` reached without any symlink:
+/// `openat2(root, rel, O_PATH | O_DIRECTORY | O_NOFOLLOW, RESOLVE_BENEATH |
+/// RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)`. Allocation-free.
+pub(crate) fn check_beneath(root: &CStr, rel: &CStr) -> Result<(), ()> {
+    // SAFETY: `root` is NUL-terminated; the descriptor is closed below.
+    let dir = unsafe {
+        libc::open(
+            root.as_ptr(),
+            libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if dir < 0 {
+        return Err(());
+    }
+    // SAFETY: open_how is plain data; zero is valid for every field.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC) as u64;
+    how.resolve = crate::tree::STRICT;
+    // SAFETY: `rel` is NUL-terminated, `how` lives for the call and its size is given.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            dir,
+            rel.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    let saved = errno();
+    // SAFETY: `dir` was opened above and `fd`, if any, by openat2; each closed once.
+    unsafe {
+        libc::close(dir);
+        if fd >= 0 {
+            libc::close(fd as libc::c_int);
+        }
+    }
+    if fd < 0 {
+        set_errno(saved);
+        return Err(());
+    }
+    Ok(())
+}

@@ -1,9 +1,9 @@
-//! File helpers: atomic writes, copying a tree exactly (reflinks, xattrs, devices,
-//! ownership), and measuring disk use. Nothing here follows a symlink it finds in a tree.
+//! File helpers: atomic writes, directories with a mode, unique names; the tree
+//! operations (copy, remove, measure) are [`crate::treeops`], re-exported here.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{symlink, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// Write `data` to `path` atomically: a temp file beside it, then rename.
@@ -44,104 +44,21 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Copy the tree at `src` to `dst` (which must not exist), preserving file types,
-/// modes, owners, times and extended attributes (overlayfs keeps whiteouts and opaque
-/// markers in them). Regular files are reflinked where the filesystem can, else copied.
-/// Symlinks are copied as links, never followed.
+/// Copy the tree at `src` to `dst` (which must not exist), keeping types, modes,
+/// owners, times, extended attributes, hard links and holes; symlinks are copied as
+/// links, never followed (see [`crate::treeops`]).
 pub fn copy_tree(src: &Path, dst: &Path) -> io::Result<()> {
-    let meta = fs::symlink_metadata(src)?;
-    copy_entry(src, dst, &meta)?;
-    Ok(())
+    crate::treeops::copy_tree(src, dst, None)
 }
 
-fn copy_entry(src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    let ft = meta.file_type();
-    if ft.is_dir() {
-        fs::create_dir(dst)?;
-        for entry in fs::read_dir(src)? {
-            let entry = entry?;
-            let m = entry.metadata()?; // DirEntry::metadata does not follow symlinks
-            copy_entry(&entry.path(), &dst.join(entry.file_name()), &m)?;
-        }
-    } else if ft.is_symlink() {
-        symlink(fs::read_link(src)?, dst)?;
-    } else if ft.is_file() {
-        copy_file(src, dst, meta)?;
-    } else if ft.is_char_device() || ft.is_block_device() || ft.is_fifo() || ft.is_socket() {
-        warren_sys::fs::mknod(dst, meta.mode(), meta.rdev())?;
-    }
-    copy_xattrs(src, dst)?;
-    warren_sys::fs::lchown(dst, meta.uid(), meta.gid())?;
-    if !ft.is_symlink() {
-        fs::set_permissions(dst, fs::Permissions::from_mode(meta.mode() & 0o7777))?;
-    }
-    warren_sys::fs::lutimes(
-        dst,
-        (meta.atime(), meta.atime_nsec()),
-        (meta.mtime(), meta.mtime_nsec()),
-    )
-}
-
-fn copy_file(src: &Path, dst: &Path, meta: &fs::Metadata) -> io::Result<()> {
-    let mut from = OpenOptions::new()
-        .read(true)
-        .custom_flags(warren_sys::libc::O_NOFOLLOW)
-        .open(src)?;
-    let mut to = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(meta.mode() & 0o777)
-        .open(dst)?;
-    if meta.len() == 0 || warren_sys::fs::reflink(&from, &to).is_ok() {
-        return Ok(());
-    }
-    // std::io::copy uses copy_file_range, which shares extents where it can.
-    io::copy(&mut from, &mut to)?;
-    Ok(())
-}
-
-fn copy_xattrs(src: &Path, dst: &Path) -> io::Result<()> {
-    for name in warren_sys::fs::llistxattr(src)? {
-        let value = warren_sys::fs::lgetxattr(src, &name)?;
-        warren_sys::fs::lsetxattr(dst, &name, &value)?;
-    }
-    Ok(())
-}
-
-/// Bytes of disk allocated to the tree at `path` (st_blocks × 512, each inode once,
-/// not crossing into other filesystems, not following symlinks).
+/// Bytes of disk allocated to the tree at `path` (see [`crate::treeops::disk_usage`]).
 pub fn disk_usage(path: &Path) -> io::Result<u64> {
-    let meta = fs::symlink_metadata(path)?;
-    let dev = meta.dev();
-    let mut total = 0;
-    let mut seen = std::collections::HashSet::new();
-    let mut stack = vec![(path.to_path_buf(), meta)];
-    while let Some((p, m)) = stack.pop() {
-        if m.dev() != dev {
-            continue;
-        }
-        if m.nlink() > 1 && !m.is_dir() && !seen.insert(m.ino()) {
-            continue;
-        }
-        total += m.blocks() * 512;
-        if m.is_dir() {
-            for entry in fs::read_dir(&p)? {
-                let entry = entry?;
-                stack.push((entry.path(), entry.metadata()?));
-            }
-        }
-    }
-    Ok(total)
+    crate::treeops::disk_usage(path)
 }
 
-/// Remove a tree if it exists (never following symlinks out of it).
+/// Remove a tree if it exists (see [`crate::treeops::remove_tree`]).
 pub fn remove_tree(path: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-        Ok(m) if m.is_dir() => fs::remove_dir_all(path),
-        Ok(_) => fs::remove_file(path),
-    }
+    crate::treeops::remove_tree(path)
 }
 
 /// Create a directory with `mode` (not subject to the umask).
@@ -162,6 +79,7 @@ pub fn unique_suffix() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{symlink, MetadataExt};
 
     #[test]
     fn atomic_write_replaces_content() {

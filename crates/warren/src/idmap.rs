@@ -20,7 +20,6 @@
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
 
 use std::fs;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -250,56 +249,13 @@ pub fn gc(layout: &Layout, exists: &dyn Fn(&str) -> bool) -> Result<Vec<String>>
 /// mark of a finished shift (an interrupted one is finished by running it again; ids
 /// already shifted lie outside `from` and are left alone).
 pub fn shift_tree(root: &Path, from: IdRange, to: IdRange) -> std::io::Result<u64> {
-    let shift = |id: u32| -> u32 {
-        if id >= from.base && id <= from.last() {
-            to.base + (id - from.base)
-        } else {
-            id
-        }
-    };
-    let mut n = 0;
-    let mut stack = vec![root.to_path_buf()];
-    let mut top = None;
-    while let Some(p) = stack.pop() {
-        let m = fs::symlink_metadata(&p)?;
-        if m.is_dir() {
-            for e in fs::read_dir(&p)? {
-                stack.push(e?.path());
-            }
-        }
-        let (uid, gid) = (shift(m.uid()), shift(m.gid()));
-        if (uid, gid) == (m.uid(), m.gid()) {
-            continue;
-        }
-        if p == root {
-            top = Some((uid, gid));
-            continue;
-        }
-        let is_link = m.file_type().is_symlink();
-        let caps = if m.is_file() {
-            warren_sys::fs::lgetxattr(&p, b"security.capability").ok()
-        } else {
-            None
-        };
-        warren_sys::fs::lchown(&p, uid, gid)?;
-        if !is_link && m.mode() & 0o6000 != 0 {
-            fs::set_permissions(&p, fs::Permissions::from_mode(m.mode() & 0o7777))?;
-        }
-        if let Some(c) = caps {
-            warren_sys::fs::lsetxattr(&p, b"security.capability", &c)?;
-        }
-        n += 1;
-    }
-    if let Some((uid, gid)) = top {
-        warren_sys::fs::lchown(root, uid, gid)?;
-        n += 1;
-    }
-    Ok(n)
+    crate::treeops::shift_tree(root, crate::treeops::Shift { from, to })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn t(v: &[(u32, &str)]) -> Vec<(u32, String)> {
         v.iter().map(|(b, z)| (*b, z.to_string())).collect()

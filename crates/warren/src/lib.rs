@@ -42,6 +42,7 @@ pub mod state;
 pub mod stats;
 pub mod storage;
 pub mod swap;
+pub mod treeops;
 pub mod zone;
 
 pub use error::{Error, ExitCode, Result};

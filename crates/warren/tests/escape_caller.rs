@@ -14,7 +14,10 @@
 //! a harmless one: the host binaries are "chmod"ed to their current mode, "chown"ed to
 //! their current owner, opened for appending without writing, truncated to their own
 //! size; an injected terminal line only touches a file in the test's own temporary
-//! directory; device nodes are those of /dev/null and /dev/zero. Everything runs in a
+//! directory; device nodes are those of /dev/null and /dev/zero; a zone fills its
+//! inotify instances and message queues only after the test has checked that its user
+//! namespace is owned by its own host uid (else it would starve host root's processes);
+//! the host itself only creates one of each and removes it. Everything runs in a
 //! temporary state root; the `Env` guard halts and deletes the zones (killing what
 //! they left behind), the OCI guard deletes its containers, and the only host
 //! processes the tests start are their own children, waited for or killed by pid.
@@ -80,7 +83,7 @@ impl Table {
             .rows
             .iter()
             .filter(|r| !r.3)
-            .map(|r| format!("{}: {} ({})", self.class, r.0, r.2))
+            .map(|r| format!("class {}: {} ({})", self.class, r.0, r.2))
             .collect();
         println!("{}: {} attempts", self.class, self.rows.len());
         assert!(
@@ -653,10 +656,11 @@ fn oci_rows(t: &mut Table) {
             && field(&out, "cwd") == Some("/")
             && out.contains("bin dev etc proc")
             && !out.contains("secret"),
-        out.lines()
-            .filter(|l| !l.contains(" -> "))
-            .collect::<Vec<_>>()
-            .join(" "),
+        format!(
+            "cwd={:?}; its / lists: {}",
+            field(&out, "cwd"),
+            out.lines().last().unwrap_or_default()
+        ),
     );
 
     let mut c = oci.cmd();
@@ -774,25 +778,61 @@ fn oci_rows(t: &mut Table) {
     // process exec'd into the container meanwhile shares its pid namespace and may
     // look at its descriptors. Walking up from them must not reach the host (the
     // probe looks for this test's own directory, which holds `warren-oci`).
-    let (code, out) = created_container_exec(
+    let (wcode, wout) = created_container_exec(
         &oci,
         "fd-wait",
         "for f in /proc/1/fd/*; do for up in .. ../..; do ls \"$f/$up\" 2>/dev/null | grep -qx warren-oci && echo \"REACHED $f/$up\"; done; done; echo walked",
+        None,
+    );
+    let (code, out) = created_container_exec(
+        &oci,
+        "fd-held",
+        "for f in /proc/1/fd/*; do echo \"${f##*/} $(readlink $f) $(stat -L -c %d:%i $f)\"; done; cat /proc/1/fd/7/secret /proc/1/fd/8; echo listed",
+        Some(&held),
+    );
+    let leaked: Vec<&str> = out
+        .lines()
+        .filter(|l| {
+            l.split_whitespace()
+                .nth(2)
+                .is_some_and(|id| held.ids.iter().any(|h| h == id))
+        })
+        .collect();
+    t.row(
+        "oci create holding the caller's fds; exec into the created container: /proc/1/fd",
+        "none of the caller's descriptors",
+        leaked.is_empty() && !out.contains("host-secret") && (out.contains("listed") || code != 0),
+        format!(
+            "exit {code} {}caller's fds on process 1: {:?}",
+            if out.contains("host-secret") {
+                "read the caller's secret through /proc/1/fd/7; "
+            } else {
+                ""
+            },
+            leaked
+                .iter()
+                .map(|l| l.split_whitespace().take(2).collect::<Vec<_>>().join("->"))
+                .collect::<Vec<_>>()
+        ),
     );
     t.row(
         "oci exec into a created (not started) container: walk /proc/1/fd/N/.. of its process 1",
         "no host directory reachable",
-        !out.contains("REACHED") && (out.contains("walked") || code != 0),
-        format!("exit {code} {out}"),
+        !wout.contains("REACHED") && (wout.contains("walked") || wcode != 0),
+        format!("exit {wcode} {wout}"),
     );
 }
 
-/// Create (not start) container `id` running `sleep`, run `probe` in it through
-/// `warren-oci exec`, delete it; returns the exec's exit code and output.
-fn created_container_exec(oci: &Oci, id: &str, probe: &str) -> (i32, String) {
+/// Create (not start) container `id` running `sleep` (the caller holding `held`, if
+/// given), run `probe` in it through `warren-oci exec`, delete it; returns the exec's
+/// exit code and output.
+fn created_container_exec(oci: &Oci, id: &str, probe: &str, held: Option<&Held>) -> (i32, String) {
     oci.spec(&["sh", "-c", "exec sleep 1000"]);
     let mut c = oci.cmd();
     c.args(["create", "--bundle", &oci.bundle(), id]);
+    if let Some(h) = held {
+        h.give(&mut c);
+    }
     let (code, out) = oci.run(c);
     assert_eq!(code, 0, "oci create {id}: {out}");
     let mut c = oci.cmd();
@@ -829,6 +869,20 @@ fn class1_caller_descriptors_and_cwd() {
     caller_rows_for_zone(&mut t, &env, &held, "fdz", "userns", "sleep 1001");
     caller_rows_for_zone(&mut t, &env, &held, "fdn", "host", "sleep 1002");
     login_on_terminal_with_fds(&mut t, &env, &held, "fdz");
+
+    // `reboot` is another way to start init.
+    let mut c = env.cmd();
+    c.args(["reboot", "fdz"]);
+    held.give(&mut c);
+    let o = c.output().unwrap();
+    let r = env.run(&["login", "fdz", "--", "python3", "-c", FD_LIST, "1"]);
+    let (ok, what) = fds_clean(&r.stdout, &held);
+    t.row(
+        "reboot holding the fds, from a host cwd: init's fds",
+        "only 0-2 (and init's own /proc handle)",
+        ok && o.status.success() && r.code == 0,
+        format!("{what} {}", String::from_utf8_lossy(&o.stderr)),
+    );
 
     // Other ways a zone's first process starts: a custom init, and a zone whose
     // layer is a loop-mounted image (warren opens more descriptors of its own).
@@ -2147,9 +2201,8 @@ fn class10_locks_and_host_binaries() {
     for (zone, mode) in [("lk", "default zone"), ("lkn", "userns=false zone")] {
         let r = env.run(&["login", zone, "--", "python3", "-c", EXE_PROBES]);
         let rep = r.stdout.clone();
-        let denied_as = |k: &str, allowed: &[&str]| {
-            field(&rep, k).is_some_and(|v| allowed.iter().any(|a| v == *a))
-        };
+        let denied_as =
+            |k: &str, allowed: &[&str]| field(&rep, k).is_some_and(|v| allowed.contains(&v));
         t.row(
             format!("{mode}: chmod /proc/1/exe (to its own mode)"),
             "EROFS/EPERM/EACCES",
@@ -2204,6 +2257,7 @@ fn class10_locks_and_host_binaries() {
         &oci,
         "exe-wait",
         "echo exe=$(readlink /proc/1/exe); m=$(stat -L -c %a /proc/1/exe) && chmod $m /proc/1/exe && echo CHMOD-ALLOWED; : >> /proc/1/exe && echo WRITE-ALLOWED; echo probed",
+        None,
     );
     t.row(
         "oci exec into a created container: chmod / open for writing /proc/1/exe",

@@ -260,6 +260,35 @@ fn config_reaches_the_process() {
     }
 }
 
+/// A profile listing the three x86 ABIs, as Docker's default does on x86_64: the kernel
+/// accepts the multi-architecture program, and the rules apply with x86_64's numbers,
+/// argument conditions included (the i386 and x32 sections are checked by the unit tests
+/// of `oci::seccomp`, through the BPF interpreter).
+#[test]
+fn a_multi_arch_seccomp_profile_is_loaded_and_applied() {
+    let t = Oci::new();
+    let script = "grep ^Seccomp: /proc/self/status; mkdir /tmp/x 2>&1; \
+                  kill -0 $$ 2>&1 || echo kill-0-refused; kill -CONT $$ && echo kill-cont-ok";
+    t.spec(&["sh", "-c", script], |v| {
+        v["root"]["readonly"] = false.into();
+        v["linux"]["seccomp"] = serde_json::json!({"defaultAction": "SCMP_ACT_ALLOW",
+            "architectures": ["SCMP_ARCH_X86_64", "SCMP_ARCH_X86", "SCMP_ARCH_X32"],
+            "syscalls": [
+                {"names": ["mkdir", "mkdirat"], "action": "SCMP_ACT_ERRNO", "errnoRet": 38},
+                {"names": ["kill"], "action": "SCMP_ACT_ERRNO", "errnoRet": 1,
+                 "args": [{"index": 1, "value": 0, "op": "SCMP_CMP_EQ"}]}]});
+    });
+    let out = run_ok(&t, &[], "multiarch");
+    for want in [
+        "Seccomp:\t2",
+        "Function not implemented",
+        "kill-0-refused",
+        "kill-cont-ok",
+    ] {
+        assert!(out.contains(want), "{want:?} missing from {out}");
+    }
+}
+
 #[test]
 fn hooks_get_the_state_on_stdin() {
     let t = Oci::new();
@@ -1204,5 +1233,124 @@ fn create_fails_when_the_process_user_cannot_be_applied() {
     if o.status.success() {
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_ne!(v["status"], "created", "{v}");
+    }
+}
+
+/// runtime-spec `linux.rootfsPropagation: "shared"`: the container starts (the mount
+/// holding the rootfs is made private before pivot_root, as runc does) and its root is
+/// shared in its own mount namespace.
+#[test]
+fn shared_rootfs_propagation_works() {
+    let t = Oci::new();
+    // The line whose mount point (field 5) is "/".
+    let root_line = "grep -E '^[0-9]+ [0-9]+ [0-9:]+ [^ ]+ / ' /proc/self/mountinfo";
+    t.spec(&["sh", "-c", root_line], |v| {
+        v["linux"]["rootfsPropagation"] = "rshared".into();
+    });
+    let out = run_ok(&t, &[], "shared");
+    assert!(
+        out.contains("shared:"),
+        "the container's / is not shared: {out}"
+    );
+}
+
+/// runtime-spec: a namespace type not listed is the runtime's. Without a mount
+/// namespace the container runs in the runtime's filesystem; asking it to mount or
+/// mask anything then is refused with the reason.
+#[test]
+fn a_namespace_not_listed_is_inherited_from_the_runtime() {
+    let t = Oci::new();
+    let marker = t.path().join("host-file");
+    std::fs::write(&marker, "seen from the host's filesystem\n").unwrap();
+    let script = format!("readlink /proc/self/ns/mnt; cat {}", marker.display());
+    t.spec(&["sh", "-c", &script], |v| {
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "mount");
+        v["mounts"] = serde_json::json!([]);
+        v["linux"]["maskedPaths"] = serde_json::json!([]);
+        v["linux"]["readonlyPaths"] = serde_json::json!([]);
+    });
+    let out = run_ok(&t, &[], "nomnt");
+    let ours = std::fs::read_link("/proc/self/ns/mnt").unwrap();
+    assert!(out.contains(&*ours.to_string_lossy()), "{out}");
+    assert!(out.contains("seen from the host's filesystem"), "{out}");
+
+    t.spec(&["true"], |v| {
+        v["linux"]["namespaces"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|n| n["type"] != "mount");
+        v["linux"]["maskedPaths"] = serde_json::json!([]);
+        v["linux"]["readonlyPaths"] = serde_json::json!([]);
+    });
+    let bundle = t.bundle();
+    t.fails(
+        &["create", "--bundle", bundle.to_str().unwrap(), "nomnt2"],
+        "mounts needs a mount namespace of the container's own",
+    );
+}
+
+/// runtime-spec resources as runc applies them on cgroup v1: `cpu.period` as given
+/// (not rescaled), `memory.swappiness`, `disableOOMKiller`; fields warren cannot apply
+/// are refused naming the field, never silently ignored.
+#[test]
+fn resources_are_applied_as_given_or_refused() {
+    let t = Oci::new();
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        panic!("this test reads cgroup v1 files; this host has no /sys/fs/cgroup/memory");
+    }
+    t.spec(&["sleep", "1000"], |v| {
+        v["linux"]["resources"] = serde_json::json!({
+            "memory": {"limit": 134217728, "swappiness": 10, "disableOOMKiller": true},
+            "cpu": {"quota": 25000, "period": 50000}
+        });
+    });
+    t.ok(&[
+        "create",
+        "--bundle",
+        t.bundle().to_str().unwrap(),
+        "--pid-file",
+        t.path().join("pid").to_str().unwrap(),
+        "res",
+    ]);
+    let pid = std::fs::read_to_string(t.path().join("pid")).unwrap();
+    let read = |c: &str, f: &str| {
+        std::fs::read_to_string(v1_cgroup_dir(pid.trim(), c).join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    assert_eq!(read("cpu", "cpu.cfs_period_us"), "50000");
+    assert_eq!(read("cpu", "cpu.cfs_quota_us"), "25000");
+    assert_eq!(read("memory", "memory.swappiness"), "10");
+    assert!(
+        read("memory", "memory.oom_control").contains("oom_kill_disable 1"),
+        "{}",
+        read("memory", "memory.oom_control")
+    );
+    t.ok(&["delete", "--force", "res"]);
+
+    let bundle = t.bundle();
+    for (field, resources) in [
+        (
+            "linux.resources.blockIO",
+            serde_json::json!({"blockIO": {"weight": 500}}),
+        ),
+        (
+            "linux.resources.network",
+            serde_json::json!({"network": {"classID": 7}}),
+        ),
+        (
+            "linux.resources.hugepageLimits",
+            serde_json::json!({"hugepageLimits": [{"pageSize": "2MB", "limit": 1073741824}]}),
+        ),
+    ] {
+        t.spec(&["true"], |v| v["linux"]["resources"] = resources.clone());
+        t.fails(
+            &["create", "--bundle", bundle.to_str().unwrap(), "refused"],
+            field,
+        );
     }
 }

@@ -327,9 +327,22 @@ pub fn weight_to_shares(weight: u64) -> u64 {
 /// CFS period used for cpu.max, in microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-/// The CFS quota for a cap of `cpus` CPUs.
+/// The CFS quota for a cap of `cpus` CPUs over [`CPU_PERIOD_US`].
 pub fn cpu_quota_us(cpus: f64) -> u64 {
-    ((cpus * CPU_PERIOD_US as f64).round() as u64).max(1000)
+    cpu_quota_over(cpus, CPU_PERIOD_US)
+}
+
+/// The CFS quota for a cap of `cpus` CPUs over `period_us`.
+pub fn cpu_quota_over(cpus: f64, period_us: u64) -> u64 {
+    ((cpus * period_us as f64).round() as u64).max(1000)
+}
+
+/// The CFS (period, quota) of `limits`' cpu cap, if it has one.
+pub fn cfs(limits: &Limits) -> Option<(u64, u64)> {
+    let period = limits.cpu_period_us.unwrap_or(CPU_PERIOD_US);
+    limits
+        .cpu_max
+        .map(|cpus| (period, cpu_quota_over(cpus, period)))
 }
 
 #[cfg(test)]

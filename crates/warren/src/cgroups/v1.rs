@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use super::{
-    cpu_quota_us, io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet,
-    CgroupVersion, CreateOptions, CPU_PERIOD_US,
+    io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion,
+    CreateOptions,
 };
 use crate::config::Limits;
 
@@ -77,9 +77,15 @@ pub fn writes(
     if let Some(s) = shares {
         w.push(("cpu", "cpu.shares", s.to_string()));
     }
-    if let Some(cpus) = limits.cpu_max {
-        w.push(("cpu", "cpu.cfs_period_us", CPU_PERIOD_US.to_string()));
-        w.push(("cpu", "cpu.cfs_quota_us", cpu_quota_us(cpus).to_string()));
+    if let Some((period, quota)) = super::cfs(limits) {
+        w.push(("cpu", "cpu.cfs_period_us", period.to_string()));
+        w.push(("cpu", "cpu.cfs_quota_us", quota.to_string()));
+    }
+    if let Some(s) = limits.memory_swappiness {
+        w.push(("memory", "memory.swappiness", s.to_string()));
+    }
+    if limits.oom_kill_disable {
+        w.push(("memory", "memory.oom_control", "1".to_string()));
     }
     Ok(w)
 }

@@ -2,10 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{
-    cpu_quota_us, shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet,
-    CgroupVersion, CPU_PERIOD_US,
-};
+use super::{shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion};
 use crate::config::Limits;
 
 pub struct V2Driver {
@@ -53,8 +50,8 @@ pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
     if let Some(wt) = weight {
         w.push(("cpu.weight", wt.to_string()));
     }
-    if let Some(cpus) = limits.cpu_max {
-        w.push(("cpu.max", format!("{} {CPU_PERIOD_US}", cpu_quota_us(cpus))));
+    if let Some((period, quota)) = super::cfs(limits) {
+        w.push(("cpu.max", format!("{quota} {period}")));
     }
     if let Some(cs) = &limits.cpuset {
         w.push(("cpuset.cpus", cs.to_string()));

@@ -169,12 +169,7 @@ pub static KEYS: &[Key] = &[
             for s in want_names(v, "syscall names such as [\"io_uring_setup\"]")? {
                 if crate::isolation::seccomp::number(&s).is_none() {
                     return Err(format!(
-                        "{s:?} is not a syscall warren knows; known: {}",
-                        crate::isolation::seccomp::TABLE
-                            .iter()
-                            .map(|(n, _)| *n)
-                            .collect::<Vec<_>>()
-                            .join(", ")
+                        "{s:?} is not a syscall of x86_64; use a name from asm/unistd_64.h such as \"io_uring_setup\""
                     ));
                 }
                 out.push(s);

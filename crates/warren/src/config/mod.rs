@@ -115,6 +115,16 @@ pub struct Limits {
     /// A cap in CPUs, e.g. 0.5.
     pub cpu_max: Option<f64>,
     pub cpuset: Option<CpuSet>,
+    /// The CFS period the cap is enforced over, in microseconds (default
+    /// `cgroups::CPU_PERIOD_US`; an OCI `cpu.period` is kept as given).
+    #[serde(skip)]
+    pub cpu_period_us: Option<u64>,
+    /// OCI `memory.swappiness` (v1 only: cgroup v2 has no per-cgroup swappiness).
+    #[serde(skip)]
+    pub memory_swappiness: Option<u64>,
+    /// OCI `memory.disableOOMKiller` (v1 `memory.oom_control`; v2 has no such switch).
+    #[serde(skip)]
+    pub oom_kill_disable: bool,
 }
 
 /// A zone's share of host swap when it sets `memory.request` but not `memory.swap`,

@@ -25,7 +25,7 @@ impl Confinement {
     pub fn for_zone(config: &ZoneConfig) -> Confinement {
         Confinement {
             keep: caps::keep_mask(&config.caps_add, &config.caps_drop),
-            filter: seccomp::compile(&seccomp::rules(&config.seccomp_deny)),
+            filter: seccomp::zone::filter(&config.seccomp_deny),
         }
     }
 }

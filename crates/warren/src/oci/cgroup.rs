@@ -99,6 +99,67 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
         if let Some(res) = m.reservation().filter(|v| *v > 0) {
             l.memory_request = Some(res as u64);
         }
+        if let Some(sw) = m.swappiness() {
+            if sw > 100 {
+                return Err(format!(
+                    "linux.resources.memory.swappiness {sw}: expected 0-100"
+                ));
+            }
+            l.memory_swappiness = Some(sw);
+        }
+        l.oom_kill_disable = m.disable_oom_killer().unwrap_or(false);
+        if m.kernel().is_some_and(|k| k > 0) || m.kernel_tcp().is_some_and(|k| k > 0) {
+            return Err("linux.resources.memory.kernel / kernelTCP: kernel memory limits are deprecated and not supported by warren (as runc); remove them".into());
+        }
+    }
+    let non_empty = |v: &Option<Vec<_>>| v.as_ref().is_some_and(|v: &Vec<_>| !v.is_empty());
+    if r.block_io().as_ref().is_some_and(|b| {
+        b.weight().is_some()
+            || b.leaf_weight().is_some()
+            || non_empty(
+                &b.weight_device()
+                    .clone()
+                    .map(|v| v.into_iter().map(|_| ()).collect()),
+            )
+            || non_empty(
+                &b.throttle_read_bps_device()
+                    .clone()
+                    .map(|v| v.into_iter().map(|_| ()).collect()),
+            )
+            || non_empty(
+                &b.throttle_write_bps_device()
+                    .clone()
+                    .map(|v| v.into_iter().map(|_| ()).collect()),
+            )
+            || non_empty(
+                &b.throttle_read_iops_device()
+                    .clone()
+                    .map(|v| v.into_iter().map(|_| ()).collect()),
+            )
+            || non_empty(
+                &b.throttle_write_iops_device()
+                    .clone()
+                    .map(|v| v.into_iter().map(|_| ()).collect()),
+            )
+    }) {
+        return Err("linux.resources.blockIO is not supported by warren yet (no io/blkio controller support); remove it".into());
+    }
+    if r.network().as_ref().is_some_and(|n| {
+        n.class_id().is_some() || n.priorities().as_ref().is_some_and(|p| !p.is_empty())
+    }) {
+        return Err("linux.resources.network (classID, priorities) is not supported by warren (no net_cls/net_prio support); remove it".into());
+    }
+    if let Some(h) = r.hugepage_limits().as_ref().filter(|h| !h.is_empty()) {
+        // Zero limits only forbid huge pages; a host that has none configured keeps
+        // that promise without the hugetlb controller (as kubelet sends them).
+        let none_configured = ["nr_hugepages", "nr_overcommit_hugepages"].iter().all(|f| {
+            std::fs::read_to_string(Path::new("/proc/sys/vm").join(f))
+                .is_ok_and(|v| v.trim() == "0")
+        });
+        if h.iter().any(|x| x.limit() > 0) || !none_configured {
+            return Err("linux.resources.hugepageLimits: warren does not manage the hugetlb controller; remove them (limits of 0 are accepted on hosts without huge pages)".into());
+        }
+        notes.push("linux.resources.hugepageLimits of 0 kept: this host has no huge pages".into());
     }
     if let Some(p) = r.pids() {
         if let Some(n) = Some(p.limit()).filter(|n| *n > 0) {
@@ -110,8 +171,13 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
             l.cpu_shares = Some(s);
         }
         if let Some(q) = c.quota().filter(|q| *q > 0) {
-            let period = c.period().filter(|p| *p > 0).unwrap_or(100_000);
+            // The period as given (runc writes it as is), the quota over it.
+            let period = c
+                .period()
+                .filter(|p| *p > 0)
+                .unwrap_or(crate::cgroups::CPU_PERIOD_US);
             l.cpu_max = Some(q as f64 / period as f64);
+            l.cpu_period_us = Some(period);
         }
         if let Some(cpus) = c.cpus().as_deref().filter(|s| !s.is_empty()) {
             let list = crate::config::parse_cpu_list(cpus).ok_or_else(|| {
@@ -170,6 +236,14 @@ pub fn create(
     proc_root: &Path,
 ) -> Result<CgroupSet> {
     let (driver, _) = cgroups::discover(proc_root, GROUP)?;
+    if driver.version() == CgroupVersion::V2 {
+        if limits.memory_swappiness.is_some() {
+            return Err(Error::Unsupported("linux.resources.memory.swappiness: cgroup v2 has no per-cgroup swappiness; remove it".into()));
+        }
+        if limits.oom_kill_disable {
+            return Err(Error::Unsupported("linux.resources.memory.disableOOMKiller: cgroup v2 cannot disable the OOM killer per cgroup; remove it".into()));
+        }
+    }
     let options = CreateOptions {
         extra: vec!["freezer".into()],
         devices,

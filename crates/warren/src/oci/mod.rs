@@ -6,7 +6,8 @@
 //!   invoked as `warren-oci`), exit codes 0 / 1 as runc's, errors on stderr and in
 //!   `--log` (text or runc's JSON lines).
 //! - [`plan`]: config.json → the spawn plan of the container's init (pure, apart
-//!   from reading the rootfs to resolve paths); [`seccomp`]: the profile → BPF (pure);
+//!   from reading the rootfs to resolve paths); [`seccomp`]: `linux.seccomp` → the one
+//!   compiler's `Profile` (pure);
 //!   [`cgroup`]: `linux.resources` → warren's `Limits`, cgroups beneath the
 //!   runtime's own; [`state`]: the record under `--root` and the status (pure).
 //! - [`ops`]: the verbs; [`hooks`]: the lifecycle hooks; [`view`]: the containers
@@ -26,7 +27,6 @@ pub mod ops;
 pub mod plan;
 pub mod seccomp;
 pub mod state;
-mod syscalls;
 pub mod view;
 
 use std::io::Write;

@@ -234,8 +234,7 @@ fn create_in(
     let state_dir = File::open(&dir).ctx(|| format!("opening {}", dir.display()))?;
     let seccomp = match linux.seccomp() {
         Some(profile) => Some(
-            super::seccomp::compile(profile, super::seccomp::number)
-                .map_err(|e| inval(format!("linux.seccomp: {e}")))?,
+            super::seccomp::filter(profile).map_err(|e| inval(format!("linux.seccomp: {e}")))?,
         ),
         None => None,
     };
@@ -260,9 +259,17 @@ fn create_in(
         console_socket: console.as_ref().map(|c| c.as_raw_fd()),
         no_pivot: a.no_pivot,
         hooks_sync: early_hooks,
+        rootfs_parent_mount: std::fs::read_to_string(ctx.proc_root.join("self/mountinfo"))
+            .ok()
+            .and_then(|m| plan::mount_holding(&m, rootfs)),
         process: ProcessInputs {
             id,
-            root: rootfs,
+            // Without a mount namespace of its own the program is found in ours.
+            root: if plan::has_own_mount_namespace(spec) {
+                rootfs
+            } else {
+                Path::new("/")
+            },
             seccomp: seccomp.as_deref(),
             console: terminal,
             hard_limit: &hard,
@@ -613,6 +620,9 @@ pub struct ExecArgs<'a> {
 /// Run a process in a running container. Returns its exit status (0 with --detach).
 pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     let id = a.id;
+    // This process joins the container's namespaces holding the runtime's
+    // descriptors: no container process may ptrace it or open them.
+    warren_sys::proc::set_undumpable().ctx(|| format!("container '{id}': PR_SET_DUMPABLE"))?;
     let r = state::load(&ctx.root, id)?;
     let status = state::observe_host(&r, &ctx.proc_root);
     state::allowed(id, status, Verb::Exec).map_err(refused)?;
@@ -658,7 +668,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         .collect::<Result<_>>()?;
     let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
         Some(profile) => Some(
-            super::seccomp::compile(&profile, super::seccomp::number)
+            super::seccomp::filter(&profile)
                 .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?,
         ),
         None => None,

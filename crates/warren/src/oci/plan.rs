@@ -436,7 +436,29 @@ pub struct InitInputs<'a> {
     pub no_pivot: bool,
     /// Stop at a Sync before pivot_root for createRuntime/createContainer hooks.
     pub hooks_sync: bool,
+    /// The mount the rootfs lives on (the longest mount point that holds it), from the
+    /// runtime's mountinfo ([`mount_holding`]); made private before pivot_root when
+    /// `rootfsPropagation` shares `/`, as runc does, since pivot_root refuses a shared
+    /// parent mount.
+    pub rootfs_parent_mount: Option<PathBuf>,
     pub process: ProcessInputs<'a>,
+}
+
+/// The mount point in `mountinfo` (the text of /proc/self/mountinfo) that holds
+/// `path`: the longest one that is a prefix of it (pure).
+pub fn mount_holding(mountinfo: &str, path: &Path) -> Option<PathBuf> {
+    let unescape = |s: &str| {
+        s.replace("\\040", " ")
+            .replace("\\011", "\t")
+            .replace("\\012", "\n")
+            .replace("\\134", "\\")
+    };
+    mountinfo
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(4))
+        .map(|m| PathBuf::from(unescape(m)))
+        .filter(|m| path.starts_with(m))
+        .max_by_key(|m| m.as_os_str().len())
 }
 
 /// The sync number of the hook point.
@@ -455,7 +477,6 @@ fn ns_flag(t: LinuxNamespaceType) -> libc::c_int {
     }
 }
 
-/// Which namespaces are new (not joined by path).
 /// The host id that container id 0 maps to under `maps`, if any (pure).
 pub fn host_id_of_root(maps: &[oci_spec::runtime::LinuxIdMapping]) -> Option<u32> {
     maps.iter()
@@ -463,6 +484,18 @@ pub fn host_id_of_root(maps: &[oci_spec::runtime::LinuxIdMapping]) -> Option<u32
         .map(|m| m.host_id())
 }
 
+/// Whether the container has a mount namespace of its own (new, or joined by path);
+/// without one it runs in the runtime's filesystem.
+pub fn has_own_mount_namespace(spec: &Spec) -> bool {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.namespaces().clone())
+        .unwrap_or_default()
+        .iter()
+        .any(|n| n.typ() == LinuxNamespaceType::Mount)
+}
+
+/// Which namespaces are new (not joined by path).
 pub fn new_namespaces(spec: &Spec) -> Vec<LinuxNamespaceType> {
     spec.linux()
         .as_ref()
@@ -479,13 +512,51 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     let spec = i.spec;
     let linux = spec.linux().clone().unwrap_or_default();
     let new = new_namespaces(spec);
-    if !new.contains(&LinuxNamespaceType::Mount)
-        && !i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Mount)
-    {
-        return Err(
-            "linux.namespaces has no mount namespace; warren needs one (add {\"type\": \"mount\"})"
-                .into(),
-        );
+    // A namespace the config does not list is the runtime's (runtime-spec): without a
+    // mount namespace of its own the container sees the runtime's filesystem, so
+    // nothing that would change it may be asked for (runc refuses the same).
+    let own_mnt = new.contains(&LinuxNamespaceType::Mount)
+        || i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Mount);
+    if !own_mnt {
+        let needs = |what: &str| {
+            Err(format!(
+                "{what} needs a mount namespace of the container's own; add {{\"type\": \"mount\"}} to linux.namespaces or remove {what}"
+            ))
+        };
+        if spec.mounts().as_ref().is_some_and(|m| !m.is_empty()) {
+            return needs("mounts");
+        }
+        if linux.masked_paths().as_ref().is_some_and(|m| !m.is_empty()) {
+            return needs("linux.maskedPaths");
+        }
+        if linux
+            .readonly_paths()
+            .as_ref()
+            .is_some_and(|m| !m.is_empty())
+        {
+            return needs("linux.readonlyPaths");
+        }
+        if linux.devices().as_ref().is_some_and(|m| !m.is_empty()) {
+            return needs("linux.devices");
+        }
+        if linux
+            .rootfs_propagation()
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+        {
+            return needs("linux.rootfsPropagation");
+        }
+        if spec
+            .root()
+            .as_ref()
+            .and_then(|r| r.readonly())
+            .unwrap_or(false)
+        {
+            return needs("root.readonly");
+        }
+        if i.no_pivot {
+            return needs("--no-pivot");
+        }
     }
     if new.contains(&LinuxNamespaceType::Time) {
         return Err(
@@ -564,16 +635,10 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             .first()
             .ok_or_else(|| format!("linux.rootfsPropagation {other:?}: expected private, shared, slave or unbindable (r-prefixed for recursive)"))?,
     };
-    p.mount(None, Path::new("/"), None, root_prop, None)?;
     let rootfs = i.rootfs;
-    let rb = rootfs.as_os_str().as_bytes();
-    p.mount(Some(rb), rootfs, None, libc::MS_BIND | libc::MS_REC, None)?;
-
-    for (n, m) in spec.mounts().iter().flatten().enumerate() {
-        mount_entry(&mut p, m, i, userns)
-            .map_err(|e| format!("mounts[{n}] ({}): {e}", m.destination().display()))?;
+    if own_mnt {
+        rootfs_steps(&mut p, i, &linux, root_prop, userns)?;
     }
-    devices(&mut p, &linux, rootfs, userns)?;
     let terminal = spec
         .process()
         .as_ref()
@@ -584,9 +649,14 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             .console_socket
             .ok_or("process.terminal is true but no --console-socket was given; pass one (the pty master is sent there)")?;
         let size = spec.process().as_ref().and_then(|p| p.console_size());
+        let ptmx = if own_mnt {
+            secure_join(rootfs, Path::new("/dev/pts/ptmx"))
+        } else {
+            PathBuf::from("/dev/ptmx")
+        };
         p.push(
             Step::Console {
-                ptmx: cpath(&secure_join(rootfs, Path::new("/dev/pts/ptmx")))?,
+                ptmx: cpath(&ptmx)?,
                 socket,
                 slave_fd: CONSOLE_SLAVE_FD,
                 rows: size.map_or(0, |s| s.height() as u16),
@@ -594,19 +664,21 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             },
             "allocate the console pty (needs a devpts mount at /dev/pts) and send it to the console socket",
         );
-        let console = secure_join(rootfs, Path::new("/dev/console"));
-        p.push(
-            Step::Tolerate(
-                libc::EEXIST,
-                Box::new(Step::CreateFile {
-                    path: cpath(&console)?,
-                    mode: 0o600,
-                }),
-            ),
-            "create /dev/console",
-        );
-        let src = format!("/proc/self/fd/{CONSOLE_SLAVE_FD}");
-        p.mount(Some(src.as_bytes()), &console, None, libc::MS_BIND, None)?;
+        if own_mnt {
+            let console = secure_join(rootfs, Path::new("/dev/console"));
+            p.push(
+                Step::Tolerate(
+                    libc::EEXIST,
+                    Box::new(Step::CreateFile {
+                        path: cpath(&console)?,
+                        mode: 0o600,
+                    }),
+                ),
+                "create /dev/console",
+            );
+            let src = format!("/proc/self/fd/{CONSOLE_SLAVE_FD}");
+            p.mount(Some(src.as_bytes()), &console, None, libc::MS_BIND, None)?;
+        }
     }
     if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
         let joined_uts = i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Uts);
@@ -621,7 +693,9 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             "wait for the createRuntime and createContainer hooks",
         );
     }
-    if i.no_pivot {
+    if !own_mnt {
+        // The runtime's filesystem: no root to change to.
+    } else if i.no_pivot {
         p.push(
             Step::MoveRoot {
                 new_root: cpath(rootfs)?,
@@ -635,6 +709,16 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             },
             format!("pivot_root into {}", rootfs.display()),
         );
+    }
+    if own_mnt
+        && linux
+            .rootfs_propagation()
+            .as_deref()
+            .is_some_and(|r| !r.is_empty())
+    {
+        // As runc: the propagation applies to the container's own root, which exists
+        // as "/" only now.
+        p.mount(None, Path::new("/"), None, root_prop, None)?;
     }
     let mut sysctls: Vec<(String, String)> = linux
         .sysctl()
@@ -665,16 +749,18 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             "set process.oomScoreAdj",
         );
     }
-    let masked = linux.masked_paths().clone().unwrap_or_default();
-    let readonly = linux.readonly_paths().clone().unwrap_or_default();
-    let masks = crate::sandbox::masks::steps(
-        Path::new("/"),
-        Path::new("/dev"),
-        masked.iter().map(String::as_str),
-        readonly.iter().map(String::as_str),
-    )?;
-    for (step, what) in masks {
-        p.push(step, what);
+    if own_mnt {
+        let masked = linux.masked_paths().clone().unwrap_or_default();
+        let readonly = linux.readonly_paths().clone().unwrap_or_default();
+        let masks = crate::sandbox::masks::steps(
+            Path::new("/"),
+            Path::new("/dev"),
+            masked.iter().map(String::as_str),
+            readonly.iter().map(String::as_str),
+        )?;
+        for (step, what) in masks {
+            p.push(step, what);
+        }
     }
     if spec
         .root()
@@ -720,6 +806,34 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     ];
     let notes = process_steps_around(&mut p, &process, &i.process, wait_for_start)?;
     Ok((p, notes))
+}
+
+/// The container's own root, in its own mount namespace: `/`'s propagation, the
+/// rootfs bound onto itself, `mounts[]` in order, the device nodes and /dev links.
+fn rootfs_steps(
+    p: &mut Plan,
+    i: &InitInputs<'_>,
+    linux: &oci_spec::runtime::Linux,
+    root_prop: libc::c_ulong,
+    userns: bool,
+) -> Result<(), String> {
+    let spec = i.spec;
+    let rootfs = i.rootfs;
+    p.mount(None, Path::new("/"), None, root_prop, None)?;
+    if root_prop & libc::MS_SHARED != 0 {
+        if let Some(parent) = &i.rootfs_parent_mount {
+            p.mount(None, parent, None, libc::MS_PRIVATE, None)?;
+        }
+    }
+    let rb = rootfs.as_os_str().as_bytes();
+    p.mount(Some(rb), rootfs, None, libc::MS_BIND | libc::MS_REC, None)?;
+
+    for (n, m) in spec.mounts().iter().flatten().enumerate() {
+        mount_entry(p, m, i, userns)
+            .map_err(|e| format!("mounts[{n}] ({}): {e}", m.destination().display()))?;
+    }
+    devices(p, linux, rootfs, userns)?;
+    Ok(())
 }
 
 /// mkdir -p of `dir` inside the rootfs, one step per component (existing is fine).
@@ -1055,7 +1169,9 @@ mod tests {
             k: 0x7fff_0000,
         }];
         let hard = |_: libc::c_int| None;
-        let variants: Vec<(&str, Box<dyn Fn(&mut Spec)>, bool, bool)> = vec![
+        type Edit = Box<dyn Fn(&mut Spec)>;
+        // (name, config edit, terminal, --no-pivot)
+        let variants: Vec<(&str, Edit, bool, bool)> = vec![
             ("default", Box::new(|_: &mut Spec| {}), false, false),
             (
                 "user namespace",
@@ -1104,6 +1220,7 @@ mod tests {
                 console_socket: console.then_some(11),
                 no_pivot,
                 hooks_sync: true,
+                rootfs_parent_mount: None,
                 process: ProcessInputs {
                     id: "golden",
                     root: &rootfs,
@@ -1139,6 +1256,19 @@ mod tests {
                 "{name}: the first step is the parent's go"
             );
         }
+    }
+
+    #[test]
+    fn the_mount_holding_a_path_is_the_longest_prefix() {
+        let mi = "22 1 8:1 / / rw shared:1 - ext4 /dev/sda1 rw\n\
+                  30 22 0:5 / /var/lib rw shared:2 - tmpfs tmpfs rw\n\
+                  31 22 0:6 / /var/lib/c\\040d rw - tmpfs tmpfs rw\n";
+        let at = |p: &str| mount_holding(mi, Path::new(p)).unwrap();
+        assert_eq!(at("/var/lib/x/rootfs"), Path::new("/var/lib"));
+        assert_eq!(at("/var/lib/c d/rootfs"), Path::new("/var/lib/c d"));
+        assert_eq!(at("/home/u"), Path::new("/"));
+        // A prefix of the string that is not a path prefix does not count.
+        assert_eq!(at("/var/library"), Path::new("/"));
     }
 
     #[test]

@@ -1,399 +1,174 @@
-//! An OCI `linux.seccomp` profile compiled to a classic BPF program (pure).
+//! An OCI `linux.seccomp` profile converted to the neutral
+//! [`crate::isolation::seccomp::Profile`] and compiled by the one compiler (pure).
 //!
-//! Shape (x86_64 only; another architecture's calls get the default action, the
-//! x32 ABI too):
+//! As runc (which uses libseccomp):
+//! - the rules apply to the native x86_64 ABI and to every architecture the profile
+//!   lists that this host can run (SCMP_ARCH_X86 and SCMP_ARCH_X32, each with its own
+//!   syscall numbers); listed architectures an x86_64 kernel never reports (ARM, …)
+//!   need no code. A call from any other architecture (i386 or x32 when not listed)
+//!   gets libseccomp's bad-arch action, SCMP_ACT_KILL_THREAD;
+//! - rules keep the profile's order and the first whose conditions all hold decides;
+//!   a rule with no condition whose action is the default action is dropped (runc
+//!   skips them, libseccomp refuses them);
+//! - names an architecture does not have (newer or foreign syscalls) are skipped;
+//! - SCMP_ACT_ERRNO and SCMP_ACT_TRACE without `errnoRet` return EPERM;
+//! - runc's ENOSYS stub (`libcontainer/seccomp/patchbpf`): unless the default action
+//!   is ALLOW, LOG or TRACE, a call of a *listed* architecture numbered above every
+//!   syscall the profile names there gets ENOSYS, so a C library falls back from a
+//!   syscall newer than the profile instead of failing with the default errno.
 //!
-//! ```text
-//!   ld arch ; jeq X86_64 ? next : ret DEFAULT
-//!   ld nr   ; jge 0x40000000 ? ret DEFAULT
-//!   per (rule, syscall name): jeq nr ? block : next rule
-//!     block: the rule's argument conditions, each jumping to the next rule when
-//!            false (64-bit values compared as two 32-bit halves), then ret ACTION
-//!   ret DEFAULT
-//! ```
-//!
-//! Rules keep the profile's order and the first whose conditions all hold decides,
-//! as libseccomp does for rules of one syscall. Jumps go forward past one block at
-//! most, so u8 offsets never overflow. Names this table does not know (newer or
-//! other-architecture syscalls) are skipped, as runc skips them.
+//! Refused, each with what to change: SCMP_ACT_NOTIFY and `listenerPath` (warren has
+//! no seccomp agent), and the filter flags LOG, SPEC_ALLOW and WAIT_KILLABLE_RECV
+//! (warren loads filters without flags; TSYNC is accepted, since the filter is loaded
+//! while the container's process is single-threaded, which the spawn checks).
 
-use oci_spec::runtime::{LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompOperator};
+use oci_spec::runtime::{
+    Arch as OciArch, LinuxSeccomp, LinuxSeccompAction, LinuxSeccompArg, LinuxSeccompFilterFlag,
+    LinuxSeccompOperator,
+};
 use warren_sys::harden::SockFilter;
 
-const LD_W_ABS: u16 = 0x20;
-const ALU_AND_K: u16 = 0x54;
-const JEQ_K: u16 = 0x15;
-const JGT_K: u16 = 0x25;
-const JGE_K: u16 = 0x35;
-const RET_K: u16 = 0x06;
+use crate::isolation::seccomp::{self, Action, Arch, CompileError, Cond, Op, Profile, Rule, Width};
 
-const OFF_NR: u32 = 0;
-const OFF_ARCH: u32 = 4;
-const fn off_lo(i: usize) -> u32 {
-    16 + 8 * i as u32
-}
-const fn off_hi(i: usize) -> u32 {
-    20 + 8 * i as u32
-}
-
-/// A jump target inside a block: fall through, skip forward, or leave the block.
-#[derive(Clone, Copy)]
-enum T {
-    Next,
-    Skip(u8),
-    Fail,
+/// Why a `linux.seccomp` profile cannot be loaded.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ProfileError {
+    /// `{at}`: SCMP_ACT_NOTIFY needs a seccomp agent
+    #[error("{at}: SCMP_ACT_NOTIFY needs a seccomp agent (listenerPath), which warren does not support; use SCMP_ACT_ERRNO")]
+    Notify { at: String },
+    /// listenerPath is set
+    #[error("listenerPath: warren has no seccomp agent to hand the listener to; remove listenerPath and SCMP_ACT_NOTIFY")]
+    Listener,
+    /// an unsupported filter flag
+    #[error(
+        "flags: {0} is not supported (warren loads filters with no flag but TSYNC); remove it"
+    )]
+    Flag(String),
+    /// the profile does not compile
+    #[error(transparent)]
+    Compile(#[from] CompileError),
 }
 
-struct Ins {
-    code: u16,
-    k: u32,
-    jt: T,
-    jf: T,
-}
-
-fn s(code: u16, k: u32) -> Ins {
-    Ins {
-        code,
-        k,
-        jt: T::Next,
-        jf: T::Next,
-    }
-}
-
-fn j(code: u16, k: u32, jt: T, jf: T) -> Ins {
-    Ins { code, k, jt, jf }
-}
-
-/// The instructions testing one condition; falling off the end means it held.
-fn condition(a: &LinuxSeccompArg) -> Result<Vec<Ins>, String> {
-    let i = a.index();
-    if i > 5 {
-        return Err(format!("argument index {i} is out of range 0-5"));
-    }
-    let v = a.value();
-    let (vhi, vlo) = ((v >> 32) as u32, v as u32);
-    use LinuxSeccompOperator::*;
-    Ok(match a.op() {
-        ScmpCmpEq => vec![
-            s(LD_W_ABS, off_hi(i)),
-            j(JEQ_K, vhi, T::Next, T::Fail),
-            s(LD_W_ABS, off_lo(i)),
-            j(JEQ_K, vlo, T::Next, T::Fail),
-        ],
-        ScmpCmpNe => vec![
-            s(LD_W_ABS, off_hi(i)),
-            j(JEQ_K, vhi, T::Next, T::Skip(2)),
-            s(LD_W_ABS, off_lo(i)),
-            j(JEQ_K, vlo, T::Fail, T::Next),
-        ],
-        ScmpCmpMaskedEq => {
-            let want = a.value_two().unwrap_or(0);
-            vec![
-                s(LD_W_ABS, off_hi(i)),
-                s(ALU_AND_K, vhi),
-                j(JEQ_K, (want >> 32) as u32, T::Next, T::Fail),
-                s(LD_W_ABS, off_lo(i)),
-                s(ALU_AND_K, vlo),
-                j(JEQ_K, want as u32, T::Next, T::Fail),
-            ]
-        }
-        // a > v: hi > vhi, or hi == vhi and lo > vlo (>= for GE).
-        op @ (ScmpCmpGt | ScmpCmpGe) => vec![
-            s(LD_W_ABS, off_hi(i)),
-            j(JGT_K, vhi, T::Skip(3), T::Next),
-            j(JEQ_K, vhi, T::Next, T::Fail),
-            s(LD_W_ABS, off_lo(i)),
-            j(
-                if op == ScmpCmpGt { JGT_K } else { JGE_K },
-                vlo,
-                T::Next,
-                T::Fail,
-            ),
-        ],
-        // a < v: hi < vhi, or hi == vhi and lo < vlo (<= for LE).
-        op @ (ScmpCmpLt | ScmpCmpLe) => vec![
-            s(LD_W_ABS, off_hi(i)),
-            j(JGE_K, vhi, T::Next, T::Skip(3)),
-            j(JGT_K, vhi, T::Fail, T::Next),
-            s(LD_W_ABS, off_lo(i)),
-            j(
-                if op == ScmpCmpLt { JGE_K } else { JGT_K },
-                vlo,
-                T::Fail,
-                T::Next,
-            ),
-        ],
+fn action(
+    at: impl Fn() -> String,
+    a: LinuxSeccompAction,
+    errno: Option<u32>,
+) -> Result<Action, ProfileError> {
+    // libseccomp truncates the errno to 16 bits; EPERM when none is given.
+    let data = errno.map_or(libc_eperm(), |e| (e & 0xffff) as u16);
+    use LinuxSeccompAction::*;
+    Ok(match a {
+        ScmpActAllow => Action::Allow,
+        ScmpActErrno => Action::Errno(data),
+        ScmpActTrace => Action::Trace(data),
+        ScmpActTrap => Action::Trap,
+        ScmpActLog => Action::Log,
+        ScmpActKill | ScmpActKillThread => Action::KillThread,
+        ScmpActKillProcess => Action::KillProcess,
+        ScmpActNotify => return Err(ProfileError::Notify { at: at() }),
     })
 }
 
-fn action(a: LinuxSeccompAction, errno: Option<u32>) -> Result<u32, String> {
-    match a {
-        LinuxSeccompAction::ScmpActNotify => Err(
-            "SCMP_ACT_NOTIFY needs a seccomp agent (listenerPath), which warren does not support; use SCMP_ACT_ERRNO".into(),
-        ),
-        other => Ok(other.as_u32(errno.map(|e| e & 0xffff))),
+const fn libc_eperm() -> u16 {
+    warren_sys::libc::EPERM as u16
+}
+
+fn condition(a: &LinuxSeccompArg) -> Cond {
+    use LinuxSeccompOperator::*;
+    let (op, value) = match a.op() {
+        ScmpCmpEq => (Op::Eq, a.value()),
+        ScmpCmpNe => (Op::Ne, a.value()),
+        ScmpCmpLt => (Op::Lt, a.value()),
+        ScmpCmpLe => (Op::Le, a.value()),
+        ScmpCmpGt => (Op::Gt, a.value()),
+        ScmpCmpGe => (Op::Ge, a.value()),
+        // OCI (as libseccomp): `value` is the mask, `valueTwo` the datum.
+        ScmpCmpMaskedEq => (Op::MaskedEq(a.value()), a.value_two().unwrap_or(0)),
+    };
+    Cond {
+        // Out of range indices (above 5) are refused by the compiler; anything past
+        // u8 is clamped there to a value it refuses too.
+        index: u8::try_from(a.index()).unwrap_or(u8::MAX),
+        op,
+        value,
+        width: Width::Full64,
     }
 }
 
-/// Compile a profile. `lookup` gives a syscall's x86_64 number by name.
-pub fn compile(
-    profile: &LinuxSeccomp,
-    lookup: impl Fn(&str) -> Option<u32>,
-) -> Result<Vec<SockFilter>, String> {
-    let default = action(profile.default_action(), profile.default_errno_ret())?;
-    let mut p = vec![
-        SockFilter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: OFF_ARCH,
-        },
-        SockFilter {
-            code: JEQ_K,
-            jt: 1,
-            jf: 0,
-            k: crate::isolation::seccomp::AUDIT_ARCH_X86_64,
-        },
-        SockFilter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: default,
-        },
-        SockFilter {
-            code: LD_W_ABS,
-            jt: 0,
-            jf: 0,
-            k: OFF_NR,
-        },
-        SockFilter {
-            code: JGE_K,
-            jt: 0,
-            jf: 1,
-            k: crate::isolation::seccomp::X32_SYSCALL_BIT,
-        },
-        SockFilter {
-            code: RET_K,
-            jt: 0,
-            jf: 0,
-            k: default,
-        },
-    ];
-    for (n, rule) in profile.syscalls().iter().flatten().enumerate() {
-        let act = action(rule.action(), rule.errno_ret())
-            .map_err(|e| format!("linux.seccomp.syscalls[{n}]: {e}"))?;
-        if act == default && rule.args().as_ref().is_none_or(|a| a.is_empty()) {
-            continue; // same as no rule
-        }
-        let mut conds = Vec::new();
-        for a in rule.args().iter().flatten() {
-            conds.extend(condition(a).map_err(|e| format!("linux.seccomp.syscalls[{n}]: {e}"))?);
-        }
-        for name in rule.names() {
-            let Some(nr) = lookup(name) else { continue };
-            // The block after the jeq: conditions, reload nr for the next rule, ret.
-            // A failed condition jumps to the reload, which also ends the block.
-            let mut block: Vec<Ins> = Vec::new();
-            block.extend(conds.iter().map(|c| Ins {
-                code: c.code,
-                k: c.k,
-                jt: c.jt,
-                jf: c.jf,
-            }));
-            block.push(s(RET_K, act));
-            // `Fail` must land on the reload after the ret, so add the reload as the
-            // block's last instruction and make ret skip nothing (it returns).
-            block.push(s(LD_W_ABS, OFF_NR));
-            let resolved = resolve_with_reload(block);
-            if resolved.len() > 250 {
-                return Err(format!(
-                    "linux.seccomp.syscalls[{n}]: too many argument conditions"
-                ));
-            }
-            p.push(SockFilter {
-                code: JEQ_K,
-                jt: 0,
-                jf: resolved.len() as u8,
-                k: nr,
-            });
-            p.extend(resolved);
+/// The neutral profile of an OCI one.
+pub fn profile(p: &LinuxSeccomp) -> Result<Profile, ProfileError> {
+    if p.listener_path().is_some() {
+        return Err(ProfileError::Listener);
+    }
+    for f in p.flags().iter().flatten() {
+        if *f != LinuxSeccompFilterFlag::SeccompFilterFlagTsync {
+            return Err(ProfileError::Flag(f.to_string()));
         }
     }
-    p.push(SockFilter {
-        code: RET_K,
-        jt: 0,
-        jf: 0,
-        k: default,
-    });
-    if p.len() > 4096 {
-        return Err(format!(
-            "linux.seccomp: the profile compiles to {} instructions, more than the kernel's 4096",
-            p.len()
-        ));
+    let default = action(
+        || "defaultAction".into(),
+        p.default_action(),
+        p.default_errno_ret(),
+    )?;
+    // The architectures the profile lists that this host can run.
+    let mut listed = Vec::new();
+    for a in p.architectures().iter().flatten() {
+        let ours = match a {
+            OciArch::ScmpArchNative | OciArch::ScmpArchX86_64 => Arch::X86_64,
+            OciArch::ScmpArchX86 => Arch::X86,
+            OciArch::ScmpArchX32 => Arch::X32,
+            _ => continue,
+        };
+        if !listed.contains(&ours) {
+            listed.push(ours);
+        }
     }
-    Ok(p)
-}
-
-/// Like [`resolve`], with `Fail` landing on the block's last instruction (the reload
-/// of the syscall number, since conditions overwrote the accumulator).
-fn resolve_with_reload(block: Vec<Ins>) -> Vec<SockFilter> {
-    let len = block.len();
-    block
+    // libseccomp always includes the native architecture.
+    let mut arches = vec![Arch::X86_64];
+    arches.extend(listed.iter().filter(|a| **a != Arch::X86_64));
+    // runc's ENOSYS stub: for the listed architectures only, not when the default lets
+    // calls through; the highest number is over every rule, dropped ones included.
+    let permissive = matches!(default, Action::Allow | Action::Log | Action::Trace(_));
+    let names: Vec<&String> = p
+        .syscalls()
         .iter()
-        .enumerate()
-        .map(|(at, i)| {
-            let off = |t: T| -> u8 {
-                match t {
-                    T::Next => 0,
-                    T::Skip(n) => n,
-                    T::Fail => (len - at - 2) as u8,
-                }
-            };
-            SockFilter {
-                code: i.code,
-                jt: off(i.jt),
-                jf: off(i.jf),
-                k: i.k,
-            }
-        })
-        .collect()
+        .flatten()
+        .flat_map(|r| r.names())
+        .collect();
+    let enosys_above = match permissive {
+        true => Vec::new(),
+        false => listed
+            .iter()
+            .filter_map(|a| Some((*a, names.iter().filter_map(|n| a.number(n)).max()?)))
+            .collect(),
+    };
+    let mut rules = Vec::new();
+    for (n, r) in p.syscalls().iter().flatten().enumerate() {
+        let act = action(|| format!("syscalls[{n}]"), r.action(), r.errno_ret())?;
+        let conds: Vec<Cond> = r.args().iter().flatten().map(condition).collect();
+        if act == default && conds.is_empty() {
+            continue;
+        }
+        rules.push(Rule {
+            names: r.names().clone(),
+            action: act,
+            conds,
+        });
+    }
+    Ok(Profile {
+        default,
+        arches,
+        bad_arch: Action::KillThread,
+        bad_x32: Action::KillThread,
+        rules,
+        enosys_above,
+    })
 }
 
-/// The x86_64 number of a syscall name.
-pub fn number(name: &str) -> Option<u32> {
-    super::syscalls::X86_64
-        .binary_search_by(|(n, _)| n.cmp(&name))
-        .ok()
-        .map(|i| super::syscalls::X86_64[i].1)
+/// The BPF program of an OCI profile.
+pub fn filter(p: &LinuxSeccomp) -> Result<Vec<SockFilter>, ProfileError> {
+    Ok(seccomp::compile(&profile(p)?)?)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A classic BPF interpreter for what `compile` emits.
-    fn run(prog: &[SockFilter], arch: u32, nr: u32, args: [u64; 6]) -> u32 {
-        let mut pc = 0;
-        let mut a = 0u32;
-        loop {
-            let i = prog[pc];
-            pc += 1;
-            match i.code {
-                LD_W_ABS => {
-                    a = match i.k {
-                        OFF_NR => nr,
-                        OFF_ARCH => arch,
-                        k => {
-                            let idx = ((k - 16) / 8) as usize;
-                            if (k - 16) % 8 == 0 {
-                                args[idx] as u32
-                            } else {
-                                (args[idx] >> 32) as u32
-                            }
-                        }
-                    }
-                }
-                ALU_AND_K => a &= i.k,
-                JEQ_K | JGT_K | JGE_K => {
-                    let t = match i.code {
-                        JEQ_K => a == i.k,
-                        JGT_K => a > i.k,
-                        _ => a >= i.k,
-                    };
-                    pc += if t { i.jt } else { i.jf } as usize;
-                }
-                RET_K => return i.k,
-                c => panic!("opcode {c:#x}"),
-            }
-        }
-    }
-
-    fn profile(json: &str) -> LinuxSeccomp {
-        serde_json::from_str(json).unwrap()
-    }
-
-    const X86: u32 = crate::isolation::seccomp::AUDIT_ARCH_X86_64;
-    const ALLOW: u32 = 0x7fff_0000;
-    const EPERM: u32 = 0x0005_0001;
-
-    #[test]
-    fn allowlist_with_conditions_behaves_like_libseccomp() {
-        let p = profile(
-            r#"{"defaultAction":"SCMP_ACT_ERRNO","syscalls":[
-                {"names":["read","write","no_such_call"],"action":"SCMP_ACT_ALLOW"},
-                {"names":["personality"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":8,"op":"SCMP_CMP_EQ"}]},
-                {"names":["socket"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":40,"op":"SCMP_CMP_NE"}]},
-                {"names":["clone"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":2114060288,"valueTwo":0,"op":"SCMP_CMP_MASKED_EQ"}]},
-                {"names":["mkdir"],"action":"SCMP_ACT_ERRNO","errnoRet":38},
-                {"names":["lseek"],"action":"SCMP_ACT_ALLOW","args":[{"index":1,"value":4294967296,"op":"SCMP_CMP_GT"}]},
-                {"names":["dup"],"action":"SCMP_ACT_ALLOW","args":[{"index":0,"value":10,"op":"SCMP_CMP_LE"}]}
-            ]}"#,
-        );
-        let prog = compile(&p, number).unwrap();
-        let nr = |n| number(n).unwrap();
-        let z = [0u64; 6];
-        assert_eq!(run(&prog, X86, nr("read"), z), ALLOW);
-        assert_eq!(run(&prog, X86, nr("write"), z), ALLOW);
-        assert_eq!(run(&prog, X86, nr("open"), z), EPERM);
-        assert_eq!(
-            run(&prog, X86, nr("personality"), [8, 0, 0, 0, 0, 0]),
-            ALLOW
-        );
-        assert_eq!(
-            run(&prog, X86, nr("personality"), [9, 0, 0, 0, 0, 0]),
-            EPERM
-        );
-        assert_eq!(
-            run(&prog, X86, nr("personality"), [8 | 1 << 32, 0, 0, 0, 0, 0]),
-            EPERM
-        );
-        assert_eq!(run(&prog, X86, nr("socket"), [2, 0, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(&prog, X86, nr("socket"), [40, 0, 0, 0, 0, 0]), EPERM);
-        let newns = 0x1000_0000u64;
-        assert_eq!(run(&prog, X86, nr("clone"), [0x11, 0, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(&prog, X86, nr("clone"), [newns, 0, 0, 0, 0, 0]), EPERM);
-        assert_eq!(run(&prog, X86, nr("mkdir"), z), 0x0005_0000 | 38);
-        assert_eq!(
-            run(&prog, X86, nr("lseek"), [0, 1 << 32, 0, 0, 0, 0]),
-            EPERM
-        );
-        assert_eq!(
-            run(&prog, X86, nr("lseek"), [0, (1 << 32) + 1, 0, 0, 0, 0]),
-            ALLOW
-        );
-        assert_eq!(
-            run(&prog, X86, nr("lseek"), [0, 2 << 32, 0, 0, 0, 0]),
-            ALLOW
-        );
-        assert_eq!(run(&prog, X86, nr("dup"), [10, 0, 0, 0, 0, 0]), ALLOW);
-        assert_eq!(run(&prog, X86, nr("dup"), [11, 0, 0, 0, 0, 0]), EPERM);
-        assert_eq!(run(&prog, X86, nr("dup"), [1 << 32, 0, 0, 0, 0, 0]), EPERM);
-        // Another architecture and the x32 ABI get the default action.
-        assert_eq!(run(&prog, 0x4000_0003, 3, z), EPERM);
-        assert_eq!(run(&prog, X86, 0x4000_0000 | nr("read"), z), EPERM);
-    }
-
-    #[test]
-    fn denylist_and_refusals() {
-        let p = profile(
-            r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[
-                {"names":["mount"],"action":"SCMP_ACT_ERRNO","errnoRet":1},
-                {"names":["reboot"],"action":"SCMP_ACT_KILL_PROCESS"}]}"#,
-        );
-        let prog = compile(&p, number).unwrap();
-        let z = [0u64; 6];
-        assert_eq!(run(&prog, X86, number("mount").unwrap(), z), EPERM);
-        assert_eq!(run(&prog, X86, number("reboot").unwrap(), z), 0x8000_0000);
-        assert_eq!(run(&prog, X86, number("read").unwrap(), z), ALLOW);
-        let notify = profile(
-            r#"{"defaultAction":"SCMP_ACT_ALLOW","syscalls":[{"names":["mount"],"action":"SCMP_ACT_NOTIFY"}]}"#,
-        );
-        let e = compile(&notify, number).unwrap_err();
-        assert!(e.contains("syscalls[0]") && e.contains("NOTIFY"), "{e}");
-        assert!(super::super::syscalls::X86_64
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0));
-        assert_eq!(number("read"), Some(0));
-        assert_eq!(number("openat2"), Some(437));
-    }
-}
+mod tests;

@@ -122,6 +122,23 @@ impl Plan {
             what,
         );
     }
+    /// Refuse the boot unless `rel` is a real directory in the mounted root, reached
+    /// without a symlink: a mount (or device node) must never land outside the zone's
+    /// tree because an image or a tenant made `dev` a link to `/` (docs/isolation.md,
+    /// "Host-side file operations"). No zone process exists yet, so nothing can
+    /// change the tree between this check and the mount that follows.
+    fn check_target(&mut self, root: &Path, rel: &str) {
+        self.push(
+            Step::CheckBeneath {
+                root: c(root),
+                rel: cs(rel),
+            },
+            format!(
+                "check that /{rel} is a directory inside the zone's root {}, reached without symlinks; a root whose /{rel} is a symlink, a file or missing is refused: make it a directory in the template (or the zone)",
+                root.display()
+            ),
+        );
+    }
 }
 
 /// Overlay mount options, refusing paths the option syntax cannot carry.
@@ -232,7 +249,16 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
                 us.map(|u| PathBuf::from(format!("/proc/self/fd/{}", u.root.as_raw_fd())));
             let lower = idmapped_lower.as_deref().unwrap_or(lower);
             let opts = overlay_options(lower, upper, work)?;
-            p.mount(Some("overlay"), target, Some("overlay"), 0, Some(&opts));
+            // nodev: an image's (or a zone's) device nodes open nothing, also for a
+            // host user who reaches them through /proc/<pid>/root; the zone's /dev
+            // is a tmpfs of its own where warren makes the nodes it allows.
+            p.mount(
+                Some("overlay"),
+                target,
+                Some("overlay"),
+                libc::MS_NODEV,
+                Some(&opts),
+            );
         }
         RootMount::Bind { source } => match us {
             Some(u) => p.push(
@@ -245,11 +271,20 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             None => {
                 let s = source.to_string_lossy();
                 p.mount(Some(&s), source, None, libc::MS_BIND | libc::MS_REC, None);
+                // nodev, as the overlay root above.
+                p.mount(
+                    None,
+                    source,
+                    None,
+                    libc::MS_BIND | libc::MS_REMOUNT | libc::MS_NODEV,
+                    None,
+                );
             }
         },
     }
     for (i, b) in spec.binds.iter().enumerate() {
         let target = root.join(&b.target);
+        p.check_target(&root, &b.target);
         if let Some(u) = us {
             // Read-only and nodev were set with the id mapping (mount_setattr).
             p.push(
@@ -285,6 +320,9 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
     }
     p.push(Step::Umask(0), "set umask".into());
     let nosuid_nodev_noexec = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC;
+    for rel in ["proc", "sys", "dev"] {
+        p.check_target(&root, rel);
+    }
     p.mount(
         Some("proc"),
         &root.join("proc"),

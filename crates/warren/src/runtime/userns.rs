@@ -60,7 +60,7 @@ pub(super) fn userns_fds(spec: &BootSpec<'_>, range: IdRange) -> Result<UsernsFd
     };
     let root = match spec.root {
         RootMount::Overlay { lower, .. } => idmapped(lower, MOUNT_ATTR_RDONLY)?,
-        RootMount::Bind { source } => idmapped(source, 0)?,
+        RootMount::Bind { source } => idmapped(source, MOUNT_ATTR_NODEV)?,
     };
     let mut binds = Vec::new();
     for b in spec.binds {

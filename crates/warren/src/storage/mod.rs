@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{copy_tree, mkdir_mode, remove_tree};
+use crate::treeops::Shift;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -73,8 +74,11 @@ pub trait Backend {
     fn remove_template_root(&self, path: &Path) -> Result<()>;
     /// Give the zone in `zone_dir` its private layer made from `template_root`.
     fn install(&self, template_root: &Path, zone_dir: &Path) -> Result<()>;
-    /// Give `dst_dir` a copy of `src_dir`'s private layer (the template stays shared).
-    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path) -> Result<()>;
+    /// Give `dst_dir` a copy of `src_dir`'s private layer (the template stays shared),
+    /// keeping holes and hard links. `shift` moves the owners of a layer that belongs
+    /// to the source's id range (overlay's upper) to the clone's; the other backends'
+    /// roots keep host ids (their zones see them through an idmapped mount).
+    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path, shift: Option<Shift>) -> Result<()>;
     /// Remove the zone's private layer.
     fn uninstall(&self, zone_dir: &Path) -> Result<()>;
     /// How to assemble the root at boot.
@@ -196,9 +200,10 @@ impl Backend for Overlay {
         }
         Ok(())
     }
-    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path) -> Result<()> {
+    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path, shift: Option<Shift>) -> Result<()> {
         let (src, dst) = (src_dir.join("upper"), dst_dir.join("upper"));
-        copy_tree(&src, &dst).ctx(|| format!("copying {} to {}", src.display(), dst.display()))?;
+        crate::treeops::copy_tree(&src, &dst, shift)
+            .ctx(|| format!("copying {} to {}", src.display(), dst.display()))?;
         new_dir(&dst_dir.join("work"), 0o700)
     }
     fn uninstall(&self, zone_dir: &Path) -> Result<()> {
@@ -245,7 +250,7 @@ impl Backend for Btrfs {
             )
         })
     }
-    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path) -> Result<()> {
+    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path, _: Option<Shift>) -> Result<()> {
         let (src, dst) = (src_dir.join("root"), dst_dir.join("root"));
         warren_sys::fs::btrfs_snapshot(&src, &dst)
             .ctx(|| format!("snapshotting {} to {}", src.display(), dst.display()))
@@ -288,7 +293,7 @@ impl Backend for Copy {
         copy_tree(template_root, &root)
             .ctx(|| format!("copying {} to {}", template_root.display(), root.display()))
     }
-    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path) -> Result<()> {
+    fn clone_zone(&self, src_dir: &Path, dst_dir: &Path, _: Option<Shift>) -> Result<()> {
         let (src, dst) = (src_dir.join("root"), dst_dir.join("root"));
         copy_tree(&src, &dst).ctx(|| format!("copying {} to {}", src.display(), dst.display()))
     }
@@ -329,7 +334,7 @@ mod tests {
         let o = backend(BackendKind::Overlay);
         o.install(t.path(), &a).unwrap();
         fs::write(a.join("upper/file"), b"private").unwrap();
-        o.clone_zone(&a, &b).unwrap();
+        o.clone_zone(&a, &b, None).unwrap();
         assert_eq!(fs::read(b.join("upper/file")).unwrap(), b"private");
         assert!(b.join("work").is_dir());
         o.uninstall(&a).unwrap();

@@ -236,12 +236,59 @@ const ROOT_DIRS: &[(&str, u32)] = &[
     ("srv", 0o755),
 ];
 
+/// Top-level directories of an image that must be real directories: boot mounts on
+/// them (`dev`, `proc`, `sys`) or creates directories in them (`var`, `run`, `tmp`).
+/// An image where one is a symlink or a file is refused rather than repaired, since
+/// its other files may well expect the link (the operator decides).
+const MUST_BE_DIRS: &[&str] = &["dev", "proc", "sys", "run", "tmp", "var"];
+
+/// Create the missing [`ROOT_DIRS`], descriptor-relative and never through a symlink;
+/// refuse a root whose [`MUST_BE_DIRS`] are not directories.
 fn ensure_mountpoints(root: &Path) -> Result<()> {
+    use std::ffi::OsStr;
+    use std::os::fd::AsFd;
+    use warren_sys::tree;
+    let top = tree::open_dir(root).ctx(|| format!("opening {}", root.display()))?;
+    for name in MUST_BE_DIRS {
+        match tree::stat_at(top.as_fd(), OsStr::new(name)) {
+            Ok(st) if !st.is_dir() => {
+                let what = if st.is_symlink() {
+                    "a symlink"
+                } else {
+                    "not a directory"
+                };
+                return Err(Error::Invalid(format!(
+                    "the image's /{name} is {what}; warren mounts or creates directories there, so /{name} must be a real directory (or absent): fix the image and create the template again"
+                )));
+            }
+            _ => {}
+        }
+    }
     for (d, mode) in ROOT_DIRS {
         let p = root.join(d);
-        if fs::symlink_metadata(&p).is_err() {
-            mkdir_mode(&p, *mode).ctx(|| format!("creating {}", p.display()))?;
+        // Open the parent beneath the root without symlinks (`var` for `var/tmp`).
+        let rel = Path::new(d);
+        let parent = match rel.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(dir) => match tree::open_beneath(
+                top.as_fd(),
+                dir,
+                warren_sys::libc::O_PATH | warren_sys::libc::O_DIRECTORY,
+            ) {
+                Ok(fd) => fd,
+                // A parent that is a symlink (an image's `etc -> ...`) gets nothing.
+                Err(_) => continue,
+            },
+            None => top
+                .try_clone()
+                .ctx(|| format!("opening {}", root.display()))?,
+        };
+        let name = rel.file_name().expect("a relative name");
+        if tree::stat_at(parent.as_fd(), name).is_ok() {
+            continue;
         }
+        tree::mkdir_at(parent.as_fd(), name, 0o700)
+            .and_then(|()| tree::chmod_at(parent.as_fd(), name, *mode))
+            .ctx(|| format!("creating {}", p.display()))?;
     }
     Ok(())
 }
@@ -487,6 +534,32 @@ mod tests {
         // Without /usr's contents the whole template is small.
         let size = crate::fsutil::disk_usage(&root).unwrap();
         assert!(size < 4 << 20, "host template is {size} bytes");
+    }
+
+    #[test]
+    fn mountpoints_refuse_links_and_never_write_through_them() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        fs::create_dir(&outside).unwrap();
+        let root = t.path().join("root");
+        fs::create_dir(&root).unwrap();
+        symlink(&outside, root.join("var")).unwrap();
+        let e = ensure_mountpoints(&root).unwrap_err().to_string();
+        assert!(e.contains("/var is a symlink"), "{e}");
+        fs::remove_file(root.join("var")).unwrap();
+        fs::write(root.join("tmp"), b"").unwrap();
+        let e = ensure_mountpoints(&root).unwrap_err().to_string();
+        assert!(e.contains("/tmp is not a directory"), "{e}");
+        fs::remove_file(root.join("tmp")).unwrap();
+        // `etc` may be a link: nothing is made through it.
+        symlink(&outside, root.join("etc")).unwrap();
+        ensure_mountpoints(&root).unwrap();
+        assert_eq!(fs::read_dir(&outside).unwrap().count(), 0);
+        let mode = fs::metadata(root.join("var/tmp"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o7777, 0o1777);
     }
 
     #[test]

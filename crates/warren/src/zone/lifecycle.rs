@@ -22,7 +22,7 @@ use crate::stats;
 use crate::storage::{backend, template, RootMount};
 use crate::{fault, names};
 
-use super::prepare::{disk_for_boot, host_privileges, own_upper, prepare_idmap};
+use super::prepare::{disk_for_boot, host_privileges, own_upper, prepare_idmap, upper_owner};
 
 /// What a verb did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,14 +227,20 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         fault::point("clone.after-mkdir");
         write_config(&tmp, &cfg)?;
-        be.clone_zone(&source.dir, &tmp)?;
+        // The clone's layer moves from the source's id range to the clone's in the
+        // copy itself (a tenant's chown of its `/` does not hide which range it is).
+        let to = range.unwrap_or(IdRange::new(0));
+        let shift = match be.root_mount(&troot, &source.dir) {
+            RootMount::Overlay { upper, .. } if crate::quota::image(&source.dir).is_none() => {
+                let from = upper_owner(src, &upper, source.lifecycle.idmap)?;
+                (from != to).then_some(crate::treeops::Shift { from, to })
+            }
+            _ => None,
+        };
+        be.clone_zone(&source.dir, &tmp, shift)?;
         if crate::quota::image(&source.dir).is_some() {
             crate::quota::copy_image(&source.dir, &tmp)?;
-            crate::quota::shift_image(dst, &tmp, range.unwrap_or(IdRange::new(0)))?;
-        } else if let (Some(r), RootMount::Overlay { upper, .. }) =
-            (range, be.root_mount(&troot, &tmp))
-        {
-            own_upper(dst, &upper, r)?;
+            crate::quota::shift_image(dst, &tmp, to)?;
         }
         fault::point("clone.after-copy");
         let lc = Lifecycle {

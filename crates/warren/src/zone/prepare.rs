@@ -100,18 +100,30 @@ pub(super) fn disk_for_boot(z: &Zone) -> Result<Option<crate::quota::DiskMount>>
     }
 }
 
-/// Make the upper directory `upper` (and everything in it) owned by range `to`, if its
-/// top directory says it belongs to another range (or to host ids).
-pub(super) fn own_upper(zone: &str, upper: &Path, to: IdRange) -> Result<()> {
+/// The id range that owns the upper directory `upper`, judged by its top directory's
+/// owner: `known` (the range the zone's record names) if the owner falls inside it
+/// (a zone may chown its `/` to any of its own ids), else host ids if the owner is
+/// one, else the range starting at that owner (a layer from before ranges were
+/// recorded).
+pub(super) fn upper_owner(zone: &str, upper: &Path, known: Option<IdRange>) -> Result<IdRange> {
     use std::os::unix::fs::MetadataExt;
     let uid = fs::symlink_metadata(upper)
         .ctx(|| format!("zone '{zone}': reading {}", upper.display()))?
         .uid();
-    if uid == to.base {
+    Ok(match known {
+        Some(r) if uid >= r.base && uid <= r.last() => r,
+        _ if uid < idmap::RANGE => IdRange::new(0),
+        _ => IdRange::new(uid),
+    })
+}
+
+/// Make the upper directory `upper` (and everything in it) owned by range `to`, if its
+/// top directory says it belongs to another range (or to host ids).
+pub(super) fn own_upper(zone: &str, upper: &Path, to: IdRange) -> Result<()> {
+    let from = upper_owner(zone, upper, Some(to))?;
+    if from == to {
         return Ok(());
     }
-    // The top directory belongs to the zone's root: its owner is the old range's base.
-    let from = IdRange::new(if uid < idmap::RANGE { 0 } else { uid });
     idmap::shift_tree(upper, from, to).ctx(|| {
         format!(
             "zone '{zone}': re-owning its private layer {} from host ids {}-{} to {}-{}",
