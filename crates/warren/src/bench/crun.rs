@@ -105,5 +105,5 @@ pub fn open(
             "busybox root shared read-only, /bin/sleep, default namespaces, --cgroup-manager=disabled (no cgroups: cheaper than crun with cgroups); {how}; 'clone' is writing the bundle, 'boot' create+start, 'halt' kill"
         ),
     };
-    Ok(Box::new(RuncCli::open(rt, scratch, rootfs, proc_root)?))
+    Ok(Box::new(RuncCli::open(rt, scratch, rootfs)?))
 }

@@ -36,10 +36,9 @@ use std::process::Command;
 
 use super::cgroups::{check_pids, collect_dirs, own_hierarchies, ppid, remove_dirs, Hier};
 use super::command;
-use super::system::{Failure, Needs, System, Verbs};
+use super::system::{Cpu, Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
 use crate::measure::Progress;
-use crate::stats::procs_cpu_ns;
 
 /// The config of one container.
 pub fn config(name: &str, rootfs: &Path, cgroup_dir: &str) -> String {
@@ -180,8 +179,8 @@ impl System for Lxc {
         Ok(())
     }
 
-    fn cpu_ns(&self) -> u64 {
-        procs_cpu_ns(&self.proc_root, &self.pids)
+    fn cpu(&self) -> Cpu<'_> {
+        Cpu::Pids(&self.pids)
     }
 
     fn disk_bytes(&self) -> u64 {

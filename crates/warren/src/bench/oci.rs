@@ -19,7 +19,7 @@ use crate::measure::Progress;
 pub fn open(
     scratch: &Path,
     rootfs: &Path,
-    proc_root: &Path,
+    _: &Path,
     _: &mut dyn Progress,
 ) -> Result<Box<dyn System>, Failure> {
     let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
@@ -34,5 +34,5 @@ pub fn open(
         launcher: Launcher::direct(),
         note: "through the OCI runtime: busybox root shared read-only, /bin/sleep, the namespaces of 'warren oci spec', cgroups beneath warren's own; 'clone' is writing the bundle, 'boot' create+start (two runs of warren oci), 'halt' kill, 'delete' delete".into(),
     };
-    Ok(Box::new(RuncCli::open(rt, scratch, rootfs, proc_root)?))
+    Ok(Box::new(RuncCli::open(rt, scratch, rootfs)?))
 }

@@ -45,10 +45,9 @@ use std::time::Duration;
 
 use super::cgroups::{check_pids, collect_dirs, own_hierarchies, placed, remove_dirs, Hier};
 use super::command;
-use super::system::{which, Failure, Needs, System, Verbs};
+use super::system::{which, Cpu, Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
 use crate::measure::Progress;
-use crate::stats::procs_cpu_ns;
 
 const IMAGE: &str = "localhost/warren-bench-busybox:latest";
 const ULIMITS: [&str; 4] = [
@@ -377,8 +376,8 @@ impl System for Podman {
         Ok(())
     }
 
-    fn cpu_ns(&self) -> u64 {
-        procs_cpu_ns(&self.proc_root, &self.pids)
+    fn cpu(&self) -> Cpu<'_> {
+        Cpu::Pids(&self.pids)
     }
 
     fn disk_bytes(&self) -> u64 {

@@ -16,9 +16,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
 use super::command;
-use super::system::{Failure, System, Verb, Verbs};
+use super::system::{Cpu, Failure, System, Verb, Verbs};
 use crate::fsutil::disk_usage;
-use crate::stats::procs_cpu_ns;
 
 /// How a runtime's commands are started: directly, or inside the mount namespace a
 /// helper process holds (crun on a hybrid cgroup host, see [`super::crun`]).
@@ -91,7 +90,6 @@ pub fn config(template: &serde_json::Value, rootfs: &Path) -> serde_json::Value 
 /// A runc-style runtime under the bench's scratch dir, with one step's containers.
 pub struct RuncCli {
     rt: Runtime,
-    proc_root: PathBuf,
     /// `<scratch>/<name>`: the spec, and per step the state root and bundles.
     dir: PathBuf,
     /// The serialized config every container gets.
@@ -111,12 +109,7 @@ fn io(path: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
 impl RuncCli {
     /// Check the root, make `<scratch>/<name>` and the config from the runtime's own
     /// default spec.
-    pub fn open(
-        rt: Runtime,
-        scratch: &Path,
-        rootfs: &Path,
-        proc_root: &Path,
-    ) -> Result<RuncCli, Failure> {
+    pub fn open(rt: Runtime, scratch: &Path, rootfs: &Path) -> Result<RuncCli, Failure> {
         if !rootfs.join("bin/sleep").exists() {
             return Err(format!("{}: no /bin/sleep in the busybox root", rootfs.display()).into());
         }
@@ -132,7 +125,6 @@ impl RuncCli {
         let cfg = serde_json::to_string(&config(&template, rootfs)).expect("json");
         Ok(RuncCli {
             rt,
-            proc_root: proc_root.to_path_buf(),
             state: dir.join("state"),
             bundles: dir.join("bundles"),
             dir,
@@ -218,8 +210,8 @@ impl System for RuncCli {
         Ok(())
     }
 
-    fn cpu_ns(&self) -> u64 {
-        procs_cpu_ns(&self.proc_root, &self.pids)
+    fn cpu(&self) -> Cpu<'_> {
+        Cpu::Pids(&self.pids)
     }
 
     fn disk_bytes(&self) -> u64 {
@@ -304,7 +296,6 @@ mod tests {
         rt.launcher.overhead_ms = 1.5;
         let r = RuncCli {
             rt,
-            proc_root: PathBuf::from("/proc"),
             dir: PathBuf::from("/nonexistent-warren-bench"),
             cfg: String::new(),
             state: PathBuf::new(),

@@ -16,8 +16,10 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::{Options, Step, SystemRun};
+use crate::cgroups::CgroupSet;
 use crate::error::Error;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, MemPerZone, Progress};
+use crate::stats::procs_cpu_ns;
 
 /// Why a system's steps stopped.
 #[derive(Debug, thiserror::Error)]
@@ -81,6 +83,24 @@ impl Verbs {
     }
 }
 
+/// Where the loop reads a system's CPU time from.
+pub enum Cpu<'a> {
+    /// The containers' processes and their helpers (`/proc/<pid>/stat`).
+    Pids(&'a [i32]),
+    /// The containers' cgroups (warren's zones).
+    Cgroups(&'a [CgroupSet]),
+}
+
+impl Cpu<'_> {
+    /// CPU time so far, ns.
+    fn ns(&self, proc_root: &Path) -> u64 {
+        match self {
+            Cpu::Pids(p) => procs_cpu_ns(proc_root, p),
+            Cpu::Cgroups(c) => c.iter().filter_map(|c| c.cpu_ns()).sum(),
+        }
+    }
+}
+
 /// A system whose containers the bench measures. Containers are numbered `0..n` in a
 /// step of `n`; the loop calls `prepare(n)`, then `create` for each, `start` and
 /// `started` for each, samples, `stop` for each, `delete` for each, then `cleanup`.
@@ -98,8 +118,8 @@ pub trait System {
     /// Not timed, right after `start(i)`: find the container's processes (and helpers
     /// such as LXC's monitor or conmon) and check the cgroup rule for each.
     fn started(&mut self, i: usize) -> Result<(), Failure>;
-    /// CPU time of every running container and its helpers, ns.
-    fn cpu_ns(&self) -> u64;
+    /// Where the CPU time of the running containers (and their helpers) is read.
+    fn cpu(&self) -> Cpu<'_>;
     /// Disk used by the step's running containers, bytes.
     fn disk_bytes(&self) -> u64;
     /// Timed as 'halt'.
@@ -188,13 +208,13 @@ pub fn measure(
     let boot_ms = each(sys, Verb::Boot, n, label, progress)?;
     let secs = idle.as_secs().max(1);
     progress.phase(&format!("{label}idle {} s", idle.as_secs_f64()), secs);
-    let cpu0 = sys.cpu_ns();
+    let cpu0 = sys.cpu().ns(proc_root);
     let t_idle = Instant::now();
     for _ in 0..secs {
         std::thread::sleep(idle / secs as u32);
         progress.step();
     }
-    let cpu1 = sys.cpu_ns();
+    let cpu1 = sys.cpu().ns(proc_root);
     let idle_cpu_pct =
         cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
     let after = mem_sample(proc_root);
@@ -359,8 +379,8 @@ mod tests {
             self.calls.push(format!("started{i}"));
             Ok(())
         }
-        fn cpu_ns(&self) -> u64 {
-            0
+        fn cpu(&self) -> Cpu<'_> {
+            Cpu::Pids(&[])
         }
         fn disk_bytes(&self) -> u64 {
             4096

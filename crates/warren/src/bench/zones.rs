@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::system::{measure, Failure, Measured, Pass, System, Verbs};
+use super::system::{measure, Cpu, Failure, Measured, Pass, System, Verbs};
 use crate::cgroups::CgroupSet;
 use crate::error::Result;
 use crate::fsutil::disk_usage;
@@ -105,8 +105,8 @@ impl System for Zones<'_> {
         Ok(())
     }
 
-    fn cpu_ns(&self) -> u64 {
-        self.cgroups.iter().filter_map(|c| c.cpu_ns()).sum()
+    fn cpu(&self) -> Cpu<'_> {
+        Cpu::Cgroups(&self.cgroups)
     }
 
     fn disk_bytes(&self) -> u64 {
