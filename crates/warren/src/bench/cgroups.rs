@@ -96,9 +96,32 @@ pub fn hierarchies(mountinfo: &str, proc_cgroup: &str) -> Vec<Hier> {
     out
 }
 
+/// A line of a process's /proc/<pid>/cgroup that is not where the rule wants it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Misplaced {
+    /// The line, as read.
+    pub line: String,
+    /// The path it should have started with.
+    pub want: String,
+    /// Whether the bench's own cgroup would also have done.
+    pub own_ok: bool,
+}
+
+impl std::fmt::Display for Misplaced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let place = match self.own_ok {
+            true => "neither the bench's own cgroup nor beneath",
+            false => "not beneath",
+        };
+        write!(f, "'{}' is {place} {}", self.line, self.want)
+    }
+}
+
+impl std::error::Error for Misplaced {}
+
 /// Whether every line of a process's /proc/<pid>/cgroup lies beneath `<own>/<dir>/`
 /// in its hierarchy (LXC). Err: the first line that does not.
-pub fn beneath(proc_cgroup: &str, hiers: &[Hier], dir: &str) -> Result<(), String> {
+pub fn beneath(proc_cgroup: &str, hiers: &[Hier], dir: &str) -> Result<(), Misplaced> {
     placed(proc_cgroup, hiers, false, &|h| {
         format!("{}/{dir}/", h.own_path.trim_end_matches('/'))
     })
@@ -112,7 +135,7 @@ pub fn placed(
     hiers: &[Hier],
     own_ok: bool,
     under: &dyn Fn(&Hier) -> String,
-) -> Result<(), String> {
+) -> Result<(), Misplaced> {
     for l in proc_cgroup.lines() {
         let mut p = l.splitn(3, ':');
         let (_, k, path) = (p.next(), p.next().unwrap_or(""), p.next().unwrap_or(""));
@@ -123,9 +146,10 @@ pub fn placed(
         let want = under(h);
         let own = own_ok && path == h.own_path;
         if !own && !path.starts_with(&want) {
-            return Err(match own_ok {
-                true => format!("'{l}' is neither the bench's own cgroup nor beneath {want}"),
-                false => format!("'{l}' is not beneath {want}"),
+            return Err(Misplaced {
+                line: l.to_string(),
+                want,
+                own_ok,
             });
         }
     }
@@ -151,7 +175,7 @@ pub fn check_pids(
     proc_root: &Path,
     name: &str,
     pids: &[(&str, i32)],
-    check: &dyn Fn(&str) -> Result<(), String>,
+    check: &dyn Fn(&str) -> Result<(), Misplaced>,
 ) -> Result<(), Failure> {
     for (what, p) in pids {
         let cg = std::fs::read_to_string(proc_root.join(p.to_string()).join("cgroup"))
@@ -254,7 +278,12 @@ mod tests {
         assert!(beneath(ok, &h, "wb").is_ok());
         // LXC's default without relative: the memory cgroup escapes to the root.
         let bad = ok.replace("/process_api/abc/wb/c1", "/lxc.payload.c1");
-        assert!(beneath(&bad, &h, "wb").unwrap_err().contains("memory"));
+        let e = beneath(&bad, &h, "wb").unwrap_err();
+        assert_eq!(e.line, "4:memory:/lxc.payload.c1");
+        assert_eq!(
+            e.to_string(),
+            "'4:memory:/lxc.payload.c1' is not beneath /process_api/abc/wb/"
+        );
         // Sitting in the bench dir itself (not beneath it) is not enough.
         assert!(beneath("8:pids:/wb\n", &h, "wb").is_err());
     }
@@ -267,6 +296,7 @@ mod tests {
         assert!(placed(conmon, &h, true, &parent).is_ok());
         assert!(placed(conmon, &h, false, &parent)
             .unwrap_err()
+            .line
             .contains("pids"));
         assert!(placed("4:memory:/machine.slice/x\n", &h, true, &parent).is_err());
     }

@@ -23,7 +23,7 @@ fn shown(cmd: &Command) -> String {
 }
 
 fn create(path: &Path) -> Result<File, Failure> {
-    File::create(path).map_err(|e| Failure::Failed(format!("creating {}: {e}", path.display())))
+    File::create(path).map_err(Failure::io(path))
 }
 
 /// Run `cmd` to the end with its output in `logs/out.log` and `logs/err.log`; its
@@ -35,14 +35,17 @@ pub fn run(mut cmd: Command, logs: &Path) -> Result<String, Failure> {
         .stdout(create(&out)?)
         .stderr(create(&err)?)
         .status()
-        .map_err(|e| Failure::Failed(format!("running {}: {e}", shown(&cmd))))?;
+        .map_err(|error| Failure::Spawn {
+            command: shown(&cmd),
+            error,
+        })?;
     if !st.success() {
         let msg = std::fs::read_to_string(&err).unwrap_or_default();
-        return Err(Failure::Failed(format!(
-            "{} ({st}): {}",
-            shown(&cmd),
-            msg.trim()
-        )));
+        return Err(Failure::Command {
+            command: shown(&cmd),
+            status: st,
+            stderr: msg.trim().to_string(),
+        });
     }
     Ok(std::fs::read_to_string(&out)
         .unwrap_or_default()

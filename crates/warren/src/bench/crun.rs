@@ -42,7 +42,10 @@ fn launcher(proc_root: &Path) -> Result<Launcher, Failure> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|e| format!("starting unshare (util-linux): {e}"))?;
+        .map_err(|error| Failure::Spawn {
+            command: "unshare (util-linux)".into(),
+            error,
+        })?;
     let mut line = String::new();
     let out = child.stdout.take().expect("piped");
     let _ = BufReader::new(out).read_line(&mut line);
@@ -65,7 +68,10 @@ fn launcher(proc_root: &Path) -> Result<Launcher, Failure> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .status()
-            .map_err(|e| format!("running nsenter: {e}"))?;
+            .map_err(|error| Failure::Spawn {
+                command: "nsenter".into(),
+                error,
+            })?;
         t.push(ms(s.elapsed()));
     }
     l.overhead_ms = summarize(&t).median;

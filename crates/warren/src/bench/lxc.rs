@@ -84,7 +84,10 @@ impl Lxc {
     fn open(scratch: &Path, rootfs: &Path, proc_root: &Path) -> Result<Lxc, Failure> {
         for d in ["bin/sleep", "dev", "proc", "sys"] {
             if std::fs::symlink_metadata(rootfs.join(d)).is_err() {
-                return Err(format!("{}: no /{d} in the busybox root", rootfs.display()).into());
+                return Err(Failure::NotInRoot {
+                    root: rootfs.to_path_buf(),
+                    what: d,
+                });
             }
         }
         Ok(Lxc {
@@ -107,11 +110,22 @@ impl Lxc {
             .arg(&self.lxcpath)
             .args(["-n", name])
             .args(extra);
-        command::run(c, &self.scratch).map_err(|e| {
-            let log = std::fs::read_to_string(self.lxcpath.join(format!("{name}.log")))
-                .unwrap_or_default();
-            let tail: Vec<&str> = log.lines().rev().take(3).collect();
-            Failure::Failed(format!("{e} {}", tail.join(" / ")))
+        command::run(c, &self.scratch).map_err(|e| match e {
+            Failure::Command {
+                command,
+                status,
+                stderr,
+            } => {
+                let log = std::fs::read_to_string(self.lxcpath.join(format!("{name}.log")))
+                    .unwrap_or_default();
+                let tail: Vec<&str> = log.lines().rev().take(3).collect();
+                Failure::Command {
+                    command,
+                    status,
+                    stderr: format!("{stderr} {}", tail.join(" / ")),
+                }
+            }
+            other => other,
         })
     }
 }
@@ -132,8 +146,7 @@ impl System for Lxc {
 
     fn prepare(&mut self, n: usize) -> Result<(), Failure> {
         self.lxcpath = self.scratch.join(format!("lxc-{n}"));
-        std::fs::create_dir_all(&self.lxcpath)
-            .map_err(|e| format!("{}: {e}", self.lxcpath.display()))?;
+        std::fs::create_dir_all(&self.lxcpath).map_err(Failure::io(&self.lxcpath))?;
         self.names = (1..=n).map(|i| format!("c{i:05}")).collect();
         Ok(())
     }
@@ -141,14 +154,12 @@ impl System for Lxc {
     fn create(&mut self, i: usize) -> Result<(), Failure> {
         let name = &self.names[i];
         let d = self.lxcpath.join(name);
-        let io = |e: std::io::Error| format!("{}: {e}", d.display());
-        std::fs::create_dir_all(&d).map_err(io)?;
+        std::fs::create_dir_all(&d).map_err(Failure::io(&d))?;
         std::fs::write(
             d.join("config"),
             config(name, &self.rootfs, &self.cgroup_dir),
         )
-        .map_err(io)?;
-        Ok(())
+        .map_err(Failure::io(&d))
     }
 
     fn start(&mut self, i: usize) -> Result<(), Failure> {
@@ -199,7 +210,7 @@ impl System for Lxc {
 
     fn delete(&mut self, i: usize) -> Result<(), Failure> {
         let d = self.lxcpath.join(&self.names[i]);
-        std::fs::remove_dir_all(&d).map_err(|e| Failure::Failed(format!("{}: {e}", d.display())))
+        std::fs::remove_dir_all(&d).map_err(Failure::io(&d))
     }
 
     fn cleanup(&mut self) -> Result<(), Failure> {

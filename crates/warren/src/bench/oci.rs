@@ -22,7 +22,7 @@ pub fn open(
     _: &Path,
     _: &mut dyn Progress,
 ) -> Result<Box<dyn System>, Failure> {
-    let exe = std::env::current_exe().map_err(|e| format!("finding this binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(Failure::io(Path::new("/proc/self/exe")))?;
     let dir = scratch.join("warren-oci");
     let rt = Runtime {
         name: "warren-oci",

@@ -43,7 +43,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use super::cgroups::{check_pids, collect_dirs, own_hierarchies, placed, remove_dirs, Hier};
+use super::cgroups::{
+    check_pids, collect_dirs, own_hierarchies, placed, remove_dirs, Hier, Misplaced,
+};
 use super::command;
 use super::system::{which, Cpu, Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
@@ -119,7 +121,7 @@ impl Store {
 
     /// Every line of a process's /proc/<pid>/cgroup is this process's own cgroup or
     /// beneath the parent.
-    fn check(&self, proc_cgroup: &str) -> Result<(), String> {
+    fn check(&self, proc_cgroup: &str) -> Result<(), Misplaced> {
         let want = format!("{}/", self.parent);
         placed(proc_cgroup, &self.hiers, true, &|_| want.clone())
     }
@@ -192,7 +194,8 @@ fn open_store(
     };
     store.note_ancestors();
     for d in ["root", "run", "tmp"] {
-        std::fs::create_dir_all(dir.join(d)).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let d = dir.join(d);
+        std::fs::create_dir_all(&d).map_err(Failure::io(&d))?;
     }
     // `podman import` from a tarball of the busybox root, without /etc/hostname: the
     // template links it to /proc/sys/kernel/hostname, and runc refuses to bind-mount
@@ -274,7 +277,10 @@ impl Podman {
         progress: &mut dyn Progress,
     ) -> Result<Podman, Failure> {
         if std::fs::symlink_metadata(rootfs.join("bin/sleep")).is_err() {
-            return Err(format!("{}: no /bin/sleep in the busybox root", rootfs.display()).into());
+            return Err(Failure::NotInRoot {
+                root: rootfs.to_path_buf(),
+                what: "bin/sleep",
+            });
         }
         let hiers = own_hierarchies(proc_root)?;
         let own = crate::oci::cgroup::own_path(proc_root);

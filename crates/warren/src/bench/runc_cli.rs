@@ -102,24 +102,23 @@ pub struct RuncCli {
     pids: Vec<i32>,
 }
 
-fn io(path: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
-    move |e| Failure::Failed(format!("{}: {e}", path.display()))
-}
-
 impl RuncCli {
     /// Check the root, make `<scratch>/<name>` and the config from the runtime's own
     /// default spec.
     pub fn open(rt: Runtime, scratch: &Path, rootfs: &Path) -> Result<RuncCli, Failure> {
         if !rootfs.join("bin/sleep").exists() {
-            return Err(format!("{}: no /bin/sleep in the busybox root", rootfs.display()).into());
+            return Err(Failure::NotInRoot {
+                root: rootfs.to_path_buf(),
+                what: "bin/sleep",
+            });
         }
         let dir = scratch.join(rt.name);
-        std::fs::create_dir_all(&dir).map_err(io(&dir))?;
+        std::fs::create_dir_all(&dir).map_err(Failure::io(&dir))?;
         let _ = std::fs::remove_file(dir.join("config.json"));
         let mut spec = Command::new(&rt.program);
         spec.args(&rt.spec).current_dir(&dir);
         command::run(spec, &dir)?;
-        let text = std::fs::read_to_string(dir.join("config.json")).map_err(io(&dir))?;
+        let text = std::fs::read_to_string(dir.join("config.json")).map_err(Failure::io(&dir))?;
         let template: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| format!("{}'s default config.json: {e}", rt.name))?;
         let cfg = serde_json::to_string(&config(&template, rootfs)).expect("json");
@@ -164,7 +163,7 @@ impl System for RuncCli {
     fn prepare(&mut self, n: usize) -> Result<(), Failure> {
         self.state = self.dir.join(format!("state-{n}"));
         self.bundles = self.dir.join(format!("bundles-{n}"));
-        std::fs::create_dir_all(&self.state).map_err(io(&self.state))?;
+        std::fs::create_dir_all(&self.state).map_err(Failure::io(&self.state))?;
         self.ids = (1..=n)
             .map(|i| format!("{}{}{i:05}", super::PREFIX, self.rt.id_letter))
             .collect();
@@ -173,8 +172,8 @@ impl System for RuncCli {
 
     fn create(&mut self, i: usize) -> Result<(), Failure> {
         let b = self.bundles.join(&self.ids[i]);
-        std::fs::create_dir_all(&b).map_err(io(&b))?;
-        std::fs::write(b.join("config.json"), &self.cfg).map_err(io(&b))
+        std::fs::create_dir_all(&b).map_err(Failure::io(&b))?;
+        std::fs::write(b.join("config.json"), &self.cfg).map_err(Failure::io(&b))
     }
 
     fn start(&mut self, i: usize) -> Result<(), Failure> {

@@ -21,18 +21,51 @@ use crate::error::Error;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, MemPerZone, Progress};
 use crate::stats::procs_cpu_ns;
 
-/// Why a system's steps stopped.
+/// Why a system's steps stopped. The message is the system's note in results.json.
 #[derive(Debug, thiserror::Error)]
 pub enum Failure {
     /// It broke the cgroup rule (a cgroup outside the bench's own): stopped, not measured.
     #[error("{0}")]
     Rule(String),
-    /// One of its commands failed, or a file of the step could not be made.
+    /// One of its commands exited with an error.
+    #[error("{command} ({status}): {stderr}")]
+    Command {
+        command: String,
+        status: std::process::ExitStatus,
+        /// What it wrote to stderr, and for LXC the tail of the container's log.
+        stderr: String,
+    },
+    /// One of its commands could not be started.
+    #[error("running {command}: {error}")]
+    Spawn {
+        command: String,
+        error: std::io::Error,
+    },
+    /// A file or directory of the step could not be made, read or removed.
+    #[error("{}: {error}", path.display())]
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
+    /// The busybox root lacks what the containers need.
+    #[error("{}: no /{what} in the busybox root", root.display())]
+    NotInRoot { root: PathBuf, what: &'static str },
+    /// Anything else that stopped it, said in full (a probe that failed, a pid not found).
     #[error("{0}")]
     Failed(String),
     /// warren's own zones failed.
     #[error(transparent)]
     Warren(#[from] Error),
+}
+
+impl Failure {
+    /// An I/O error on `path`, for `map_err`.
+    pub fn io(path: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
+        move |error| Failure::Io {
+            path: path.to_path_buf(),
+            error,
+        }
+    }
 }
 
 impl From<String> for Failure {
@@ -45,7 +78,7 @@ impl From<Failure> for Error {
     fn from(f: Failure) -> Error {
         match f {
             Failure::Warren(e) => e,
-            Failure::Rule(s) | Failure::Failed(s) => Error::Refused(s),
+            other => Error::Refused(other.to_string()),
         }
     }
 }
