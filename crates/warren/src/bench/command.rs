@@ -35,10 +35,7 @@ pub fn run(mut cmd: Command, logs: &Path) -> Result<String, Failure> {
         .stdout(create(&out)?)
         .stderr(create(&err)?)
         .status()
-        .map_err(|error| Failure::Spawn {
-            command: shown(&cmd),
-            error,
-        })?;
+        .map_err(Failure::spawn(&shown(&cmd)))?;
     if !st.success() {
         let msg = std::fs::read_to_string(&err).unwrap_or_default();
         return Err(Failure::Command {

@@ -42,10 +42,7 @@ fn launcher(proc_root: &Path) -> Result<Launcher, Failure> {
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(|error| Failure::Spawn {
-            command: "unshare (util-linux)".into(),
-            error,
-        })?;
+        .map_err(Failure::spawn("unshare (util-linux)"))?;
     let mut line = String::new();
     let out = child.stdout.take().expect("piped");
     let _ = BufReader::new(out).read_line(&mut line);
@@ -68,10 +65,7 @@ fn launcher(proc_root: &Path) -> Result<Launcher, Failure> {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .status()
-            .map_err(|error| Failure::Spawn {
-                command: "nsenter".into(),
-                error,
-            })?;
+            .map_err(Failure::spawn("nsenter"))?;
         t.push(ms(s.elapsed()));
     }
     l.overhead_ms = summarize(&t).median;

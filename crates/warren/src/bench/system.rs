@@ -59,6 +59,14 @@ pub enum Failure {
 }
 
 impl Failure {
+    /// `command` could not be started, for `map_err`.
+    pub fn spawn(command: &str) -> impl Fn(std::io::Error) -> Failure + '_ {
+        move |error| Failure::Spawn {
+            command: command.to_string(),
+            error,
+        }
+    }
+
     /// An I/O error on `path`, for `map_err`.
     pub fn io(path: &Path) -> impl Fn(std::io::Error) -> Failure + '_ {
         move |error| Failure::Io {
