@@ -1,0 +1,150 @@
+//! `exec`: a new process in a running container, through the one join.
+
+use super::*;
+
+pub struct ExecArgs<'a> {
+    pub id: &'a str,
+    pub process: Process,
+    pub console_socket: Option<&'a Path>,
+    pub pid_file: Option<&'a Path>,
+    pub detach: bool,
+    /// `--preserve-fds N`: descriptors 3 to 3+N-1 reach the process; no other does.
+    pub preserve_fds: u32,
+}
+
+/// Run a process in a running container. Returns its exit status (0 with --detach).
+pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
+    let id = a.id;
+    // This process joins the container's namespaces holding the runtime's
+    // descriptors: no container process may ptrace it or open them.
+    warren_sys::proc::set_undumpable().ctx(|| format!("container '{id}': PR_SET_DUMPABLE"))?;
+    let r = state::load(&ctx.root, id)?;
+    let status = state::observe_host(&r, &ctx.proc_root);
+    state::allowed(id, status, Verb::Exec).map_err(refused)?;
+    let spec = load_spec(id, &r.bundle)?;
+    let pid = r.pid.expect("a live container has a pid");
+    let terminal = a.process.terminal().unwrap_or(false);
+    if terminal && a.console_socket.is_none() {
+        return Err(Error::Invalid(format!(
+            "container '{id}': --tty (process.terminal) needs --console-socket"
+        )));
+    }
+    // Everything on the host side is opened before joining the mount namespace.
+    let console = match a.console_socket {
+        Some(p) => Some(
+            std::os::unix::net::UnixStream::connect(p)
+                .ctx(|| format!("container '{id}': connecting to {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let mut pid_file = match a.pid_file {
+        Some(p) => Some(
+            OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .open(p)
+                .ctx(|| format!("opening the pid file {}", p.display()))?,
+        ),
+        None => None,
+    };
+    let procs: Vec<(PathBuf, File)> = r
+        .cgroups
+        .iter()
+        .flat_map(|s| s.procs_files())
+        .map(|f| {
+            OpenOptions::new()
+                .write(true)
+                .open(&f)
+                .map(|h| (f.clone(), h))
+                .ctx(|| format!("container '{id}': opening {}", f.display()))
+        })
+        .collect::<Result<_>>()?;
+    let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
+        Some(profile) => Some(
+            crate::oci::seccomp::filter(&profile)
+                .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?,
+        ),
+        None => None,
+    };
+    // The one join (sandbox::join), user first: an OCI container's namespaces are all
+    // owned by its user namespace, if it has one.
+    let start_time = r
+        .start_time
+        .ok_or_else(|| refused(format!("container '{id}': its init exited")))?;
+    let target = crate::sandbox::join::Target::open(
+        &ctx.proc_root,
+        pid,
+        start_time,
+        &["user", "ipc", "uts", "net", "pid", "cgroup", "mnt"],
+    )
+    .map_err(|_| refused(format!("container '{id}': its init exited")))?;
+    let hard = |res: libc::c_int| warren_sys::getrlimit(res).ok().map(|(_, h)| h);
+    target.enter().map_err(|e| match e {
+        crate::sandbox::join::JoinError::Gone => {
+            refused(format!("container '{id}': its init exited"))
+        }
+        crate::sandbox::join::JoinError::Setns { ns, source } => Error::Io {
+            context: format!("container '{id}': joining its {ns} namespace"),
+            source,
+        },
+    })?;
+    let mut p = plan::Plan::new(0);
+    p.spawn.pass_fds = a.preserve_fds;
+    p.push(
+        warren_sys::spawn::Step::WaitParent,
+        "wait for the runtime to move it into the container's cgroups",
+    );
+    if let Some(c) = &console {
+        p.push(
+            warren_sys::spawn::Step::Console {
+                ptmx: plan::cstr("/dev/pts/ptmx").expect("no NUL"),
+                socket: c.as_raw_fd(),
+                slave_fd: plan::CONSOLE_SLAVE_FD,
+                rows: a.process.console_size().map_or(0, |s| s.height() as u16),
+                cols: a.process.console_size().map_or(0, |s| s.width() as u16),
+            },
+            "allocate a pty and send it to the console socket",
+        );
+    }
+    let inputs = ProcessInputs {
+        id,
+        root: Path::new("/"),
+        seccomp: seccomp.as_deref(),
+        console: terminal,
+        hard_limit: &hard,
+    };
+    let notes = plan::process_steps(&mut p, &a.process, &inputs)
+        .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
+    for n in notes {
+        ctx.log.warn(&format!("container '{id}': {n}"));
+    }
+    crate::sandbox::invariants::check(&p.spawn, &[])
+        .map_err(|e| Error::Invalid(format!("container '{id}': internal error: {e}")))?;
+    let child = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
+        if let Event::Cloned(child) = ev {
+            for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {
+                f.write_all(child.to_string().as_bytes()).ctx(|| {
+                    format!(
+                        "container '{id}': moving the process into {}",
+                        path.display()
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    })
+    .map_err(|e| spawn_error(id, &p, e))?;
+    if let Some(f) = pid_file.as_mut() {
+        f.write_all(child.to_string().as_bytes())
+            .ctx(|| "writing the pid file".to_string())?;
+    }
+    drop(console);
+    if a.detach {
+        return Ok(0);
+    }
+    let status = warren_sys::proc::waitpid_blocking(child)
+        .ctx(|| format!("container '{id}': waiting for the process"))?;
+    Ok(status.code())
+}

@@ -1,0 +1,145 @@
+//! The OCI verbs: effects on the host, in the order the runtime-spec gives; one file
+//! per verb, what they share here.
+
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use oci_spec::runtime::{LinuxNamespaceType, Process, Spec};
+use warren_sys::libc;
+use warren_sys::spawn::{Event, SpawnError};
+
+use super::plan::{self, InitInputs, ProcessInputs};
+use super::state::{self, Record, Status, Verb};
+use super::{cgroup, hooks, Ctx};
+use crate::error::{Error, IoContext, Result};
+
+mod create;
+mod delete;
+mod exec;
+mod kill;
+mod pause;
+mod start;
+mod update;
+
+pub use create::{create, CreateArgs};
+pub use delete::delete;
+pub use exec::{exec, ExecArgs};
+pub use kill::{kill, parse_signal};
+pub use pause::pause;
+pub use start::start;
+pub use update::update;
+
+fn refused(msg: String) -> Error {
+    Error::Refused(msg)
+}
+
+/// Read and parse `<bundle>/config.json`.
+pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
+    let path = bundle.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Error::Invalid(format!(
+            "container '{id}': cannot read {}: {e}; pass the bundle directory holding config.json with --bundle",
+            path.display()
+        ))
+    })?;
+    serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "container '{id}': {} is malformed: {e}; fix it (see 'warren oci spec' for a valid one)",
+            path.display()
+        ))
+    })
+}
+
+/// The runtime-spec state document.
+pub fn state_json(r: &Record, status: Status) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "ociVersion": super::OCI_VERSION,
+        "id": r.id,
+        "status": status.to_string(),
+        "bundle": r.bundle,
+        "rootfs": r.rootfs,
+        "created": r.created,
+        "owner": "",
+        "annotations": r.annotations,
+    });
+    if let (Some(pid), true) = (r.pid, status != Status::Stopped) {
+        v["pid"] = pid.into();
+    } else {
+        v["pid"] = 0.into();
+    }
+    v
+}
+
+fn hooks_of(spec: &Spec) -> oci_spec::runtime::Hooks {
+    spec.hooks().clone().unwrap_or_default()
+}
+
+fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
+    let path = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir().unwrap_or_default().join(path)
+    };
+    crate::fsutil::atomic_write(&path, pid.to_string().as_bytes(), true)
+        .ctx(|| format!("writing the pid file {}", path.display()))
+}
+
+fn spawn_error(id: &str, p: &plan::Plan, e: SpawnError<Error>) -> Error {
+    match e {
+        SpawnError::Setup(e) => e,
+        SpawnError::Clone(source) => Error::Io {
+            context: format!("container '{id}': creating its namespaces failed"),
+            source,
+        },
+        SpawnError::Step { index, error } => Error::Io {
+            context: format!(
+                "container '{id}': setup step {} ({}) failed",
+                index + 1,
+                p.what.get(index).map(String::as_str).unwrap_or("?")
+            ),
+            source: error,
+        },
+        SpawnError::Exec(source) => Error::Io {
+            context: format!("container '{id}': exec of process.args[0] failed"),
+            source,
+        },
+        SpawnError::Pipe(source) => Error::Io {
+            context: format!("container '{id}': talking to its init failed"),
+            source,
+        },
+    }
+}
+
+/// Kill everything left, remove the cgroups and the state directory.
+fn destroy(ctx: &Ctx, r: &Record) -> Result<()> {
+    if let Some(set) = &r.cgroups {
+        if cgroup::is_frozen(set) {
+            let _ = cgroup::freeze(&r.id, set, false);
+        }
+        set.kill_all(Duration::from_secs(10))?;
+        set.remove(Duration::from_secs(5))?;
+    } else if let (Some(pid), Some(st)) = (r.pid, r.start_time) {
+        if crate::stats::proc_start_time(&ctx.proc_root, pid) == Some(st) {
+            let _ = warren_sys::proc::kill(pid, libc::SIGKILL);
+        }
+    }
+    let dir = state::dir(&ctx.root, &r.id);
+    crate::fsutil::remove_tree(&dir).ctx(|| format!("removing {}", dir.display()))
+}
+
+pub fn state(ctx: &Ctx, id: &str) -> Result<serde_json::Value> {
+    let r = state::load(&ctx.root, id)?;
+    Ok(state_json(&r, state::observe_host(&r, &ctx.proc_root)))
+}
+
+pub fn pids(ctx: &Ctx, id: &str) -> Result<Vec<i32>> {
+    let r = state::load(&ctx.root, id)?;
+    Ok(match &r.cgroups {
+        Some(set) => set.pids()?,
+        None => Vec::new(),
+    })
+}

@@ -1,0 +1,29 @@
+//! `update --resources`: new limits on a live container.
+
+use super::*;
+
+pub fn update(ctx: &Ctx, id: &str, resources: &str) -> Result<()> {
+    let r = state::load(&ctx.root, id)?;
+    let text = if resources == "-" {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .ctx(|| "reading resources from stdin".to_string())?;
+        s
+    } else {
+        std::fs::read_to_string(resources)
+            .ctx(|| format!("container '{id}': reading --resources {resources}"))?
+    };
+    let res: oci_spec::runtime::LinuxResources = serde_json::from_str(&text).map_err(|e| {
+        Error::Invalid(format!(
+            "container '{id}': --resources {resources}: {e}; expected linux.resources JSON"
+        ))
+    })?;
+    let (limits, _) = cgroup::limits(&res, cgroup::host_has_memsw())
+        .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
+    let set = r
+        .cgroups
+        .as_ref()
+        .ok_or_else(|| refused(format!("container '{id}': it has no cgroups yet")))?;
+    cgroup::apply(id, set, &limits)
+}

@@ -1,0 +1,293 @@
+//! The verbs that make and remove a zone's files: create, install, clone, uninstall,
+//! delete. A new zone is built in a temporary directory and renamed into place; an
+//! interrupted install or uninstall leaves `incomplete`, which the next one finishes.
+
+use super::*;
+
+/// `warren create`: a new zone in state configured.
+pub fn create(
+    ctx: &Context,
+    name: &str,
+    template_name: Option<&str>,
+    config_file: Option<&Path>,
+    sets: &[String],
+) -> Result<ZoneConfig> {
+    names::zone(name)?;
+    let mut table = match config_file {
+        Some(path) => {
+            let text = fs::read_to_string(path).map_err(|e| {
+                Error::Invalid(format!("zone '{name}': --config {}: {e}", path.display()))
+            })?;
+            text.parse::<toml::Table>().map_err(|e| {
+                Error::config(
+                    name,
+                    format!(
+                        "{} is not valid TOML: {}",
+                        path.display(),
+                        e.message().trim()
+                    ),
+                )
+            })?
+        }
+        None => config::to_table(&ZoneConfig::new("host")),
+    };
+    if let Some(t) = template_name {
+        names::template(t)?;
+        table.insert("template".into(), t.into());
+    }
+    for s in sets {
+        let (k, v) = config::parse_assignment(name, s)?;
+        config::set_in_table(name, &mut table, &k, v)?;
+    }
+    let cfg = config::from_table(name, &table)?;
+    validate_for_host(ctx, name, &cfg)?;
+    let _tlock = lock::shared(&ctx.layout, "template", &cfg.template)?;
+    template::load(&ctx.layout, &cfg.template)?;
+    let _lock = zone_lock(ctx, name)?;
+    let zones = ctx.layout.zones();
+    fs::create_dir_all(&zones).ctx(|| format!("creating {}", zones.display()))?;
+    let dir = ctx.layout.zone_dir(name);
+    if dir.exists() {
+        return Err(Error::ZoneExists(name.into()));
+    }
+    let tmp = zones.join(format!(".new-{name}-{}", unique_suffix()));
+    let result = (|| {
+        mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
+        fault::point("create.after-mkdir");
+        write_config(&tmp, &cfg)?;
+        fault::point("create.after-config");
+        state::save_lifecycle(&tmp, &Lifecycle::configured())?;
+        fs::rename(&tmp, &dir)
+            .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
+        sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
+    })();
+    if result.is_err() {
+        let _ = remove_tree(&tmp);
+    }
+    result.map(|_| cfg)
+}
+
+/// `warren install`: configured → installed.
+pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(m) = state::check(name, Verb::Install, z.state(ctx))? {
+        return Ok(Outcome::AlreadyDone(m));
+    }
+    let _tlock = lock::shared(&ctx.layout, "template", &z.config.template)?;
+    let manifest = template::load(&ctx.layout, &z.config.template)?;
+    let be = backend(manifest.backend);
+    if z.config.disk_max.is_some() && manifest.backend != crate::storage::BackendKind::Overlay {
+        return Err(Error::config(
+            name,
+            format!(
+                "disk.max needs the overlay backend, but template '{}' uses {}; unset disk.max or use a template on the overlay backend",
+                z.config.template, manifest.backend
+            ),
+        ));
+    }
+    z.lifecycle.state = ZoneState::Incomplete;
+    z.lifecycle.incomplete_op = Some("install".into());
+    z.lifecycle.backend = Some(manifest.backend);
+    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    fault::point("install.after-incomplete");
+    let troot = template::root_of(&ctx.layout, &z.config.template);
+    if let Err(e) = be.install(&troot, &z.dir) {
+        // Roll back to configured; if that fails too, incomplete tells the next command.
+        let cleanup = be.uninstall(&z.dir).and_then(|_| {
+            crate::quota::remove_image(&z.dir)?;
+            z.lifecycle = Lifecycle::configured();
+            state::save_lifecycle(&z.dir, &z.lifecycle)
+        });
+        return Err(e.with_cleanup(cleanup.err()));
+    }
+    fault::point("install.after-backend");
+    let mut owner = 0;
+    if z.config.userns {
+        let r = idmap::allocate(&ctx.layout, name, z.config.userns_base)?;
+        z.lifecycle.idmap = Some(r);
+        owner = r.base;
+        let root = be.root_mount(&troot, &z.dir);
+        if let RootMount::Overlay { upper, .. } = &root {
+            own_upper(name, upper, r)?;
+        }
+    }
+    if let Some(max) = z.config.disk_max {
+        if crate::quota::image(&z.dir).is_none() {
+            crate::quota::create_image(name, &z.dir, max, owner)?;
+        }
+    }
+    z.lifecycle.state = ZoneState::Installed;
+    z.lifecycle.incomplete_op = None;
+    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    Ok(Outcome::Done)
+}
+
+/// `warren clone SRC NEW`: NEW is installed with a copy-on-write copy of SRC's root.
+pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
+    ctx.require_root()?;
+    names::zone(src)?;
+    names::zone(dst)?;
+    if src == dst {
+        return Err(Error::Invalid(format!(
+            "zone '{src}': cannot clone a zone onto itself"
+        )));
+    }
+    // Lock in name order so two opposite clones cannot deadlock.
+    let (_l1, _l2) = if src < dst {
+        let a = lock::shared(&ctx.layout, "zone", src)?;
+        (a, lock::exclusive(&ctx.layout, "zone", dst)?)
+    } else {
+        let b = lock::exclusive(&ctx.layout, "zone", dst)?;
+        (lock::shared(&ctx.layout, "zone", src)?, b)
+    };
+    let source = load(ctx, src)?;
+    state::check(src, Verb::CloneFrom, source.state(ctx))?;
+    let kind = source.lifecycle.backend.ok_or_else(|| Error::Corrupt {
+        path: state::state_path(&source.dir),
+        message: "an installed zone without a storage backend".into(),
+    })?;
+    let _tlock = lock::shared(&ctx.layout, "template", &source.config.template)?;
+    template::load(&ctx.layout, &source.config.template)?;
+    let zones = ctx.layout.zones();
+    let dir = ctx.layout.zone_dir(dst);
+    if dir.exists() {
+        return Err(Error::ZoneExists(dst.into()));
+    }
+    let mut cfg = source.config.clone();
+    cfg.hostname = None;
+    // A pinned range is the source's own; the clone gets one allocated.
+    cfg.userns_base = None;
+    let be = backend(kind);
+    let tmp = zones.join(format!(".new-{dst}-{}", unique_suffix()));
+    let troot = template::root_of(&ctx.layout, &source.config.template);
+    let result = (|| {
+        let range = match cfg.userns {
+            true => Some(idmap::allocate(&ctx.layout, dst, None)?),
+            false => None,
+        };
+        mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
+        fault::point("clone.after-mkdir");
+        write_config(&tmp, &cfg)?;
+        // The clone's layer moves from the source's id range to the clone's in the
+        // copy itself (a tenant's chown of its `/` does not hide which range it is).
+        let to = range.unwrap_or(IdRange::new(0));
+        let shift = match be.root_mount(&troot, &source.dir) {
+            RootMount::Overlay { upper, .. } if crate::quota::image(&source.dir).is_none() => {
+                let from = upper_owner(src, &upper, source.lifecycle.idmap)?;
+                (from != to).then_some(crate::treeops::Shift { from, to })
+            }
+            _ => None,
+        };
+        be.clone_zone(&source.dir, &tmp, shift)?;
+        if crate::quota::image(&source.dir).is_some() {
+            crate::quota::copy_image(&source.dir, &tmp)?;
+            crate::quota::shift_image(dst, &tmp, to)?;
+        }
+        fault::point("clone.after-copy");
+        let lc = Lifecycle {
+            state: ZoneState::Installed,
+            backend: Some(kind),
+            idmap: range,
+            ..Lifecycle::configured()
+        };
+        state::save_lifecycle(&tmp, &lc)?;
+        fault::point("clone.after-state");
+        fs::rename(&tmp, &dir)
+            .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
+        sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
+    })();
+    if let Err(e) = result {
+        let cleanup = if tmp.exists() {
+            be.uninstall(&tmp)
+                .and_then(|_| remove_tree(&tmp).ctx(|| format!("removing {}", tmp.display())))
+        } else {
+            Ok(())
+        }
+        .and_then(|_| idmap::release(&ctx.layout, dst, None));
+        return Err(e.with_cleanup(cleanup.err()));
+    }
+    Ok(())
+}
+
+fn uninstall_locked(z: &mut Zone) -> Result<()> {
+    if let Some(kind) = z.lifecycle.backend {
+        z.lifecycle.state = ZoneState::Incomplete;
+        z.lifecycle.incomplete_op = Some("uninstall".into());
+        state::save_lifecycle(&z.dir, &z.lifecycle)?;
+        fault::point("uninstall.after-incomplete");
+        backend(kind).uninstall(&z.dir)?;
+        crate::quota::remove_image(&z.dir)?;
+        fault::point("uninstall.after-backend");
+    }
+    for log in ["console.log", "console.log.1"] {
+        let console = z.dir.join(log);
+        remove_tree(&console).ctx(|| format!("removing {}", console.display()))?;
+    }
+    // The id range stays the zone's until it is deleted.
+    let idmap = z.lifecycle.idmap;
+    z.lifecycle = Lifecycle::configured();
+    z.lifecycle.idmap = idmap;
+    state::save_lifecycle(&z.dir, &z.lifecycle)
+}
+
+/// `warren uninstall`: installed (or incomplete) → configured.
+pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(m) = state::check(name, Verb::Uninstall, z.state(ctx))? {
+        return Ok(Outcome::AlreadyDone(m));
+    }
+    uninstall_locked(&mut z)?;
+    Ok(Outcome::Done)
+}
+
+/// `warren delete`: remove a configured zone; with `force`, halt and uninstall first.
+pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
+    let _lock = zone_lock(ctx, name)?;
+    let dir = ctx.layout.zone_dir(name);
+    let mut range = None;
+    match load_locked(ctx, name) {
+        Ok(mut z) => {
+            range = z.lifecycle.idmap;
+            if force {
+                if z.state(ctx) >= ZoneState::Ready {
+                    ctx.require_root()?;
+                    halt_locked(ctx, &mut z, Some(Duration::from_secs(5)))?;
+                }
+                if z.lifecycle.state != ZoneState::Configured {
+                    ctx.require_root()?;
+                    uninstall_locked(&mut z)?;
+                }
+            }
+            state::check(name, Verb::Delete, z.state(ctx))?;
+        }
+        // A zone whose files are unreadable can still be removed by force.
+        Err(Error::Corrupt { .. } | Error::Config { .. }) if force => {
+            ctx.require_root()?;
+            if let Ok(Some(rt)) = state::load_runtime(&dir) {
+                rt.cgroups.kill_all(Duration::from_secs(5))?;
+                rt.cgroups.remove(Duration::from_secs(5))?;
+                if let Some(net) = &rt.net {
+                    crate::net::release(&ctx.layout, name, net)?;
+                }
+            }
+            // A btrfs zone's root is a subvolume, which a plain tree removal cannot delete.
+            let root = dir.join("root");
+            if warren_sys::fs::is_btrfs_subvol(&root) {
+                warren_sys::fs::btrfs_subvol_delete(&root)
+                    .ctx(|| format!("deleting {}", root.display()))?;
+            }
+        }
+        Err(e) => return Err(e),
+    }
+    let zones = ctx.layout.zones();
+    let trash = zones.join(format!(".del-{name}-{}", unique_suffix()));
+    fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
+    sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
+    fault::point("delete.after-rename");
+    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))?;
+    idmap::release(&ctx.layout, name, range)
+}

@@ -1,0 +1,257 @@
+//! The verbs of a running zone: boot, halt, evict, reboot, login, autoboot.
+
+use super::*;
+
+/// Timings of one boot, for the demo and benchmarks.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BootReport {
+    pub cgroups: Duration,
+    pub spawn: Duration,
+    pub total: Duration,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// Boot a loaded, locked, reconciled zone.
+fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
+    let t0 = Instant::now();
+    validate_for_host(ctx, &z.name, &z.config)?;
+    let manifest = template::load(&ctx.layout, &z.config.template)?;
+    let kind = z.lifecycle.backend.ok_or_else(|| Error::Corrupt {
+        path: state::state_path(&z.dir),
+        message: "an installed zone without a storage backend".into(),
+    })?;
+    let troot = template::root_of(&ctx.layout, &z.config.template);
+    let mut root = backend(kind).root_mount(&troot, &z.dir);
+    let disk = disk_for_boot(z)?;
+    if let (Some(d), RootMount::Overlay { upper, work, .. }) = (&disk, &mut root) {
+        *upper = d.upper();
+        *work = d.work();
+    }
+    let idmap = prepare_idmap(ctx, z, &root)?;
+    let init_exe = runtime::init_exe()?;
+    // Admission: refuse before any cgroup exists when the host has no tasks left for
+    // the zone's init and services (three small reads; see doctor::admit).
+    let zone_tasks = 1 + z.config.services.len() as u64;
+    doctor::admit(
+        &z.name,
+        &doctor::snapshot::read_admit(&ctx.host.proc),
+        zone_tasks,
+    )?;
+    let (driver, _) = ctx.cgroups()?;
+    let mem = stats::meminfo(&ctx.host.proc);
+    let get = |k: &str| mem.get(k).copied().unwrap_or(0);
+    let limits = z
+        .config
+        .limits
+        .with_swap_allowance(get("MemTotal"), get("SwapTotal"))
+        .with_defaults(&crate::config::Defaults::load(ctx.layout.root())?);
+    let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
+        CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
+            Error::Cgroup(e)
+        }
+        e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
+    })?;
+    let t_cg = t0.elapsed();
+    fault::point("boot.after-cgroups");
+    let mut rt = Runtime {
+        state: ZoneState::Ready,
+        boot_id: ctx.boot_id().to_string(),
+        init: None,
+        cgroups,
+        booted_at_ms: 0,
+        net: None,
+    };
+    let undo = |rt: &Runtime, e: Error| {
+        let cleanup = rt
+            .cgroups
+            .kill_all(Duration::from_secs(5))
+            .and_then(|_| rt.cgroups.remove(Duration::from_secs(5)))
+            .map_err(Error::from)
+            .and_then(|_| match &rt.net {
+                Some(net) => crate::net::release(&ctx.layout, &z.name, net),
+                None => Ok(()),
+            })
+            .and_then(|_| state::remove_runtime(&z.dir));
+        e.with_cleanup(cleanup.err())
+    };
+    if z.config.net == NetMode::Bridge {
+        let live = |name: &str, addr| ctx.lease_is_live(name, addr);
+        match crate::net::lease(
+            &ctx.layout,
+            &ctx.host,
+            ctx.boot_id(),
+            &z.name,
+            &z.config,
+            &live,
+        ) {
+            Ok(net) => rt.net = Some(net),
+            Err(e) => return Err(undo(&rt, e)),
+        }
+    }
+    fault::point("boot.after-lease");
+    if let Err(e) = state::save_runtime(&z.dir, &rt) {
+        return Err(undo(&rt, e));
+    }
+    fault::point("boot.after-runtime");
+    let spec = BootSpec {
+        zone: &z.name,
+        config: &z.config,
+        root: &root,
+        binds: &manifest.binds,
+        cgroups: &rt.cgroups,
+        console: &z.dir.join("console.log"),
+        init_exe: &init_exe,
+        proc_root: &ctx.host.proc,
+        net: rt.net.as_ref(),
+        idmap,
+        disk: disk.as_ref(),
+    };
+    let t1 = Instant::now();
+    let init = match runtime::boot(&spec) {
+        Ok(i) => i,
+        Err(e) => return Err(undo(&rt, e)),
+    };
+    let t_spawn = t1.elapsed();
+    fault::point("boot.after-spawn");
+    rt.state = ZoneState::Running;
+    rt.init = Some(init);
+    rt.booted_at_ms = now_ms();
+    if let Err(e) = state::save_runtime(&z.dir, &rt) {
+        return Err(undo(&rt, e));
+    }
+    z.runtime = Some(rt);
+    if z.lifecycle.evicted.take().is_some() {
+        // Booted again: the eviction is history (it stays in events.jsonl).
+        state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    }
+    Ok(BootReport {
+        cgroups: t_cg,
+        spawn: t_spawn,
+        total: t0.elapsed(),
+    })
+}
+
+/// `warren boot`: installed → running. Booting a running zone succeeds and says so.
+pub fn boot(ctx: &Context, name: &str) -> Result<(Outcome, BootReport)> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(m) = state::check(name, Verb::Boot, z.state(ctx))? {
+        return Ok((Outcome::AlreadyDone(m), BootReport::default()));
+    }
+    let report = boot_locked(ctx, &mut z)?;
+    Ok((Outcome::Done, report))
+}
+
+pub(in crate::zone) fn halt_locked(
+    ctx: &Context,
+    z: &mut Zone,
+    timeout: Option<Duration>,
+) -> Result<bool> {
+    let Some(mut rt) = z.runtime.take() else {
+        return Ok(true);
+    };
+    rt.state = ZoneState::ShuttingDown;
+    state::save_runtime(&z.dir, &rt)?;
+    fault::point("halt.after-shutting-down");
+    let timeout = timeout
+        .or(z.config.stop_timeout.map(Duration::from_secs))
+        .unwrap_or(DEFAULT_STOP_TIMEOUT);
+    let outcome = runtime::stop(
+        rt.init,
+        &rt.cgroups,
+        timeout,
+        &ctx.host.proc,
+        &z.dir.join("console.log"),
+    )?;
+    fault::point("halt.after-stop");
+    if let Some(net) = &rt.net {
+        crate::net::release(&ctx.layout, &z.name, net)?;
+    }
+    state::remove_runtime(&z.dir)?;
+    Ok(outcome.graceful)
+}
+
+/// `warren halt`: running → installed. Returns whether init stopped gracefully.
+pub fn halt(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<(Outcome, bool)> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(m) = state::check(name, Verb::Halt, z.state(ctx))? {
+        return Ok((Outcome::AlreadyDone(m), true));
+    }
+    let graceful = halt_locked(ctx, &mut z, timeout)?;
+    Ok((Outcome::Done, graceful))
+}
+
+/// Evict a running zone: halt it as `warren halt` does (SIGTERM, `timeout`, kill) and
+/// record `reason` in its lifecycle, shown by `warren list` until its next boot.
+/// Returns `None` when the zone was not running (nothing done), else whether it
+/// stopped gracefully.
+pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Result<Option<bool>> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    if let Decision::AlreadyDone(_) = state::check(name, Verb::Halt, z.state(ctx))? {
+        return Ok(None);
+    }
+    let timeout = z
+        .config
+        .stop_timeout
+        .map(Duration::from_secs)
+        .map_or(timeout, |t| t.min(timeout));
+    let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
+    z.lifecycle.evicted = Some(reason.to_string());
+    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    Ok(Some(graceful))
+}
+
+/// `warren reboot`: halt then boot, under one lock.
+pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<()> {
+    ctx.require_root()?;
+    let _lock = zone_lock(ctx, name)?;
+    let mut z = load_locked(ctx, name)?;
+    state::check(name, Verb::Reboot, z.state(ctx))?;
+    halt_locked(ctx, &mut z, timeout)?;
+    boot_locked(ctx, &mut z).map(drop)
+}
+
+/// `warren login`: run `argv` (or a login shell) inside the running zone.
+pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
+    ctx.require_root()?;
+    let z = load(ctx, name)?;
+    state::check(name, Verb::Login, z.state(ctx))?;
+    let rt = z
+        .runtime
+        .as_ref()
+        .expect("a running zone has a runtime record");
+    let init = rt.init.expect("a running zone has an init");
+    let confinement = crate::isolation::Confinement::for_zone(&z.config);
+    runtime::login::login(
+        name,
+        init,
+        &rt.cgroups,
+        &confinement,
+        &z.config.rlimits,
+        argv,
+        &ctx.host.proc,
+    )
+}
+
+/// The zones `warren boot --autoboot` starts: installed zones with `autoboot = true`.
+/// Zones that were running before a host reboot are recorded with the old boot id and
+/// so show as installed; this boots those that asked for it.
+pub fn boot_autoboot(ctx: &Context) -> Result<Vec<String>> {
+    Ok(crate::zone::list(ctx)?
+        .into_iter()
+        .filter(|i| i.state == Some(ZoneState::Installed))
+        .filter(|i| i.config.as_ref().is_some_and(|c| c.autoboot))
+        .map(|i| i.name)
+        .collect())
+}
