@@ -36,8 +36,10 @@
 //! network namespaces, holds at most `net.ipv4.neigh.default.gc_thresh3` entries;
 //! the host needs one per zone it talks to.
 
+pub mod filter;
 pub mod ipam;
 pub mod netlink;
+pub mod nft;
 pub mod subnet;
 
 use std::fs::File;
@@ -67,11 +69,19 @@ pub struct NetRuntime {
     pub address: Ipv4Addr,
     /// The host end of the veth pair.
     pub veth: String,
+    /// `net-isolated`: no traffic bridged to or from other zones.
+    #[serde(default)]
+    pub isolated: bool,
 }
 
 impl NetRuntime {
     pub fn gateway(&self) -> Ipv4Addr {
         self.subnet.gateway()
+    }
+
+    /// What the zone may send as (its MAC, addresses), for the bridge filter.
+    pub fn identity(&self) -> filter::Identity {
+        filter::Identity::new(&self.veth, self.address, self.isolated)
     }
 }
 
@@ -229,6 +239,9 @@ pub fn lease(
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
     let created = ensure_bridge(&mut nl, zone, bridge, subnet, old_subnet)?;
     rec.created |= created;
+    if rec.created {
+        refuse_router_advertisements(host, zone, bridge)?;
+    }
     rec.leases.insert(zone.to_string(), address);
     ipam::save(layout, &rec)?;
     Ok(NetRuntime {
@@ -236,7 +249,32 @@ pub fn lease(
         subnet,
         address,
         veth: veth_name(layout, zone),
+        isolated: cfg.net_isolated,
     })
+}
+
+/// The IPv6 sysctls warren sets on a bridge it created: a zone must not be able to
+/// configure the host's addresses or routes by advertising itself as a router.
+pub const BRIDGE_SYSCTLS: [(&str, &str); 2] = [("accept_ra", "0"), ("autoconf", "0")];
+
+/// Set [`BRIDGE_SYSCTLS`] on `bridge` (nothing to do without IPv6 on the host).
+fn refuse_router_advertisements(host: &HostPaths, zone: &str, bridge: &str) -> Result<()> {
+    let dir = host.proc.join("sys/net/ipv6/conf").join(bridge);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for (knob, value) in BRIDGE_SYSCTLS {
+        let path = dir.join(knob);
+        if std::fs::read_to_string(&path).is_ok_and(|v| v.trim() == value) {
+            continue;
+        }
+        std::fs::write(&path, value).ctx(|| {
+            format!(
+                "zone '{zone}': setting net.ipv6.conf.{bridge}.{knob} = {value} on warren's bridge (so zones cannot configure the host's IPv6 by router advertisements)"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Create the bridge if missing; give it the gateway address; set it up. Returns
@@ -314,7 +352,17 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
             ),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })?;
-    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, ns)
+    let id = net.identity();
+    // The filter goes in before the veth exists, so no frame ever passes unfiltered.
+    filter::install(&net.bridge, &id).ctx(nl_err(
+        zone,
+        &format!(
+            "installing the bridge filter (nftables table {}, chain {}; needs the kernel's nf_tables with the bridge family, CONFIG_NF_TABLES_BRIDGE)",
+            filter::table_name(&net.bridge),
+            filter::chain_name(&net.veth)
+        ),
+    ))?;
+    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, id.mac, ns)
         .map_err(|e| match e.raw_os_error() {
             Some(warren_sys::libc::EXFULL) => Error::Unsupported(format!(
                 "zone '{zone}': bridge {} is full: a bridge takes at most {BRIDGE_MAX_PORTS} ports (the kernel's BR_MAX_PORTS); put further zones on another bridge with its own subnet (net-bridge, net-subnet)",
@@ -359,12 +407,19 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
     Ok(())
 }
 
-/// Undo a bridged boot: delete the host end of the veth pair (its peer goes with it)
-/// and free the lease. Safe to repeat.
+/// Undo a bridged boot: delete the host end of the veth pair (its peer goes with it),
+/// then the zone's bridge filter chains, and free the lease. Safe to repeat.
 pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
     nl.delete_link(&net.veth)
         .ctx(nl_err(zone, &format!("deleting veth {}", net.veth)))?;
+    filter::remove(&net.bridge, &net.veth).ctx(nl_err(
+        zone,
+        &format!(
+            "deleting its bridge filter chains from nftables table {}",
+            filter::table_name(&net.bridge)
+        ),
+    ))?;
     let _lock = lock::exclusive(layout, "net", "ipam")?;
     if let Some(mut rec) = ipam::load(&ipam::path(layout, &net.bridge))? {
         if rec.leases.get(zone) == Some(&net.address) {
@@ -375,8 +430,9 @@ pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     Ok(())
 }
 
-/// `warren gc`'s part: stale leases, stray veths on warren's bridges, and bridges that
-/// warren created and no zone uses any more. Returns one line per thing removed.
+/// `warren gc`'s part: stale leases, stray veths on warren's bridges, filter chains of
+/// zones that hold no lease, a bridge's filter table once no zone uses the bridge, and
+/// bridges that warren created and no zone uses any more. Returns one line per thing removed.
 pub fn gc(
     layout: &Layout,
     host: &HostPaths,
@@ -409,7 +465,27 @@ pub fn gc(
                 removed.push(format!("veth {port} on bridge {}", rec.bridge));
             }
         }
+        let filtered = filter::filtered_veths(&rec.bridge)
+            .ctx(|| format!("listing nftables table {}", filter::table_name(&rec.bridge)))?;
+        for veth in filtered.iter().filter(|v| !live_veths.contains(v)) {
+            filter::remove(&rec.bridge, veth).ctx(|| {
+                format!(
+                    "deleting the filter chains of {veth} from nftables table {}",
+                    filter::table_name(&rec.bridge)
+                )
+            })?;
+            removed.push(format!(
+                "filter chains of {veth} in nftables table {}",
+                filter::table_name(&rec.bridge)
+            ));
+        }
         if rec.leases.is_empty() {
+            let table = filter::table_name(&rec.bridge);
+            if filter::remove_table(&rec.bridge)
+                .ctx(|| format!("deleting nftables table {table}"))?
+            {
+                removed.push(format!("nftables table {table}"));
+            }
             // A bridge with ports it did not make (an operator's) stays, and so does
             // the record that says warren created it, for a later gc.
             let idle = bridge_ports(host, &rec.bridge).is_empty();
