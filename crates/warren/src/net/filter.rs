@@ -376,6 +376,11 @@ pub fn filtered_veths(bridge: &str) -> std::io::Result<Vec<String>> {
     Ok(v)
 }
 
+/// Whether `bridge`'s table exists.
+pub fn table_exists(bridge: &str) -> std::io::Result<bool> {
+    Nft::open()?.table_exists(&table_name(bridge))
+}
+
 /// Delete `bridge`'s table with everything in it; `Ok(false)` if there was none.
 pub fn remove_table(bridge: &str) -> std::io::Result<bool> {
     let mut nft = Nft::open()?;

@@ -24,6 +24,7 @@ const NFNL_SUBSYS_NFTABLES: u16 = 10;
 const NFNL_MSG_BATCH_BEGIN: u16 = 0x10;
 const NFNL_MSG_BATCH_END: u16 = 0x11;
 const NFT_MSG_NEWTABLE: u16 = 0;
+const NFT_MSG_GETTABLE: u16 = 1;
 const NFT_MSG_DELTABLE: u16 = 2;
 const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_GETCHAIN: u16 = 4;
@@ -318,6 +319,43 @@ impl Nft {
         match first_err {
             Some((_, errno)) => Err(io::Error::from_raw_os_error(errno)),
             None => Ok(()),
+        }
+    }
+
+    /// Whether bridge-family table `table` exists.
+    pub fn table_exists(&mut self, table: &str) -> io::Result<bool> {
+        let seq = self.next_seq();
+        let mut a = Vec::new();
+        attr_str(&mut a, NFTA_TABLE_NAME, table);
+        let req = message(
+            nft_type(NFT_MSG_GETTABLE),
+            NLM_F_REQUEST,
+            seq,
+            FAMILY_BRIDGE,
+            0,
+            &a,
+        );
+        self.sock.send(&req, 0)?;
+        let mut buf = Vec::with_capacity(16 << 10);
+        loop {
+            buf.clear();
+            let n = self.sock.recv(&mut buf, 0)?;
+            for (kind, s, body) in split(&buf[..n.min(buf.len())]) {
+                if s != seq {
+                    continue;
+                }
+                if kind == nft_type(NFT_MSG_NEWTABLE) {
+                    return Ok(true);
+                }
+                if kind == NLMSG_ERROR && body.len() >= 4 {
+                    let code = i32::from_ne_bytes([body[0], body[1], body[2], body[3]]);
+                    return match -code {
+                        e if e == warren_sys::libc::ENOENT => Ok(false),
+                        0 => Ok(true),
+                        e => Err(io::Error::from_raw_os_error(e)),
+                    };
+                }
+            }
         }
     }
 
