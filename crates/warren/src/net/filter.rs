@@ -317,12 +317,13 @@ pub fn isolation_rules(veth: &str) -> Vec<Vec<Expr>> {
 }
 
 /// Install the zone's chains on `bridge`'s table (creating the table), replacing any
-/// left from an earlier boot. Two transactions: the removal of leftovers, then the
-/// new chains with all their rules at once.
+/// left from an earlier boot: the removal of leftovers, then the new chains with all
+/// their rules in one transaction. A constant number of requests, whatever the number
+/// of zones on the bridge.
 pub fn install(bridge: &str, id: &Identity) -> std::io::Result<()> {
     let mut nft = Nft::open()?;
     let table = table_name(bridge);
-    remove_with(&mut nft, &table, &id.veth)?;
+    remove_with(&mut nft, &table, &id.veth, true)?;
     let pre = Chain {
         name: chain_name(&id.veth),
         hook: HOOK_PREROUTING,
@@ -345,23 +346,38 @@ pub fn install(bridge: &str, id: &Identity) -> std::io::Result<()> {
 }
 
 /// Delete the zone's chains (and their rules) from `bridge`'s table; nothing to do if
-/// they (or the table) are gone. One transaction.
-pub fn remove(bridge: &str, veth: &str) -> std::io::Result<()> {
+/// they (or the table) are gone. `isolated` says whether the zone has a forward chain
+/// too; both go in one transaction.
+pub fn remove(bridge: &str, veth: &str, isolated: bool) -> std::io::Result<()> {
     let mut nft = Nft::open()?;
-    remove_with(&mut nft, &table_name(bridge), veth)
+    remove_with(&mut nft, &table_name(bridge), veth, isolated)
 }
 
-fn remove_with(nft: &mut Nft, table: &str, veth: &str) -> std::io::Result<()> {
-    let present = nft.chains(table)?;
-    let ours: Vec<String> = [chain_name(veth), isolation_chain_name(veth)]
-        .into_iter()
-        .filter(|c| present.contains(c))
-        .collect();
-    if ours.is_empty() {
-        return Ok(());
+fn is_enoent(e: &std::io::Error) -> bool {
+    e.raw_os_error() == Some(warren_sys::libc::ENOENT)
+}
+
+fn remove_with(nft: &mut Nft, table: &str, veth: &str, isolated: bool) -> std::io::Result<()> {
+    let pre = chain_name(veth);
+    let fwd = isolation_chain_name(veth);
+    let mut both = vec![Change::DeleteChain(&pre)];
+    if isolated {
+        both.push(Change::DeleteChain(&fwd));
     }
-    let changes: Vec<Change<'_>> = ours.iter().map(|c| Change::DeleteChain(c)).collect();
-    nft.apply(table, &changes)
+    match nft.apply(table, &both) {
+        Ok(()) => return Ok(()),
+        Err(e) if is_enoent(&e) => {}
+        Err(e) => return Err(e),
+    }
+    // One of them (or the table) is missing, e.g. the zone's isolation changed since
+    // its chains were made: delete each that exists.
+    for name in [&pre, &fwd] {
+        match nft.apply(table, &[Change::DeleteChain(name)]) {
+            Err(e) if !is_enoent(&e) => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// The veths that have chains in `bridge`'s table.
@@ -387,7 +403,7 @@ pub fn remove_table(bridge: &str) -> std::io::Result<bool> {
     let table = table_name(bridge);
     match nft.apply(&table, &[Change::DeleteTable]) {
         Ok(()) => Ok(true),
-        Err(e) if e.raw_os_error() == Some(warren_sys::libc::ENOENT) => Ok(false),
+        Err(e) if is_enoent(&e) => Ok(false),
         Err(e) => Err(e),
     }
 }

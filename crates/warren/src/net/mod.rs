@@ -413,7 +413,7 @@ pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
     nl.delete_link(&net.veth)
         .ctx(nl_err(zone, &format!("deleting veth {}", net.veth)))?;
-    filter::remove(&net.bridge, &net.veth).ctx(nl_err(
+    filter::remove(&net.bridge, &net.veth, net.isolated).ctx(nl_err(
         zone,
         &format!(
             "deleting its bridge filter chains from nftables table {}",
@@ -468,7 +468,7 @@ pub fn gc(
         let filtered = filter::filtered_veths(&rec.bridge)
             .ctx(|| format!("listing nftables table {}", filter::table_name(&rec.bridge)))?;
         for veth in filtered.iter().filter(|v| !live_veths.contains(v)) {
-            filter::remove(&rec.bridge, veth).ctx(|| {
+            filter::remove(&rec.bridge, veth, true).ctx(|| {
                 format!(
                     "deleting the filter chains of {veth} from nftables table {}",
                     filter::table_name(&rec.bridge)
