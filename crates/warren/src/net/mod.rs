@@ -16,7 +16,9 @@
 //!    `runtime.json` before the zone exists, so a crash from here on is reconciled.
 //! 2. The clone creates the zone's network namespace; the child brings `lo` up and
 //!    walks its mount steps, then blocks on `WaitParent` right before exec.
-//! 3. [`attach`] (host, right after the clone, while the child works): one
+//! 3. [`attach`] (host, right after the clone, while the child works): the zone's
+//!    bridge filter goes in first ([`filter`]: nftables chains keyed on the host veth,
+//!    so a zone sends only as itself and never as a router), then one
 //!    RTM_NEWLINK creates the veth pair with the host end up and enslaved to the bridge
 //!    and the peer created directly in the zone's namespace (by the child's pid) as
 //!    `eth0`; then, on a netlink socket opened inside the zone's namespace, `eth0` gets
@@ -24,11 +26,14 @@
 //!    parent writes the go byte and the child execs init, with the network ready.
 //! 4. Halt (or a failed boot, or a stale record found later): [`release`] deletes the
 //!    host end (which deletes the pair; the kernel would do so anyway when the
-//!    namespace dies, but asynchronously) and frees the lease.
+//!    namespace dies, but asynchronously), then the zone's filter chains, and frees
+//!    the lease.
 //!
 //! The bridge is shared by all zones on it and stays after the last zone halts (a
 //! bridge costs nothing idle and booting does not churn it); `warren gc` removes a
-//! bridge warren created once no zone holds a lease on it. A bridge serves one subnet;
+//! bridge warren created, and its filter table, once no zone holds a lease on it. A
+//! bridge warren creates does not accept IPv6 router advertisements
+//! ([`BRIDGE_SYSCTLS`]). A bridge serves one subnet;
 //! a bridge name belongs to one state root.
 //!
 //! Kernel limits are checked, never raised: a bridge takes at most 1023 ports
