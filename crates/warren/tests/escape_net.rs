@@ -171,8 +171,23 @@ fn sniff(env: &Env, zone: &str, secs: u32) -> Sniffer {
     Sniffer(Some(child))
 }
 
-/// The markers the sniffer saw.
-fn seen(mut s: Sniffer) -> Vec<String> {
+/// The markers the sniffer saw. Zone `from` (or the host, for `None`) sends WMKzz to
+/// `to` first: it goes after the attempts, so once the sniffer has it, every earlier
+/// frame that got through has arrived too (and the sniffer stops).
+fn seen(env: &Env, from: Option<&str>, to: Ipv4Addr, mut s: Sniffer) -> Vec<String> {
+    match from {
+        Some(zone) => {
+            py(env, zone, &["udp", &to.to_string(), "9", "WMKzz"]);
+        }
+        None => {
+            let sock = UdpSocket::bind("0.0.0.0:0").unwrap();
+            for _ in 0..3 {
+                let _ = sock.send_to(b"WMKzz", (to, 9));
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+    let from = from.unwrap_or("the host");
     let child = s.0.take().unwrap();
     let out = child.wait_with_output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -185,7 +200,12 @@ fn seen(mut s: Sniffer) -> Vec<String> {
                 String::from_utf8_lossy(&out.stderr)
             )
         });
-    line.split_whitespace().map(str::to_string).collect()
+    let marks: Vec<String> = line.split_whitespace().map(str::to_string).collect();
+    assert!(
+        marks.iter().any(|m| m == "WMKzz"),
+        "the sniffer stopped before the last frame from {from} arrived: {marks:?}"
+    );
+    marks
 }
 
 /// A UDP socket on the gateway address, to see what reaches the host.
@@ -437,7 +457,7 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
     );
 
     // Seen by B: everything A sends towards it, on B's own eth0.
-    let sniffer = sniff(&env, "b", 12);
+    let sniffer = sniff(&env, "b", 60);
     let b6 = format!("b6={}", b.ll);
     let a6 = format!("src6={}", a.ll);
     let b_mac = format!("b_mac={}", b.mac);
@@ -516,7 +536,7 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
     for (kind, kv) in &sends {
         send(&env, "a", kind, kv);
     }
-    let marks = seen(sniffer);
+    let marks = seen(&env, Some("a"), b.ip, sniffer);
     let saw = |m: &str| marks.iter().any(|x| x == m);
     let rows: [(&str, &str, &str); 11] = [
         (
@@ -658,10 +678,10 @@ fn isolated_zones_reach_only_the_host() {
         got.iter().any(|g| g == "WMKg1"),
     );
 
-    let in_d = sniff(&env, "d", 6);
+    let in_d = sniff(&env, "d", 60);
     py(&env, "c", &["udp", &d.ip.to_string(), "9", "WMKi1"]);
     py(&env, "e", &["udp", &d.ip.to_string(), "9", "WMKp1"]);
-    let marks = seen(in_d);
+    let marks = seen(&env, Some("e"), d.ip, in_d);
     t.row(
         "isolated C sends to D",
         "D sees nothing",
@@ -674,9 +694,9 @@ fn isolated_zones_reach_only_the_host() {
         format!("D saw {marks:?}"),
         marks.iter().any(|m| m == "WMKp1"),
     );
-    let in_c = sniff(&env, "c", 6);
+    let in_c = sniff(&env, "c", 60);
     py(&env, "d", &["udp", &c.ip.to_string(), "9", "WMKi2"]);
-    let marks = seen(in_c);
+    let marks = seen(&env, None, c.ip, in_c);
     t.row(
         "D sends to isolated C",
         "C sees nothing",

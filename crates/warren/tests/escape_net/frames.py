@@ -2,6 +2,7 @@
 # frames on eth0, or watch eth0 for marked frames. Used by tests/escape_net.rs only.
 #
 #   frames.py sniff SECONDS            print "ready", then "seen M1 M2 ..." (markers WMKxx)
+#                                      once WMKzz (the sender's last frame) or time is up
 #   frames.py send KIND KEY=VALUE...   send one frame (see KINDS below)
 #   frames.py udp IP PORT MARK         send a datagram through the kernel's own stack
 #   frames.py mac                      print eth0's MAC
@@ -144,7 +145,7 @@ def main():
         print("ready", flush=True)
         seen = set()
         end = time.time() + float(sys.argv[2])
-        while time.time() < end:
+        while time.time() < end and "WMKzz" not in seen:
             try:
                 f = s.recv(65535)
             except socket.timeout:
