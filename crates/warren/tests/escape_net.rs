@@ -463,3 +463,41 @@ fn gc_removes_the_filter_of_a_zone_that_died() {
         out.stdout
     );
 }
+
+/// `warren boot` killed right after the spawn (the filter and the veth exist, the
+/// record says the boot never finished): `gc` reconciles the zone and removes its
+/// chains, the table and the bridge.
+#[test]
+fn gc_removes_the_filter_of_a_crashed_boot() {
+    use std::os::unix::process::ExitStatusExt;
+    common::require_root();
+    let br = BridgeGuard::new("k");
+    let env = Env::new();
+    make(&env, "k", &bridged(&br.name, "10.251.11.0/24", &[]));
+    let out = env
+        .cmd()
+        .args(["boot", "k"])
+        .env(warren::fault::ENV, "boot.after-spawn")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "warren boot was not killed at boot.after-spawn: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let veth = warren::net::veth_name(&warren::layout::Layout::new(env.root()), "k");
+    assert!(
+        filter::filtered_veths(&br.name).unwrap().contains(&veth),
+        "the crashed boot had installed no filter for {veth}"
+    );
+    let gc = env.ok(&["gc"]);
+    let left = filter::filtered_veths(&br.name).unwrap();
+    let table = filter::table_exists(&br.name).unwrap();
+    assert!(
+        left.is_empty() && !table,
+        "class 7: after gc, chains {left:?} and table present {table} remain ({})",
+        gc.stdout
+    );
+    assert_eq!(env.state("k"), "installed");
+}

@@ -104,6 +104,10 @@ pub fn make(env: &Env, name: &str, sets: &[String]) {
 }
 
 pub fn py(env: &Env, zone: &str, args: &[&str]) -> Run {
+    assert!(
+        std::path::Path::new("/usr/bin/python3").exists(),
+        "this test forges frames inside zones with the host's /usr/bin/python3 (the host template shares /usr): apt-get install python3 (scripts/test.sh does)"
+    );
     let mut a = vec!["login", zone, "--", "/usr/bin/python3", "-c", FRAMES];
     a.extend_from_slice(args);
     let r = env.run(&a);
