@@ -73,6 +73,11 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
         knobs.join(" "),
         knobs == ["accept_ra=0", "autoconf=0"],
     );
+    // From here on the test's own bridge takes router advertisements (2: even if the
+    // host forwards), so the router-advertisement rows test the filter alone.
+    for (k, v) in [("accept_ra", "2"), ("autoconf", "1")] {
+        std::fs::write(format!("/proc/sys/net/ipv6/conf/{}/{k}", br.name), v).unwrap();
+    }
     let eth0 = py(&env, "a", &["mac"]).stdout.trim().to_string();
     let chains = filter::filtered_veths(&br.name).unwrap();
     t.row(
@@ -235,6 +240,14 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
             vec![a6.clone(), format!("target={}", a.ll), "mark=WMKp2".into()],
         ),
         (
+            "dad_ns",
+            vec![format!("target={}", b.ll), "mark=WMKsa".into()],
+        ),
+        (
+            "dad_ns",
+            vec![format!("target={}", a.ll), "mark=WMKp3".into()],
+        ),
+        (
             "udp6",
             vec![
                 format!("src6={}", b.ll),
@@ -258,7 +271,7 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
     }
     let marks = seen(&env, Some("a"), b.ip, sniffer);
     let saw = |m: &str| marks.iter().any(|x| x == m);
-    let rows: [(&str, &str, &str); 11] = [
+    let rows: [(&str, &str, &str); 13] = [
         (
             "WMKp1",
             "A sends B a datagram through its own stack",
@@ -268,6 +281,16 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
             "WMKp2",
             "A advertises its own IPv6 address (NA)",
             "B receives it",
+        ),
+        (
+            "WMKp3",
+            "A probes its own link-local address (DAD from ::)",
+            "B receives it",
+        ),
+        (
+            "WMKsa",
+            "A probes B's link-local address (DAD from ::)",
+            "dropped",
         ),
         (
             "WMKs1",

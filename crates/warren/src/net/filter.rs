@@ -17,9 +17,10 @@
 //! - it is IPv4 from another source than the zone's lease, an ICMP redirect, or UDP
 //!   from port 67 (a DHCP server);
 //! - it is IPv6 from another source than the zone's link-local address (EUI-64 of its
-//!   MAC) or `::` (duplicate address detection: only neighbour solicitations and MLD
-//!   reports), a router advertisement, an ICMPv6 redirect, a neighbour advertisement
-//!   whose target is not the zone's, or UDP from port 547 (a DHCPv6 server).
+//!   MAC) or `::` (duplicate address detection: only neighbour solicitations for its
+//!   own addresses, and MLD reports), a router advertisement, an ICMPv6 redirect, a
+//!   neighbour advertisement whose target is not the zone's, or UDP from port 547 (a
+//!   DHCPv6 server).
 //!
 //! With `net-isolated = true` the zone also gets `i-<veth>` on the forward hook:
 //! nothing is bridged between it and any other `wz*` port, either way; the bridge
@@ -276,6 +277,19 @@ pub fn zone_rules(id: &Identity) -> Vec<Vec<Expr>> {
             none_of(load(Base::Transport, 8, 16), &v6),
         ]
         .concat(),
+        // Duplicate address detection (a solicitation from `::`) only for its own
+        // addresses: one for another zone's address would make that zone give it up.
+        [
+            ether_type(ETH_P_IPV6).to_vec(),
+            vec![
+                load(Base::Network, 8, 16),
+                Expr::Cmp(Op::Eq, Ipv6Addr::UNSPECIFIED.octets().to_vec()),
+            ],
+            l4(IPPROTO_ICMPV6).to_vec(),
+            icmp_type(ND_NEIGHBOR_SOLICIT).to_vec(),
+            none_of(load(Base::Transport, 8, 16), &v6),
+        ]
+        .concat(),
         [
             ether_type(ETH_P_IPV6).to_vec(),
             l4(IPPROTO_UDP).to_vec(),
@@ -425,7 +439,7 @@ mod tests {
     fn every_rule_is_keyed_on_the_veth_and_drops() {
         let id = Identity::new("wz0123456789ab", Ipv4Addr::new(10, 9, 0, 2), false);
         let rules = zone_rules(&id);
-        assert_eq!(rules.len(), 14);
+        assert_eq!(rules.len(), 15);
         for r in &rules {
             assert_eq!(r[0], Expr::Meta(MetaKey::IifName));
             assert_eq!(r[1], Expr::Cmp(Op::Eq, ifname("wz0123456789ab")));

@@ -124,10 +124,17 @@ def frame(kind, a):
     if kind == "icmp6_redirect":  # to B: "2001:db8::1 is reached through me"
         body = b"\0" * 4 + ip6(a["src6"]) + ip6("2001:db8::1") + mark_opt(m.decode())
         return eth(bmac, me, 0x86DD, icmp6(ip6(a["src6"]), ip6(a["b6"]), 137, 0, body))
-    if kind == "na":  # unsolicited override: "target is at my MAC"
-        body = struct.pack("!I", 0x20000000) + ip6(a["target"]) + struct.pack("!BB6s", 2, 1, me)
+    if kind == "na":  # unsolicited router + override: "target is at my MAC"
+        # (The router flag keeps an earlier advertisement's default route in place.)
+        body = struct.pack("!I", 0xA0000000) + ip6(a["target"]) + struct.pack("!BB6s", 2, 1, me)
         body += mark_opt(m.decode())
         return eth(ALL_NODES_MAC, me, 0x86DD, icmp6(ip6(a["src6"]), ip6(ALL_NODES), 136, 0, body))
+    if kind == "dad_ns":  # duplicate address detection for target, from ::
+        target = ip6(a["target"])
+        group = ip6("ff02::1:ff00:0")[:13] + target[13:]
+        body = b"\0" * 4 + target + mark_opt(m.decode())
+        dst_mac = b"\x33\x33\xff" + target[13:]
+        return eth(dst_mac, me, 0x86DD, icmp6(ip6("::"), group, 135, 0, body))
     if kind == "udp6":
         return eth(bmac, me, 0x86DD, udp6(ip6(a["src6"]), ip6(a["b6"]), 40000, 9, m))
     if kind == "vlan":  # an 802.1Q frame carrying IPv4 from the gateway's address
