@@ -74,8 +74,14 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
         knobs == ["accept_ra=0", "autoconf=0"],
     );
     // From here on the test's own bridge takes router advertisements (2: even if the
-    // host forwards), so the router-advertisement rows test the filter alone.
-    for (k, v) in [("accept_ra", "2"), ("autoconf", "1")] {
+    // host forwards) and configures addresses from them, so the router-advertisement
+    // rows test the filter alone; never a default route (accept_ra_defrtr = 0), so
+    // even the control run cannot send the host's traffic into a zone.
+    for (k, v) in [
+        ("accept_ra_defrtr", "0"),
+        ("accept_ra", "2"),
+        ("autoconf", "1"),
+    ] {
         std::fs::write(format!("/proc/sys/net/ipv6/conf/{}/{k}", br.name), v).unwrap();
     }
     let eth0 = py(&env, "a", &["mac"]).stdout.trim().to_string();
@@ -356,7 +362,7 @@ fn tenants_on_a_bridge_cannot_spoof_each_other() {
     let (h_addr, h_route) = v6_state(&host_v6, dev);
     t.row(
         "A's router advertisement configures the host's bridge",
-        "no address, no default route on the bridge",
+        "no address from A's prefix on the bridge",
         format!("address {h_addr}, default route {h_route}"),
         !h_addr && !h_route,
     );
