@@ -33,7 +33,7 @@ fn unfiltered_control_run(bridge: &str, zones: &[&Zone]) -> bool {
         return false;
     }
     for z in zones {
-        filter::remove(bridge, &z.veth, true).unwrap();
+        filter::remove(bridge, &z.veth).unwrap();
     }
     println!("control run: filter chains deleted, attack rows should FAIL");
     true

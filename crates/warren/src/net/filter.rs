@@ -330,96 +330,117 @@ pub fn isolation_rules(veth: &str) -> Vec<Vec<Expr>> {
     ]
 }
 
-/// Install the zone's chains on `bridge`'s table (creating the table), replacing any
-/// left from an earlier boot: the removal of leftovers, then the new chains with all
-/// their rules in one transaction. A constant number of requests, whatever the number
-/// of zones on the bridge.
-pub fn install(bridge: &str, id: &Identity) -> std::io::Result<()> {
-    let mut nft = Nft::open()?;
-    let table = table_name(bridge);
-    remove_with(&mut nft, &table, &id.veth, true)?;
-    let pre = Chain {
-        name: chain_name(&id.veth),
-        hook: HOOK_PREROUTING,
-        priority: PRIORITY_FILTER,
-    };
-    let fwd = Chain {
-        name: isolation_chain_name(&id.veth),
-        hook: HOOK_FORWARD,
-        priority: PRIORITY_FILTER,
-    };
-    let rules = zone_rules(id);
-    let iso = isolation_rules(&id.veth);
-    let mut changes = vec![Change::AddTable, Change::AddChain(&pre)];
-    changes.extend(rules.iter().map(|r| Change::AddRule(&pre.name, r)));
-    if id.isolated {
-        changes.push(Change::AddChain(&fwd));
-        changes.extend(iso.iter().map(|r| Change::AddRule(&fwd.name, r)));
-    }
-    nft.apply(&table, &changes)
-}
-
-/// Delete the zone's chains (and their rules) from `bridge`'s table; nothing to do if
-/// they (or the table) are gone. `isolated` says whether the zone has a forward chain
-/// too; both go in one transaction.
-pub fn remove(bridge: &str, veth: &str, isolated: bool) -> std::io::Result<()> {
-    let mut nft = Nft::open()?;
-    remove_with(&mut nft, &table_name(bridge), veth, isolated)
-}
-
 fn is_enoent(e: &std::io::Error) -> bool {
     e.raw_os_error() == Some(warren_sys::libc::ENOENT)
 }
 
-fn remove_with(nft: &mut Nft, table: &str, veth: &str, isolated: bool) -> std::io::Result<()> {
-    let pre = chain_name(veth);
-    let fwd = isolation_chain_name(veth);
-    let mut both = vec![Change::DeleteChain(&pre)];
-    if isolated {
-        both.push(Change::DeleteChain(&fwd));
+/// The bridge filter's effects, on one nf_tables socket.
+///
+/// Deleted chains are freed by the kernel after an RCU grace period, and closing an
+/// nf_tables socket waits for that work (about 12 ms here). So a command keeps one
+/// `Filter` open across all it does, and halt deletes the chains *before* the veth,
+/// whose deletion waits for grace periods of its own: the two waits overlap and the
+/// close finds nothing left to wait for. Every change asks before it deletes, since
+/// a transaction that fails (a missing chain) also costs a grace period.
+pub struct Filter {
+    nft: Nft,
+}
+
+impl Filter {
+    pub fn open() -> std::io::Result<Filter> {
+        Ok(Filter { nft: Nft::open()? })
     }
-    match nft.apply(table, &both) {
-        Ok(()) => return Ok(()),
-        Err(e) if is_enoent(&e) => {}
-        Err(e) => return Err(e),
+
+    /// Install the zone's chains on `bridge`'s table (creating the table), replacing
+    /// any left from an earlier boot: two lookups, then the new chains with all their
+    /// rules in one transaction, whatever the number of zones on the bridge.
+    pub fn install(&mut self, bridge: &str, id: &Identity) -> std::io::Result<()> {
+        let table = table_name(bridge);
+        self.remove(bridge, &id.veth)?;
+        let pre = Chain {
+            name: chain_name(&id.veth),
+            hook: HOOK_PREROUTING,
+            priority: PRIORITY_FILTER,
+        };
+        let fwd = Chain {
+            name: isolation_chain_name(&id.veth),
+            hook: HOOK_FORWARD,
+            priority: PRIORITY_FILTER,
+        };
+        let rules = zone_rules(id);
+        let iso = isolation_rules(&id.veth);
+        let mut changes = vec![Change::AddTable, Change::AddChain(&pre)];
+        changes.extend(rules.iter().map(|r| Change::AddRule(&pre.name, r)));
+        if id.isolated {
+            changes.push(Change::AddChain(&fwd));
+            changes.extend(iso.iter().map(|r| Change::AddRule(&fwd.name, r)));
+        }
+        self.nft.apply(&table, &changes)
     }
-    // One of them (or the table) is missing, e.g. the zone's isolation changed since
-    // its chains were made: delete each that exists.
-    for name in [&pre, &fwd] {
-        match nft.apply(table, &[Change::DeleteChain(name)]) {
-            Err(e) if !is_enoent(&e) => return Err(e),
-            _ => {}
+
+    /// Delete the zone's chains (and so their rules) from `bridge`'s table, in one
+    /// transaction; nothing to do if they (or the table) are gone.
+    pub fn remove(&mut self, bridge: &str, veth: &str) -> std::io::Result<()> {
+        let table = table_name(bridge);
+        let names = [chain_name(veth), isolation_chain_name(veth)];
+        let mut gone = Vec::new();
+        for name in &names {
+            if self.nft.chain_exists(&table, name)? {
+                gone.push(Change::DeleteChain(name));
+            }
+        }
+        self.nft.apply(&table, &gone)
+    }
+
+    /// The veths that have chains in `bridge`'s table.
+    pub fn filtered_veths(&mut self, bridge: &str) -> std::io::Result<Vec<String>> {
+        let mut v: Vec<String> = self
+            .nft
+            .chains(&table_name(bridge))?
+            .iter()
+            .filter_map(|c| chain_veth(c).map(str::to_string))
+            .collect();
+        v.sort();
+        v.dedup();
+        Ok(v)
+    }
+
+    pub fn table_exists(&mut self, bridge: &str) -> std::io::Result<bool> {
+        self.nft.table_exists(&table_name(bridge))
+    }
+
+    /// Delete `bridge`'s table with everything in it; `Ok(false)` if there was none.
+    pub fn remove_table(&mut self, bridge: &str) -> std::io::Result<bool> {
+        let table = table_name(bridge);
+        if !self.nft.table_exists(&table)? {
+            return Ok(false);
+        }
+        match self.nft.apply(&table, &[Change::DeleteTable]) {
+            Ok(()) => Ok(true),
+            Err(e) if is_enoent(&e) => Ok(false),
+            Err(e) => Err(e),
         }
     }
-    Ok(())
 }
 
-/// The veths that have chains in `bridge`'s table.
+/// [`Filter::remove`] on a socket of its own (tests, one-off cleanups).
+pub fn remove(bridge: &str, veth: &str) -> std::io::Result<()> {
+    Filter::open()?.remove(bridge, veth)
+}
+
+/// [`Filter::filtered_veths`] on a socket of its own.
 pub fn filtered_veths(bridge: &str) -> std::io::Result<Vec<String>> {
-    let mut v: Vec<String> = Nft::open()?
-        .chains(&table_name(bridge))?
-        .iter()
-        .filter_map(|c| chain_veth(c).map(str::to_string))
-        .collect();
-    v.sort();
-    v.dedup();
-    Ok(v)
+    Filter::open()?.filtered_veths(bridge)
 }
 
-/// Whether `bridge`'s table exists.
+/// [`Filter::table_exists`] on a socket of its own.
 pub fn table_exists(bridge: &str) -> std::io::Result<bool> {
-    Nft::open()?.table_exists(&table_name(bridge))
+    Filter::open()?.table_exists(bridge)
 }
 
-/// Delete `bridge`'s table with everything in it; `Ok(false)` if there was none.
+/// [`Filter::remove_table`] on a socket of its own.
 pub fn remove_table(bridge: &str) -> std::io::Result<bool> {
-    let mut nft = Nft::open()?;
-    let table = table_name(bridge);
-    match nft.apply(&table, &[Change::DeleteTable]) {
-        Ok(()) => Ok(true),
-        Err(e) if is_enoent(&e) => Ok(false),
-        Err(e) => Err(e),
-    }
+    Filter::open()?.remove_table(bridge)
 }
 
 #[cfg(test)]

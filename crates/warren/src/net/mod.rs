@@ -359,7 +359,9 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
         })?;
     let id = net.identity();
     // The filter goes in before the veth exists, so no frame ever passes unfiltered.
-    filter::install(&net.bridge, &id).ctx(nl_err(
+    let mut flt =
+        filter::Filter::open().ctx(nl_err(zone, "opening an nf_tables netlink socket"))?;
+    flt.install(&net.bridge, &id).ctx(nl_err(
         zone,
         &format!(
             "installing the bridge filter (nftables table {}, chain {}; needs the kernel's nf_tables with the bridge family, CONFIG_NF_TABLES_BRIDGE)",
@@ -412,19 +414,24 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
     Ok(())
 }
 
-/// Undo a bridged boot: delete the host end of the veth pair (its peer goes with it),
-/// then the zone's bridge filter chains, and free the lease. Safe to repeat.
+/// Undo a bridged boot: delete the zone's bridge filter chains and the host end of the
+/// veth pair (its peer goes with it), and free the lease. Safe to repeat.
 pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
-    nl.delete_link(&net.veth)
-        .ctx(nl_err(zone, &format!("deleting veth {}", net.veth)))?;
-    filter::remove(&net.bridge, &net.veth, net.isolated).ctx(nl_err(
+    // The chains go first (the zone's processes are gone, nothing sends) so that the
+    // kernel retires them while the veth's deletion waits: see `filter::Filter`.
+    let mut flt =
+        filter::Filter::open().ctx(nl_err(zone, "opening an nf_tables netlink socket"))?;
+    flt.remove(&net.bridge, &net.veth).ctx(nl_err(
         zone,
         &format!(
             "deleting its bridge filter chains from nftables table {}",
             filter::table_name(&net.bridge)
         ),
     ))?;
+    nl.delete_link(&net.veth)
+        .ctx(nl_err(zone, &format!("deleting veth {}", net.veth)))?;
+    drop(flt);
     let _lock = lock::exclusive(layout, "net", "ipam")?;
     if let Some(mut rec) = ipam::load(&ipam::path(layout, &net.bridge))? {
         if rec.leases.get(zone) == Some(&net.address) {
@@ -451,6 +458,8 @@ pub fn gc(
         return Ok(removed);
     }
     let mut nl = Netlink::open().ctx(|| "opening a netlink socket".to_string())?;
+    let mut flt =
+        filter::Filter::open().ctx(|| "opening an nf_tables netlink socket".to_string())?;
     for mut rec in records {
         let before = rec.leases.clone();
         if rec.boot_id != boot_id {
@@ -461,19 +470,11 @@ pub fn gc(
             removed.push(format!("lease {a} of zone '{z}' on bridge {}", rec.bridge));
         }
         let live_veths: Vec<String> = rec.leases.keys().map(|z| veth_name(layout, z)).collect();
-        for port in bridge_ports(host, &rec.bridge) {
-            let ours = port.starts_with("wz") && port.len() == 14;
-            let stray = before.keys().any(|z| veth_name(layout, z) == port);
-            if ours && stray && !live_veths.contains(&port) {
-                nl.delete_link(&port)
-                    .ctx(|| format!("deleting veth {port}"))?;
-                removed.push(format!("veth {port} on bridge {}", rec.bridge));
-            }
-        }
-        let filtered = filter::filtered_veths(&rec.bridge)
+        let filtered = flt
+            .filtered_veths(&rec.bridge)
             .ctx(|| format!("listing nftables table {}", filter::table_name(&rec.bridge)))?;
         for veth in filtered.iter().filter(|v| !live_veths.contains(v)) {
-            filter::remove(&rec.bridge, veth, true).ctx(|| {
+            flt.remove(&rec.bridge, veth).ctx(|| {
                 format!(
                     "deleting the filter chains of {veth} from nftables table {}",
                     filter::table_name(&rec.bridge)
@@ -484,9 +485,19 @@ pub fn gc(
                 filter::table_name(&rec.bridge)
             ));
         }
+        for port in bridge_ports(host, &rec.bridge) {
+            let ours = port.starts_with("wz") && port.len() == 14;
+            let stray = before.keys().any(|z| veth_name(layout, z) == port);
+            if ours && stray && !live_veths.contains(&port) {
+                nl.delete_link(&port)
+                    .ctx(|| format!("deleting veth {port}"))?;
+                removed.push(format!("veth {port} on bridge {}", rec.bridge));
+            }
+        }
         if rec.leases.is_empty() {
             let table = filter::table_name(&rec.bridge);
-            if filter::remove_table(&rec.bridge)
+            if flt
+                .remove_table(&rec.bridge)
                 .ctx(|| format!("deleting nftables table {table}"))?
             {
                 removed.push(format!("nftables table {table}"));

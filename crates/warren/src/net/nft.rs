@@ -268,6 +268,9 @@ impl Nft {
     /// Apply `changes` to bridge-family table `table` as one transaction: all or
     /// nothing. The error is the first one the kernel reported.
     pub fn apply(&mut self, table: &str, changes: &[Change<'_>]) -> io::Result<()> {
+        if changes.is_empty() {
+            return Ok(());
+        }
         let begin_seq = self.next_seq();
         let mut batch = message(
             NFNL_MSG_BATCH_BEGIN,
@@ -324,17 +327,25 @@ impl Nft {
 
     /// Whether bridge-family table `table` exists.
     pub fn table_exists(&mut self, table: &str) -> io::Result<bool> {
-        let seq = self.next_seq();
         let mut a = Vec::new();
         attr_str(&mut a, NFTA_TABLE_NAME, table);
-        let req = message(
-            nft_type(NFT_MSG_GETTABLE),
-            NLM_F_REQUEST,
-            seq,
-            FAMILY_BRIDGE,
-            0,
-            &a,
-        );
+        self.exists(NFT_MSG_GETTABLE, NFT_MSG_NEWTABLE, &a)
+    }
+
+    /// Whether chain `chain` of bridge-family table `table` exists (a read: no
+    /// transaction, unlike deleting a missing chain, whose abort waits for RCU).
+    pub fn chain_exists(&mut self, table: &str, chain: &str) -> io::Result<bool> {
+        let mut a = Vec::new();
+        attr_str(&mut a, NFTA_CHAIN_TABLE, table);
+        attr_str(&mut a, NFTA_CHAIN_NAME, chain);
+        self.exists(NFT_MSG_GETCHAIN, NFT_MSG_NEWCHAIN, &a)
+    }
+
+    /// One GET request: `Ok(true)` if the kernel answers with the object, `Ok(false)`
+    /// on ENOENT.
+    fn exists(&mut self, get: u16, answer: u16, attrs: &[u8]) -> io::Result<bool> {
+        let seq = self.next_seq();
+        let req = message(nft_type(get), NLM_F_REQUEST, seq, FAMILY_BRIDGE, 0, attrs);
         self.sock.send(&req, 0)?;
         let mut buf = Vec::with_capacity(16 << 10);
         loop {
@@ -344,7 +355,7 @@ impl Nft {
                 if s != seq {
                     continue;
                 }
-                if kind == nft_type(NFT_MSG_NEWTABLE) {
+                if kind == nft_type(answer) {
                     return Ok(true);
                 }
                 if kind == NLMSG_ERROR && body.len() >= 4 {
