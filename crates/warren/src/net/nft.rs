@@ -1,6 +1,7 @@
 //! A small nf_tables client over `NETLINK_NETFILTER`: exactly what the bridge filter
-//! needs (tables, base chains, rules made of `meta`, `payload`, `cmp` and a verdict),
-//! sent as one atomic batch per change. No `nft` binary, no libnftnl: the messages are
+//! needs (tables, base and regular chains, verdict maps and their elements, rules made
+//! of `meta`, `payload`, `cmp`, `lookup` and a drop verdict), sent as one atomic batch
+//! per change. No `nft` binary, no libnftnl: the messages are
 //! encoded here (the layout is the kernel's `include/uapi/linux/netfilter/nf_tables.h`)
 //! and sent on a `netlink-sys` socket.
 //!
@@ -30,6 +31,9 @@ const NFT_MSG_NEWCHAIN: u16 = 3;
 const NFT_MSG_GETCHAIN: u16 = 4;
 const NFT_MSG_DELCHAIN: u16 = 5;
 const NFT_MSG_NEWRULE: u16 = 6;
+const NFT_MSG_NEWSET: u16 = 9;
+const NFT_MSG_NEWSETELEM: u16 = 12;
+const NFT_MSG_DELSETELEM: u16 = 14;
 
 const NLMSG_ERROR: u16 = 2;
 const NLMSG_DONE: u16 = 3;
@@ -37,6 +41,7 @@ const NLM_F_REQUEST: u16 = 0x1;
 const NLM_F_ACK: u16 = 0x4;
 const NLM_F_DUMP: u16 = 0x300;
 const NLM_F_CREATE: u16 = 0x400;
+const NLM_F_EXCL: u16 = 0x200;
 const NLM_F_APPEND: u16 = 0x800;
 const NLA_F_NESTED: u16 = 0x8000;
 
@@ -57,6 +62,27 @@ const NFTA_EXPR_DATA: u16 = 2;
 const NFTA_DATA_VALUE: u16 = 1;
 const NFTA_DATA_VERDICT: u16 = 2;
 const NFTA_VERDICT_CODE: u16 = 1;
+const NFTA_VERDICT_CHAIN: u16 = 2;
+const NFTA_SET_TABLE: u16 = 1;
+const NFTA_SET_NAME: u16 = 2;
+const NFTA_SET_FLAGS: u16 = 3;
+const NFTA_SET_KEY_TYPE: u16 = 4;
+const NFTA_SET_KEY_LEN: u16 = 5;
+const NFTA_SET_DATA_TYPE: u16 = 6;
+const NFTA_SET_ID: u16 = 10;
+const NFTA_SET_ELEM_LIST_TABLE: u16 = 1;
+const NFTA_SET_ELEM_LIST_SET: u16 = 2;
+const NFTA_SET_ELEM_LIST_ELEMENTS: u16 = 3;
+const NFTA_SET_ELEM_KEY: u16 = 1;
+const NFTA_SET_ELEM_DATA: u16 = 2;
+/// `NFT_SET_MAP`: a set whose elements carry data (here a verdict).
+const NFT_SET_MAP: u32 = 0x8;
+/// `NFT_DATA_VERDICT`, the data type of a verdict map.
+const NFT_DATA_VERDICT: u32 = 0xffff_ff00;
+/// nft's type id for interface names (`ifname`), so `nft list` prints the keys.
+const TYPE_IFNAME: u32 = 41;
+/// `NFT_JUMP`.
+const NFT_JUMP: u32 = (-3i32) as u32;
 /// `NFT_REG_1`: a 16-byte register (an interface name or an IPv6 address fits).
 const NFT_REG_1: u32 = 1;
 const NFT_REG_VERDICT: u32 = 0;
@@ -85,21 +111,32 @@ pub enum Op {
     Ne = 1,
 }
 
-/// One expression of a rule. Loads go to `NFT_REG_1`; `Cmp` compares it.
+/// One expression of a rule. Loads go to `NFT_REG_1`; `Cmp` compares it; `Map` looks
+/// it up in a verdict map (the element's verdict, e.g. a jump, applies; no element:
+/// the rule goes on).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expr {
     Meta(MetaKey),
     Payload { base: Base, offset: u32, len: u32 },
     Cmp(Op, Vec<u8>),
+    Map(String),
     Drop,
 }
 
-/// A base chain: its name, hook and priority (type `filter`, policy accept).
+/// A chain: a base chain (type `filter`, policy accept) on `hook` at `priority`, or a
+/// regular chain (reached by jumps) when `hook` is `None`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chain {
     pub name: String,
-    pub hook: u32,
-    pub priority: i32,
+    pub hook: Option<(u32, i32)>,
+}
+
+/// A verdict map keyed on interface names (16 bytes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Map {
+    pub name: String,
+    /// Its id within one transaction (`NFTA_SET_ID`, non-zero).
+    pub id: u32,
 }
 
 /// One change, applied atomically with the others of its batch.
@@ -107,7 +144,20 @@ pub struct Chain {
 pub enum Change<'a> {
     /// Create the table if it does not exist.
     AddTable,
+    /// Create the table; fail with EEXIST if it exists.
+    CreateTable,
     DeleteTable,
+    AddMap(&'a Map),
+    /// `map[key] = jump chain`.
+    AddJump {
+        map: &'a str,
+        key: &'a [u8],
+        chain: &'a str,
+    },
+    DeleteKey {
+        map: &'a str,
+        key: &'a [u8],
+    },
     AddChain(&'a Chain),
     DeleteChain(&'a str),
     /// Append a rule to a chain.
@@ -162,6 +212,13 @@ fn expr_attrs(buf: &mut Vec<u8>, e: &Expr) {
             nested(&mut d, 3, |v| attr(v, NFTA_DATA_VALUE, value)); // NFTA_CMP_DATA
             d
         }),
+        Expr::Map(set) => ("lookup", {
+            let mut d = Vec::new();
+            attr_str(&mut d, 1, set); // NFTA_LOOKUP_SET
+            attr_be32(&mut d, 2, NFT_REG_1); // NFTA_LOOKUP_SREG
+            attr_be32(&mut d, 3, NFT_REG_VERDICT); // NFTA_LOOKUP_DREG
+            d
+        }),
         Expr::Drop => ("immediate", {
             let mut d = Vec::new();
             attr_be32(&mut d, 1, NFT_REG_VERDICT); // NFTA_IMMEDIATE_DREG
@@ -174,6 +231,15 @@ fn expr_attrs(buf: &mut Vec<u8>, e: &Expr) {
     nested(buf, NFTA_LIST_ELEM, |el| {
         attr_str(el, NFTA_EXPR_NAME, name);
         nested(el, NFTA_EXPR_DATA, |d| d.extend_from_slice(&data));
+    });
+}
+
+/// The attributes of a set-element message with one element, filled by `elem`.
+fn element_list(a: &mut Vec<u8>, table: &str, set: &str, elem: impl FnOnce(&mut Vec<u8>)) {
+    attr_str(a, NFTA_SET_ELEM_LIST_TABLE, table);
+    attr_str(a, NFTA_SET_ELEM_LIST_SET, set);
+    nested(a, NFTA_SET_ELEM_LIST_ELEMENTS, |l| {
+        nested(l, NFTA_LIST_ELEM, elem)
     });
 }
 
@@ -205,6 +271,38 @@ pub fn encode(change: &Change<'_>, table: &str, seq: u32) -> Vec<u8> {
             attr_str(&mut a, NFTA_TABLE_NAME, table);
             (NFT_MSG_NEWTABLE, NLM_F_CREATE)
         }
+        Change::CreateTable => {
+            attr_str(&mut a, NFTA_TABLE_NAME, table);
+            (NFT_MSG_NEWTABLE, NLM_F_CREATE | NLM_F_EXCL)
+        }
+        Change::AddMap(m) => {
+            attr_str(&mut a, NFTA_SET_TABLE, table);
+            attr_str(&mut a, NFTA_SET_NAME, &m.name);
+            attr_be32(&mut a, NFTA_SET_FLAGS, NFT_SET_MAP);
+            attr_be32(&mut a, NFTA_SET_KEY_TYPE, TYPE_IFNAME);
+            attr_be32(&mut a, NFTA_SET_KEY_LEN, 16);
+            attr_be32(&mut a, NFTA_SET_DATA_TYPE, NFT_DATA_VERDICT);
+            attr_be32(&mut a, NFTA_SET_ID, m.id);
+            (NFT_MSG_NEWSET, NLM_F_CREATE)
+        }
+        Change::AddJump { map, key, chain } => {
+            element_list(&mut a, table, map, |e| {
+                nested(e, NFTA_SET_ELEM_KEY, |k| attr(k, NFTA_DATA_VALUE, key));
+                nested(e, NFTA_SET_ELEM_DATA, |d| {
+                    nested(d, NFTA_DATA_VERDICT, |v| {
+                        attr_be32(v, NFTA_VERDICT_CODE, NFT_JUMP);
+                        attr_str(v, NFTA_VERDICT_CHAIN, chain);
+                    })
+                });
+            });
+            (NFT_MSG_NEWSETELEM, NLM_F_CREATE)
+        }
+        Change::DeleteKey { map, key } => {
+            element_list(&mut a, table, map, |e| {
+                nested(e, NFTA_SET_ELEM_KEY, |k| attr(k, NFTA_DATA_VALUE, key));
+            });
+            (NFT_MSG_DELSETELEM, 0)
+        }
         Change::DeleteTable => {
             attr_str(&mut a, NFTA_TABLE_NAME, table);
             (NFT_MSG_DELTABLE, 0)
@@ -212,12 +310,14 @@ pub fn encode(change: &Change<'_>, table: &str, seq: u32) -> Vec<u8> {
         Change::AddChain(c) => {
             attr_str(&mut a, NFTA_CHAIN_TABLE, table);
             attr_str(&mut a, NFTA_CHAIN_NAME, &c.name);
-            nested(&mut a, NFTA_CHAIN_HOOK, |h| {
-                attr_be32(h, NFTA_HOOK_HOOKNUM, c.hook);
-                attr_be32(h, NFTA_HOOK_PRIORITY, c.priority as u32);
-            });
-            attr_be32(&mut a, NFTA_CHAIN_POLICY, NF_ACCEPT);
-            attr_str(&mut a, NFTA_CHAIN_TYPE, "filter");
+            if let Some((hook, priority)) = c.hook {
+                nested(&mut a, NFTA_CHAIN_HOOK, |h| {
+                    attr_be32(h, NFTA_HOOK_HOOKNUM, hook);
+                    attr_be32(h, NFTA_HOOK_PRIORITY, priority as u32);
+                });
+                attr_be32(&mut a, NFTA_CHAIN_POLICY, NF_ACCEPT);
+                attr_str(&mut a, NFTA_CHAIN_TYPE, "filter");
+            }
             (NFT_MSG_NEWCHAIN, NLM_F_CREATE)
         }
         Change::DeleteChain(name) => {
@@ -506,6 +606,48 @@ mod tests {
             .map(|(_, el)| cstr(parse_attrs(el)[0].1))
             .collect();
         assert_eq!(names, ["meta", "cmp", "immediate"]);
+    }
+
+    #[test]
+    fn a_map_element_jumps_to_the_named_chain() {
+        let key = b"wz0123456789ab\0\0".to_vec();
+        let m = encode(
+            &Change::AddJump {
+                map: "zones",
+                key: &key,
+                chain: "z-wz0123456789ab",
+            },
+            "warren-br0",
+            3,
+        );
+        assert_eq!(
+            u16::from_ne_bytes([m[4], m[5]]),
+            (10 << 8) | NFT_MSG_NEWSETELEM
+        );
+        let attrs = parse_attrs(&m[20..]);
+        assert_eq!(cstr(attrs[0].1), "warren-br0");
+        assert_eq!(cstr(attrs[1].1), "zones");
+        let elem = parse_attrs(parse_attrs(attrs[2].1)[0].1);
+        let k = parse_attrs(elem[0].1);
+        assert_eq!(k[0].1, key.as_slice());
+        let verdict = parse_attrs(parse_attrs(elem[1].1)[0].1);
+        assert_eq!(verdict[0].1, NFT_JUMP.to_be_bytes());
+        assert_eq!(cstr(verdict[1].1), "z-wz0123456789ab");
+        // A map of ifname keys and verdicts, with an id for its transaction.
+        let set = encode(
+            &Change::AddMap(&Map {
+                name: "zones".into(),
+                id: 1,
+            }),
+            "warren-br0",
+            4,
+        );
+        let a = parse_attrs(&set[20..]);
+        let get = |t: u16| a.iter().find(|(k, _)| *k == t).unwrap().1;
+        assert_eq!(get(NFTA_SET_FLAGS), NFT_SET_MAP.to_be_bytes());
+        assert_eq!(get(NFTA_SET_KEY_LEN), 16u32.to_be_bytes());
+        assert_eq!(get(NFTA_SET_DATA_TYPE), NFT_DATA_VERDICT.to_be_bytes());
+        assert_eq!(get(NFTA_SET_ID), 1u32.to_be_bytes());
     }
 
     #[test]
