@@ -101,6 +101,9 @@ pub struct IsolationSnapshot {
     /// The bridges of this state root's lease records, with their IPv6 settings, or why
     /// the records could not be read.
     pub bridges: Result<Vec<BridgeV6>, String>,
+    /// `net.ipv4.ip_forward`: with it, the host routes between zones through the
+    /// gateway, around `net-isolated` (which filters bridged traffic).
+    pub ip_forward: Option<Reading>,
 }
 
 /// A warren bridge's IPv6 settings (`None`: no such file, e.g. the bridge is gone or
@@ -138,6 +141,7 @@ pub fn read_isolation(proc_root: &Path, state_root: &Path) -> IsolationSnapshot 
         legacy_tiocsti: read_sysctl(proc_root, "dev.tty.legacy_tiocsti"),
         unprivileged_userns_clone: read_sysctl(proc_root, "kernel.unprivileged_userns_clone"),
         bridges,
+        ip_forward: read_sysctl(proc_root, "net.ipv4.ip_forward"),
     }
 }
 
@@ -512,6 +516,7 @@ Max locked memory         unlimited            unlimited            bytes
         assert_eq!(s.isolation.legacy_tiocsti, Some(Ok(1)));
         assert_eq!(s.isolation.unprivileged_userns_clone, None);
         assert_eq!(s.isolation.bridges, Ok(Vec::new()));
+        assert_eq!(s.isolation.ip_forward, None);
         let root = d.path().join("state");
         std::fs::create_dir_all(root.join("net")).unwrap();
         let rec =

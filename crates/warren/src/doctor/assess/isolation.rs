@@ -58,6 +58,17 @@ pub fn findings(s: &IsolationSnapshot, max_user_namespaces: Option<&Reading>) ->
             ),
         ));
     }
+    let has_bridges = matches!(&s.bridges, Ok(b) if !b.is_empty());
+    if let (true, Some(r)) = (has_bridges, &s.ip_forward) {
+        out.push(check(
+            "net.ipv4.ip_forward".into(),
+            r,
+            0,
+            |v| v != 0,
+            "if the host routes for other reasons, drop what it would route from a warren bridge back into it (e.g. nft add rule inet filter forward iifname <bridge> oifname <bridge> drop); else sysctl -w net.ipv4.ip_forward=0".into(),
+            "the host forwards IPv4: a zone can reach another through the gateway by routing, around net-isolated (which filters bridged traffic) and beside the bridge filter".into(),
+        ));
+    }
     match &s.bridges {
         Err(e) => out.push(Finding {
             limit: "bridge accept_ra".into(),
@@ -117,6 +128,7 @@ mod tests {
             legacy_tiocsti: Some(Ok(1)),
             unprivileged_userns_clone: None,
             bridges: Ok(Vec::new()),
+            ip_forward: Some(Ok(0)),
         };
         let f = findings(&s, Some(&Ok(96362)));
         assert_eq!(
@@ -133,6 +145,7 @@ mod tests {
             legacy_tiocsti: Some(Ok(0)),
             unprivileged_userns_clone: Some(Ok(1)),
             bridges: Ok(Vec::new()),
+            ip_forward: Some(Ok(1)),
         };
         let v = verdicts(&findings(&s, Some(&Ok(100))));
         assert_eq!(v[0].1, Verdict::Ok);
@@ -172,6 +185,7 @@ mod tests {
                     forwarding: None,
                 },
             ]),
+            ip_forward: None,
         };
         let f = findings(&s, None);
         assert_eq!(
@@ -184,6 +198,19 @@ mod tests {
             ]
         );
         assert!(f[0].note.contains("bridge w0"), "{}", f[0].note);
+        // With bridges, a forwarding host is flagged; without, it is not mentioned.
+        let routed = IsolationSnapshot {
+            ip_forward: Some(Ok(1)),
+            ..s.clone()
+        };
+        let f = findings(&routed, None);
+        assert_eq!(f[0].limit, "net.ipv4.ip_forward");
+        assert_eq!(f[0].verdict, Verdict::Weakens);
+        let not_routed = IsolationSnapshot {
+            ip_forward: Some(Ok(0)),
+            ..s.clone()
+        };
+        assert_eq!(findings(&not_routed, None)[0].verdict, Verdict::Ok);
         let unreadable = IsolationSnapshot {
             bridges: Err("reading net/: permission denied".into()),
             ..s

@@ -60,6 +60,7 @@ fn dev_vm() -> LimitSnapshot {
             legacy_tiocsti: Some(Ok(1)),
             unprivileged_userns_clone: None,
             bridges: Ok(Vec::new()),
+            ip_forward: Some(Ok(0)),
         },
     }
 }
