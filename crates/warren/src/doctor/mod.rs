@@ -31,8 +31,8 @@
 //!
 //! Besides limits, [`assess()`] flags host settings that weaken isolation (verdict
 //! *weakens isolation*, advice only, exit code unchanged): `dev.tty.legacy_tiocsti`,
-//! `kernel.unprivileged_userns_clone`, and router advertisements accepted on warren's
-//! bridges (`assess::isolation`).
+//! `kernel.unprivileged_userns_clone`, router advertisements accepted on warren's
+//! bridges, and IPv4 forwarding beside them (`assess::isolation`).
 //!
 //! `warren boot` uses the same pieces cheaply: [`assess::admit`] refuses a zone when
 //! `kernel.pid_max` or `kernel.threads-max` leave no room for it, before any cgroup is
