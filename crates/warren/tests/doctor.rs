@@ -407,3 +407,90 @@ fn probe_left_by_a_killed_warren_is_removed_by_the_next_doctor() {
     );
     assert!(!dir.exists());
 }
+
+/// Deletes the test's bridge, its ports and its nftables table when dropped (declare it
+/// before the `Env`, so the zone is halted first).
+struct BridgeGuard(String);
+
+impl Drop for BridgeGuard {
+    fn drop(&mut self) {
+        if let Ok(mut nl) = warren::net::netlink::Netlink::open() {
+            if let Ok(d) = std::fs::read_dir(format!("/sys/class/net/{}/brif", self.0)) {
+                for port in d.flatten() {
+                    let _ = nl.delete_link(&port.file_name().to_string_lossy());
+                }
+            }
+            let _ = nl.delete_link(&self.0);
+        }
+        let _ = warren::net::filter::remove_table(&self.0);
+    }
+}
+
+fn finding<'a>(v: &'a serde_json::Value, limit: &str) -> Option<&'a serde_json::Value> {
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["limit"] == limit)
+}
+
+/// The isolation lines (issue 14): TIOCSTI as this host has it, and router
+/// advertisements on warren's bridge: off as warren creates it (ok), on once someone
+/// turns accept_ra back on (weakens isolation, exit code still 0).
+#[test]
+fn doctor_flags_host_settings_that_weaken_isolation() {
+    let _serial = serial();
+    let br = BridgeGuard(format!("wd{:x}", std::process::id()));
+    let env = Env::new();
+    let tiocsti = "/proc/sys/dev/tty/legacy_tiocsti";
+    let v = json(&env.ok(&["doctor", "--zones", "1", "--json"]).stdout);
+    match std::fs::read_to_string(tiocsti) {
+        Ok(t) => {
+            let f = finding(&v, "dev.tty.legacy_tiocsti").expect("no tiocsti finding");
+            let now: u64 = t.trim().parse().unwrap();
+            assert_eq!(f["current"]["value"].as_u64(), Some(now), "{f}");
+            let want = if now == 0 { "ok" } else { "weakens" };
+            assert_eq!(f["verdict"], want, "{f}");
+        }
+        Err(_) => assert!(finding(&v, "dev.tty.legacy_tiocsti").is_none()),
+    }
+    if !Path::new("/proc/sys/kernel/unprivileged_userns_clone").exists() {
+        assert!(finding(&v, "kernel.unprivileged_userns_clone").is_none());
+    }
+
+    env.host_zone(
+        "nd",
+        &[
+            "net=bridge",
+            &format!("net-bridge={}", br.0),
+            "net-subnet=10.251.10.0/24",
+        ],
+    );
+    env.ok(&["boot", "nd"]);
+    let knob = format!("/proc/sys/net/ipv6/conf/{}/accept_ra", br.0);
+    if !Path::new(&knob).exists() {
+        panic!("this test needs IPv6 on the host ({knob} is missing)");
+    }
+    let key = format!("net.ipv6.conf.{}.accept_ra", br.0);
+    let v = json(&env.ok(&["doctor", "--zones", "1", "--json"]).stdout);
+    let f = finding(&v, &key).unwrap_or_else(|| panic!("no {key} finding: {v}"));
+    assert_eq!(
+        (f["current"]["value"].as_u64(), &f["verdict"]),
+        (Some(0), &serde_json::json!("ok")),
+        "{f}"
+    );
+    // The bridge is the test's own: turning accept_ra on is undone with it.
+    std::fs::write(&knob, "1").unwrap();
+    let r = env.ok(&["doctor", "--zones", "1"]);
+    let line = r.stdout.lines().find(|l| l.starts_with(&key)).unwrap();
+    assert!(line.contains("weakens isolation"), "{line}");
+    assert!(line.contains("accept_ra=0"), "{line}");
+    assert!(
+        r.stdout.contains("weaken isolation (see notes)"),
+        "{}",
+        r.stdout
+    );
+    let v = json(&env.ok(&["doctor", "--zones", "1", "--json"]).stdout);
+    assert_eq!(finding(&v, &key).unwrap()["verdict"], "weakens");
+    assert!(v["summary"]["weakens"].as_u64().unwrap() >= 1);
+}

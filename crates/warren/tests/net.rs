@@ -39,6 +39,7 @@ impl Drop for BridgeGuard {
             let _ = nl.delete_link(&port);
         }
         let _ = nl.delete_link(&self.name);
+        let _ = warren::net::filter::remove_table(&self.name);
     }
 }
 
@@ -435,4 +436,7 @@ fn failed_bridged_boot_leaves_no_veth_and_no_lease() {
         &warren::layout::Layout::new(env.root()),
         "bad"
     )));
+    // Nor its bridge filter chains (the table may stay until gc).
+    let filtered = warren::net::filter::filtered_veths(&br.name).unwrap();
+    assert!(filtered.is_empty(), "filter chains left: {filtered:?}");
 }

@@ -36,6 +36,10 @@ namespaces, inotify, neighbour tables, conntrack, memory, disk, ...) against the
 number of zones: its current value, what the plan needs, a verdict and the fix.
 Verdicts: 'will fail' when the need exceeds the limit, 'tight' above 80 % of it, 'ok'
 otherwise, 'unknown' when the limit cannot be read (the note says why).
+Host settings that weaken isolation get 'weakens isolation' and the sysctl that fixes
+them (advice; --fix leaves them alone and the exit code ignores them):
+dev.tty.legacy_tiocsti, kernel.unprivileged_userns_clone, accept_ra on the bridges of
+this state root, and net.ipv4.ip_forward when there are such bridges.
 
 --fix raises the sysctls the plan needs (never lowers one): now, through /proc/sys, and
 at every boot, in /etc/sysctl.d/90-warren.conf. --dry-run shows the changes only.

@@ -407,8 +407,13 @@ pub fn doctor_report(r: &doctor::Report, verbose: bool) {
     } else {
         ""
     };
+    let weakens = if s.weakens > 0 {
+        format!(", {} weaken isolation (see notes)", s.weakens)
+    } else {
+        String::new()
+    };
     println!(
-        "{} ok, {} tight, {} will fail, {} unknown{advice}",
+        "{} ok, {} tight, {} will fail, {} unknown{weakens}{advice}",
         s.ok, s.tight, s.will_fail, s.unknown
     );
 }

@@ -74,6 +74,7 @@ pub(super) fn check_net(zone: &str, c: &ZoneConfig) -> Result<()> {
             ("net-bridge", c.net_bridge.is_some()),
             ("net-subnet", c.net_subnet.is_some()),
             ("net-address", c.net_address.is_some()),
+            ("net-isolated", c.net_isolated),
         ]
         .iter()
         .filter(|(_, on)| *on)

@@ -263,6 +263,15 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "net-isolated",
+        help: "net = \"bridge\": no traffic bridged between this zone and any other zone, either way; the host and gateway stay reachable (default false)",
+        example: "true",
+        apply: |c, v| {
+            c.net_isolated = want_bool(v)?;
+            Ok(())
+        },
+    },
+    Key {
         name: "hostname",
         help: "the hostname inside the zone (default: the zone's name)",
         example: "\"web1\"",

@@ -171,6 +171,9 @@ pub struct ZoneConfig {
     pub net_subnet: Option<Subnet>,
     /// `net = "bridge"`: a pinned address (default: the lowest free one).
     pub net_address: Option<Ipv4Addr>,
+    /// `net = "bridge"`: nothing is bridged between this zone and other zones (the
+    /// host and the gateway stay reachable).
+    pub net_isolated: bool,
     pub hostname: Option<String>,
     pub init: Option<Command>,
     pub services: Vec<Command>,
@@ -206,6 +209,7 @@ impl ZoneConfig {
             net_bridge: None,
             net_subnet: None,
             net_address: None,
+            net_isolated: false,
             hostname: None,
             init: None,
             services: Vec::new(),

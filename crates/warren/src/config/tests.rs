@@ -192,6 +192,20 @@ fn cross_field_rules() {
     let c = p("template = \"host\"\nnet = \"bridge\"\nnet-bridge = \"wt0\"\nnet-subnet = \"10.5.0.0/24\"\nnet-address = \"10.5.0.9\"").unwrap();
     assert_eq!(c.bridge(), "wt0");
     assert_eq!(p(&to_toml(&c)).unwrap(), c);
+    let iso = p("template = \"host\"\nnet = \"bridge\"\nnet-isolated = true").unwrap();
+    assert!(iso.net_isolated && !c.net_isolated);
+    assert_eq!(p(&to_toml(&iso)).unwrap(), iso);
+    let e = p("template = \"host\"\nnet-isolated = true")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("net-isolated apply only to net = \"bridge\""),
+        "{e}"
+    );
+    let e = p("template = \"host\"\nnet = \"bridge\"\nnet-isolated = 1")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("net-isolated 1: expected true or false"), "{e}");
     let e = p("template = \"../x\"").unwrap_err().to_string();
     assert!(e.contains("not a template name"), "{e}");
     let e = p("net = \"none\"").unwrap_err().to_string();

@@ -131,6 +131,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if let Some(a) = &c.net_address {
         put("net-address", a.to_string().into());
     }
+    if c.net_isolated {
+        put("net-isolated", true.into());
+    }
     if let Some(h) = &c.hostname {
         put("hostname", h.clone().into());
     }

@@ -336,6 +336,10 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
         Remedy::Advice("plan fewer zones per host, or fewer ids per zone".into()),
         format!("user namespaces are a later feature: then each zone gets {IDS_PER_ZONE} ids (/etc/subuid), and all must fit in 2^32"),
     ));
+    out.extend(isolation::findings(
+        &s.isolation,
+        s.sysctl("user.max_user_namespaces"),
+    ));
     out
 }
 
@@ -526,6 +530,8 @@ pub fn admit(zone: &str, s: &AdmitSnapshot, zone_tasks: u64) -> Result<()> {
     }
     Ok(())
 }
+
+mod isolation;
 
 #[cfg(test)]
 mod tests;

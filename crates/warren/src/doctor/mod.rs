@@ -29,6 +29,11 @@
 //!    them in a sysctl.d file warren owns; [`probe`] measures instead of estimating, with
 //!    a "limited fork bomb" inside a throwaway pids cgroup that caps it by construction.
 //!
+//! Besides limits, [`assess()`] flags host settings that weaken isolation (verdict
+//! *weakens isolation*, advice only, exit code unchanged): `dev.tty.legacy_tiocsti`,
+//! `kernel.unprivileged_userns_clone`, router advertisements accepted on warren's
+//! bridges, and IPv4 forwarding beside them (`assess::isolation`).
+//!
 //! `warren boot` uses the same pieces cheaply: [`assess::admit`] refuses a zone when
 //! `kernel.pid_max` or `kernel.threads-max` leave no room for it, before any cgroup is
 //! made, and names the limit and the fix.
@@ -168,6 +173,9 @@ pub enum Verdict {
     WillFail,
     /// The limit could not be read (the finding says why).
     Unknown,
+    /// A host setting that weakens isolation between zones, or between a zone and the
+    /// host (advice; it does not change the exit code, which is about density).
+    Weakens,
 }
 
 impl std::fmt::Display for Verdict {
@@ -177,6 +185,7 @@ impl std::fmt::Display for Verdict {
             Verdict::Tight => "tight",
             Verdict::WillFail => "will fail",
             Verdict::Unknown => "unknown",
+            Verdict::Weakens => "weakens isolation",
         })
     }
 }
@@ -242,6 +251,8 @@ pub struct Summary {
     pub tight: usize,
     pub will_fail: usize,
     pub unknown: usize,
+    /// Host settings that weaken isolation.
+    pub weakens: usize,
 }
 
 impl Summary {
@@ -253,6 +264,7 @@ impl Summary {
                 Verdict::Tight => s.tight += 1,
                 Verdict::WillFail => s.will_fail += 1,
                 Verdict::Unknown => s.unknown += 1,
+                Verdict::Weakens => s.weakens += 1,
             }
         }
         s

@@ -87,6 +87,62 @@ pub struct LimitSnapshot {
     pub cgroup: CgroupLimits,
     /// Memory cgroups on the host now (/proc/cgroups), dying ones included.
     pub memory_cgroups: Reading,
+    /// Host settings that weaken isolation between zones and the host.
+    pub isolation: IsolationSnapshot,
+}
+
+/// Host settings that weaken isolation (`None`: the setting does not exist here).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsolationSnapshot {
+    /// `dev.tty.legacy_tiocsti` (Linux 6.2+; without it TIOCSTI always works).
+    pub legacy_tiocsti: Option<Reading>,
+    /// `kernel.unprivileged_userns_clone` (Debian and Ubuntu kernels only).
+    pub unprivileged_userns_clone: Option<Reading>,
+    /// The bridges of this state root's lease records, with their IPv6 settings, or why
+    /// the records could not be read.
+    pub bridges: Result<Vec<BridgeV6>, String>,
+    /// `net.ipv4.ip_forward`: with it, the host routes between zones through the
+    /// gateway, around `net-isolated` (which filters bridged traffic).
+    pub ip_forward: Option<Reading>,
+}
+
+/// A warren bridge's IPv6 settings (`None`: no such file, e.g. the bridge is gone or
+/// the host has no IPv6).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BridgeV6 {
+    pub name: String,
+    pub accept_ra: Option<Reading>,
+    pub autoconf: Option<Reading>,
+    pub forwarding: Option<Reading>,
+}
+
+/// Read the isolation settings; bridges come from `<state_root>/net/*.json`.
+pub fn read_isolation(proc_root: &Path, state_root: &Path) -> IsolationSnapshot {
+    let layout = crate::layout::Layout::new(state_root);
+    let bridges = crate::net::ipam::load_all(&layout)
+        .map_err(|e| e.to_string())
+        .map(|records| {
+            records
+                .iter()
+                .map(|r| {
+                    let knob = |k: &str| {
+                        read_sysctl(proc_root, &format!("net.ipv6.conf.{}.{k}", r.bridge))
+                    };
+                    BridgeV6 {
+                        name: r.bridge.clone(),
+                        accept_ra: knob("accept_ra"),
+                        autoconf: knob("autoconf"),
+                        forwarding: knob("forwarding"),
+                    }
+                })
+                .collect()
+        });
+    IsolationSnapshot {
+        legacy_tiocsti: read_sysctl(proc_root, "dev.tty.legacy_tiocsti"),
+        unprivileged_userns_clone: read_sysctl(proc_root, "kernel.unprivileged_userns_clone"),
+        bridges,
+        ip_forward: read_sysctl(proc_root, "net.ipv4.ip_forward"),
+    }
 }
 
 impl LimitSnapshot {
@@ -96,9 +152,16 @@ impl LimitSnapshot {
     }
 }
 
-/// The /proc/sys path of a sysctl key.
+/// The /proc/sys path of a sysctl key. A key naming a network interface
+/// (`net.ipv6.conf.<dev>.<knob>`) keeps the dots of the interface name.
 pub fn sysctl_path(proc_root: &Path, key: &str) -> PathBuf {
-    proc_root.join("sys").join(key.replace('.', "/"))
+    let sys = proc_root.join("sys");
+    if let Some(rest) = key.strip_prefix("net.ipv6.conf.") {
+        if let Some((dev, knob)) = rest.rsplit_once('.') {
+            return sys.join("net/ipv6/conf").join(dev).join(knob);
+        }
+    }
+    sys.join(key.replace('.', "/"))
 }
 
 fn read_text(path: &Path) -> Result<String, String> {
@@ -318,6 +381,7 @@ pub fn read(
         disk,
         cgroup: read_cgroup(proc_root, cgroup_version),
         memory_cgroups,
+        isolation: read_isolation(proc_root, state_root),
     }
 }
 
@@ -392,6 +456,9 @@ Max locked memory         unlimited            unlimited            bytes
         w("cg/pids/box/pids.max", "300\n");
         w("cg/pids/box/pids.current", "12\n");
         w("cgroups", "memory\t4\t7\t1\n");
+        w("sys/dev/tty/legacy_tiocsti", "1\n");
+        w("sys/net/ipv6/conf/br.0/accept_ra", "1\n");
+        w("sys/net/ipv6/conf/br.0/autoconf", "0\n");
     }
 
     #[test]
@@ -445,6 +512,30 @@ Max locked memory         unlimited            unlimited            bytes
             read_cgroup(d.path(), Err("no hierarchy".into())),
             CgroupLimits::Unknown(_)
         ));
+        // Isolation settings: present, absent, and a bridge named with a dot.
+        assert_eq!(s.isolation.legacy_tiocsti, Some(Ok(1)));
+        assert_eq!(s.isolation.unprivileged_userns_clone, None);
+        assert_eq!(s.isolation.bridges, Ok(Vec::new()));
+        assert_eq!(s.isolation.ip_forward, None);
+        let root = d.path().join("state");
+        std::fs::create_dir_all(root.join("net")).unwrap();
+        let rec =
+            crate::net::ipam::BridgeRecord::new("br.0", "10.9.0.0/24".parse().unwrap(), "boot");
+        std::fs::write(
+            root.join("net/br.0.json"),
+            serde_json::to_string(&rec).unwrap(),
+        )
+        .unwrap();
+        let iso = read_isolation(d.path(), &root);
+        assert_eq!(
+            iso.bridges,
+            Ok(vec![BridgeV6 {
+                name: "br.0".into(),
+                accept_ra: Some(Ok(1)),
+                autoconf: Some(Ok(0)),
+                forwarding: None,
+            }])
+        );
         let a = read_admit(d.path());
         assert_eq!(
             (a.pid_max, a.threads_max, a.tasks),

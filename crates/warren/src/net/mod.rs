@@ -16,7 +16,9 @@
 //!    `runtime.json` before the zone exists, so a crash from here on is reconciled.
 //! 2. The clone creates the zone's network namespace; the child brings `lo` up and
 //!    walks its mount steps, then blocks on `WaitParent` right before exec.
-//! 3. [`attach`] (host, right after the clone, while the child works): one
+//! 3. [`attach`] (host, right after the clone, while the child works): the zone's
+//!    bridge filter goes in first ([`filter`]: nftables chains keyed on the host veth,
+//!    so a zone sends only as itself and never as a router), then one
 //!    RTM_NEWLINK creates the veth pair with the host end up and enslaved to the bridge
 //!    and the peer created directly in the zone's namespace (by the child's pid) as
 //!    `eth0`; then, on a netlink socket opened inside the zone's namespace, `eth0` gets
@@ -24,11 +26,14 @@
 //!    parent writes the go byte and the child execs init, with the network ready.
 //! 4. Halt (or a failed boot, or a stale record found later): [`release`] deletes the
 //!    host end (which deletes the pair; the kernel would do so anyway when the
-//!    namespace dies, but asynchronously) and frees the lease.
+//!    namespace dies, but asynchronously), then the zone's filter chains, and frees
+//!    the lease.
 //!
 //! The bridge is shared by all zones on it and stays after the last zone halts (a
 //! bridge costs nothing idle and booting does not churn it); `warren gc` removes a
-//! bridge warren created once no zone holds a lease on it. A bridge serves one subnet;
+//! bridge warren created, and its filter table, once no zone holds a lease on it. A
+//! bridge warren creates does not accept IPv6 router advertisements
+//! ([`BRIDGE_SYSCTLS`]). A bridge serves one subnet;
 //! a bridge name belongs to one state root.
 //!
 //! Kernel limits are checked, never raised: a bridge takes at most 1023 ports
@@ -36,8 +41,10 @@
 //! network namespaces, holds at most `net.ipv4.neigh.default.gc_thresh3` entries;
 //! the host needs one per zone it talks to.
 
+pub mod filter;
 pub mod ipam;
 pub mod netlink;
+pub mod nft;
 pub mod subnet;
 
 use std::fs::File;
@@ -67,11 +74,19 @@ pub struct NetRuntime {
     pub address: Ipv4Addr,
     /// The host end of the veth pair.
     pub veth: String,
+    /// `net-isolated`: no traffic bridged to or from other zones.
+    #[serde(default)]
+    pub isolated: bool,
 }
 
 impl NetRuntime {
     pub fn gateway(&self) -> Ipv4Addr {
         self.subnet.gateway()
+    }
+
+    /// What the zone may send as (its MAC, addresses), for the bridge filter.
+    pub fn identity(&self) -> filter::Identity {
+        filter::Identity::new(&self.veth, self.address, self.isolated)
     }
 }
 
@@ -229,6 +244,9 @@ pub fn lease(
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
     let created = ensure_bridge(&mut nl, zone, bridge, subnet, old_subnet)?;
     rec.created |= created;
+    if rec.created {
+        refuse_router_advertisements(host, zone, bridge)?;
+    }
     rec.leases.insert(zone.to_string(), address);
     ipam::save(layout, &rec)?;
     Ok(NetRuntime {
@@ -236,7 +254,32 @@ pub fn lease(
         subnet,
         address,
         veth: veth_name(layout, zone),
+        isolated: cfg.net_isolated,
     })
+}
+
+/// The IPv6 sysctls warren sets on a bridge it created: a zone must not be able to
+/// configure the host's addresses or routes by advertising itself as a router.
+pub const BRIDGE_SYSCTLS: [(&str, &str); 2] = [("accept_ra", "0"), ("autoconf", "0")];
+
+/// Set [`BRIDGE_SYSCTLS`] on `bridge` (nothing to do without IPv6 on the host).
+fn refuse_router_advertisements(host: &HostPaths, zone: &str, bridge: &str) -> Result<()> {
+    let dir = host.proc.join("sys/net/ipv6/conf").join(bridge);
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    for (knob, value) in BRIDGE_SYSCTLS {
+        let path = dir.join(knob);
+        if std::fs::read_to_string(&path).is_ok_and(|v| v.trim() == value) {
+            continue;
+        }
+        std::fs::write(&path, value).ctx(|| {
+            format!(
+                "zone '{zone}': setting net.ipv6.conf.{bridge}.{knob} = {value} on warren's bridge (so zones cannot configure the host's IPv6 by router advertisements)"
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// Create the bridge if missing; give it the gateway address; set it up. Returns
@@ -314,7 +357,19 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
             ),
             source: std::io::Error::from(std::io::ErrorKind::NotFound),
         })?;
-    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, ns)
+    let id = net.identity();
+    // The filter goes in before the veth exists, so no frame ever passes unfiltered.
+    let mut flt =
+        filter::Filter::open().ctx(nl_err(zone, "opening an nf_tables netlink socket"))?;
+    flt.install(&net.bridge, &id).ctx(nl_err(
+        zone,
+        &format!(
+            "installing the bridge filter (nftables table {}, chain {}; needs the kernel's nf_tables with the bridge family, CONFIG_NF_TABLES_BRIDGE)",
+            filter::table_name(&net.bridge),
+            filter::chain_name(&net.veth)
+        ),
+    ))?;
+    host.create_veth(&net.veth, bridge.index, ZONE_IFNAME, id.mac, ns)
         .map_err(|e| match e.raw_os_error() {
             Some(warren_sys::libc::EXFULL) => Error::Unsupported(format!(
                 "zone '{zone}': bridge {} is full: a bridge takes at most {BRIDGE_MAX_PORTS} ports (the kernel's BR_MAX_PORTS); put further zones on another bridge with its own subnet (net-bridge, net-subnet)",
@@ -359,12 +414,24 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
     Ok(())
 }
 
-/// Undo a bridged boot: delete the host end of the veth pair (its peer goes with it)
-/// and free the lease. Safe to repeat.
+/// Undo a bridged boot: delete the zone's bridge filter chains and the host end of the
+/// veth pair (its peer goes with it), and free the lease. Safe to repeat.
 pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     let mut nl = Netlink::open().ctx(nl_err(zone, "opening a netlink socket"))?;
+    // The chains go first (the zone's processes are gone, nothing sends) so that the
+    // kernel retires them while the veth's deletion waits: see `filter::Filter`.
+    let mut flt =
+        filter::Filter::open().ctx(nl_err(zone, "opening an nf_tables netlink socket"))?;
+    flt.remove(&net.bridge, &net.veth).ctx(nl_err(
+        zone,
+        &format!(
+            "deleting its bridge filter chains from nftables table {}",
+            filter::table_name(&net.bridge)
+        ),
+    ))?;
     nl.delete_link(&net.veth)
         .ctx(nl_err(zone, &format!("deleting veth {}", net.veth)))?;
+    drop(flt);
     let _lock = lock::exclusive(layout, "net", "ipam")?;
     if let Some(mut rec) = ipam::load(&ipam::path(layout, &net.bridge))? {
         if rec.leases.get(zone) == Some(&net.address) {
@@ -375,8 +442,9 @@ pub fn release(layout: &Layout, zone: &str, net: &NetRuntime) -> Result<()> {
     Ok(())
 }
 
-/// `warren gc`'s part: stale leases, stray veths on warren's bridges, and bridges that
-/// warren created and no zone uses any more. Returns one line per thing removed.
+/// `warren gc`'s part: stale leases, stray veths on warren's bridges, filter chains of
+/// zones that hold no lease, a bridge's filter table once no zone uses the bridge, and
+/// bridges that warren created and no zone uses any more. Returns one line per thing removed.
 pub fn gc(
     layout: &Layout,
     host: &HostPaths,
@@ -390,6 +458,8 @@ pub fn gc(
         return Ok(removed);
     }
     let mut nl = Netlink::open().ctx(|| "opening a netlink socket".to_string())?;
+    let mut flt =
+        filter::Filter::open().ctx(|| "opening an nf_tables netlink socket".to_string())?;
     for mut rec in records {
         let before = rec.leases.clone();
         if rec.boot_id != boot_id {
@@ -400,6 +470,21 @@ pub fn gc(
             removed.push(format!("lease {a} of zone '{z}' on bridge {}", rec.bridge));
         }
         let live_veths: Vec<String> = rec.leases.keys().map(|z| veth_name(layout, z)).collect();
+        let filtered = flt
+            .filtered_veths(&rec.bridge)
+            .ctx(|| format!("listing nftables table {}", filter::table_name(&rec.bridge)))?;
+        for veth in filtered.iter().filter(|v| !live_veths.contains(v)) {
+            flt.remove(&rec.bridge, veth).ctx(|| {
+                format!(
+                    "deleting the filter chains of {veth} from nftables table {}",
+                    filter::table_name(&rec.bridge)
+                )
+            })?;
+            removed.push(format!(
+                "filter chains of {veth} in nftables table {}",
+                filter::table_name(&rec.bridge)
+            ));
+        }
         for port in bridge_ports(host, &rec.bridge) {
             let ours = port.starts_with("wz") && port.len() == 14;
             let stray = before.keys().any(|z| veth_name(layout, z) == port);
@@ -410,6 +495,13 @@ pub fn gc(
             }
         }
         if rec.leases.is_empty() {
+            let table = filter::table_name(&rec.bridge);
+            if flt
+                .remove_table(&rec.bridge)
+                .ctx(|| format!("deleting nftables table {table}"))?
+            {
+                removed.push(format!("nftables table {table}"));
+            }
             // A bridge with ports it did not make (an operator's) stays, and so does
             // the record that says warren created it, for a later gc.
             let idle = bridge_ports(host, &rec.bridge).is_empty();

@@ -197,18 +197,20 @@ impl Netlink {
     }
 
     /// Create a veth pair: `host` in this namespace, up and a port of bridge
-    /// `bridge`; its peer named `peer` in the network namespace `netns` (an open
+    /// `bridge`; its peer named `peer`, with MAC `peer_mac`, in the network namespace `netns` (an open
     /// `/proc/<pid>/ns/net` or the zone's namespace descriptor).
     pub fn create_veth(
         &mut self,
         host: &str,
         bridge: u32,
         peer: &str,
+        peer_mac: [u8; 6],
         netns: &std::fs::File,
     ) -> io::Result<()> {
         use std::os::fd::AsRawFd;
         let mut p = LinkMessage::default();
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
+        p.attributes.push(LinkAttribute::Address(peer_mac.to_vec()));
         p.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
         let mut m = LinkMessage::default();
         m.header.flags = LinkFlags::Up;
