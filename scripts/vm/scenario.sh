@@ -1,0 +1,91 @@
+#!/bin/sh
+# The guest's scenario: warren on a cgroup v2 host, run from a service's cgroup that
+# holds other processes. Every check prints one line
+#   WARREN-VM-RESULT <check> ok|fail <detail>
+# that crates/warren/tests/cgroup_v2_vm.rs asserts on; WARREN-VM-LOG lines carry
+# output for a failure's diagnosis. Checks go on after a failure.
+export PATH=/usr/local/bin:/bin:/sbin:/usr/bin:/usr/sbin
+svc=${WARREN_VM_SERVICE:?}
+W=warren
+result() { echo "WARREN-VM-RESULT $1 $2 $(echo "$3" | tr '\n' ' ' | cut -c1-400)"; }
+log() { sed 's/^/WARREN-VM-LOG /'; }
+# run NAME CMD...: ok when CMD exits 0; its output goes to the log either way.
+run() {
+    name=$1; shift
+    out=$("$@" 2>&1); rc=$?
+    echo "$out" | log
+    if [ $rc -eq 0 ]; then result "$name" ok "$(echo "$out" | tail -1)"; else result "$name" fail "rc=$rc: $(echo "$out" | tail -3)"; fi
+    return $rc
+}
+# expect NAME ACTUAL WANTED
+expect() {
+    if [ "$2" = "$3" ]; then result "$1" ok "$2"; else result "$1" fail "got '$2', want '$3'"; fi
+}
+
+result setup ok "warren runs in $(cut -d: -f3 /proc/self/cgroup) beside pid $(head -1 $svc/cgroup.procs)"
+run info $W info
+run doctor $W doctor --zones 10
+run template $W template create bb --busybox
+
+# A zone without user namespaces, every cgroup v2 limit it can take.
+run create-plain $W create plain --template bb --set userns=false --set memory.max=32M \
+    --set max-processes=20 --set cpu.max=0.5 --set memory.request=8M --set cpu.weight=50
+run install-plain $W install plain
+if run boot-plain $W boot plain; then
+    z=$(find /sys/fs/cgroup -type d -name plain | head -1)
+    result zone-cgroup ok "$z"
+    expect memory.max "$(cat $z/memory.max)" 33554432
+    expect memory.low "$(cat $z/memory.low)" 8388608
+    expect pids.max "$(cat $z/pids.max)" 20
+    expect cpu.max "$(cat $z/cpu.max)" "50000 100000"
+    expect cpu.weight "$(cat $z/cpu.weight)" 50
+    run login-plain $W login plain -- echo hello
+    # OOM inside the zone only: dd's 64 MiB buffer does not fit in 32 MiB.
+    $W login plain -- dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1 | log
+    kills=$(awk '/^oom_kill / {print $2}' $z/memory.events)
+    if [ "${kills:-0}" -ge 1 ]; then result oom-kill ok "memory.events oom_kill $kills"; else result oom-kill fail "memory.events: $(cat $z/memory.events)"; fi
+    # The process cap: 40 sleepers asked for, pids.max 20 holds.
+    $W login plain -- sh -c 'for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait' 2>&1 | tail -2 | log
+    max=$(awk '/^max / {print $2}' $z/pids.events)
+    if [ "${max:-0}" -ge 1 ]; then result pids-cap ok "pids.events max $max"; else result pids-cap fail "pids.events: $(cat $z/pids.events)"; fi
+    # cpu.max 0.5: a busy loop for 3 s gets about 1.5 s of CPU.
+    before=$(awk '/^usage_usec/ {print $2}' $z/cpu.stat)
+    $W login plain -- sh -c 'end=$(($(date +%s)+3)); while [ $(date +%s) -lt $end ]; do :; done' 2>&1 | log
+    after=$(awk '/^usage_usec/ {print $2}' $z/cpu.stat)
+    used=$(( (after - before) / 1000 ))
+    if [ $used -le 2200 ] && [ $used -ge 300 ]; then result cpu-max ok "${used} ms of CPU in 3 s"; else result cpu-max fail "${used} ms of CPU in 3 s under cpu.max 0.5"; fi
+    run stat $W stat plain
+    run memstat $W memstat
+fi
+
+# The default zone: user namespaces on.
+run create-userns $W create uz --template bb
+run install-userns $W install uz
+run boot-userns $W boot uz && run login-userns $W login uz -- id
+
+# The OCI runtime, from the same cgroup.
+mkdir -p /tmp/bundle/rootfs/bin && cp /bin/busybox /tmp/bundle/rootfs/bin/busybox
+for a in sh true echo; do ln -sf busybox /tmp/bundle/rootfs/bin/$a; done
+if run oci-spec $W oci spec --bundle /tmp/bundle; then
+    sed -i -e 's/"terminal": *true/"terminal": false/' -e 's/"sh"/"sh","-c","echo oci-ok"/' /tmp/bundle/config.json
+    out=$($W oci --root /run/warren-oci run --bundle /tmp/bundle c1 2>&1)
+    echo "$out" | log
+    case "$out" in *oci-ok*) result oci-run ok "$(echo "$out" | tail -1)" ;; *) result oci-run fail "$(echo "$out" | tail -2)" ;; esac
+    $W oci --root /run/warren-oci delete --force c1 2>&1 | log
+fi
+
+run doctor-probe $W doctor --probe --max 50
+
+# The contrib unit's commands, from the service cgroup as systemd would run them.
+for f in /contrib/*.service; do
+    for key in ExecStartPre ExecStart ExecStop; do
+        cmd=$(sed -n "s/^$key=//p" "$f" | head -1)
+        [ -n "$cmd" ] || continue
+        run "unit-$(basename "$f" .service)-$key" $cmd
+    done
+done
+
+run halt $W halt --all
+run gc $W gc
+left=$(find $svc -mindepth 1 -type d | grep -v -e '/warren-supervisor$' | tr '\n' ' ')
+if [ -z "$left" ]; then result empty-tree ok "only $(ls $svc | grep -c '') entries, no zone cgroups"; else result empty-tree fail "left: $left"; fi
