@@ -74,7 +74,7 @@ if run oci-spec $W oci spec --bundle /tmp/bundle; then
     $W oci --root /run/warren-oci delete --force c1 2>&1 | log
 fi
 
-run doctor-probe $W doctor --probe --max 50
+run doctor-probe $W doctor --probe procs --max 50
 
 # The contrib unit's commands, from the service cgroup as systemd would run them.
 for f in /contrib/*.service; do

@@ -20,6 +20,9 @@ pub struct HostInfo {
     pub cgroup_controllers: Vec<String>,
     /// Where zone cgroups are created (controllers, directory).
     pub cgroup_parents: Vec<(String, PathBuf)>,
+    /// Whether zones can get their controllers here (read-only check; `warren doctor`
+    /// tries it).
+    pub cgroup_delegation: crate::cgroups::Delegation,
     pub storage_backend: BackendKind,
     pub storage_why: String,
     /// How `disk.max` is enforced here (or why it cannot be).
@@ -49,6 +52,7 @@ pub fn info(ctx: &Context) -> Result<HostInfo> {
         cgroup_why: hier.why.clone(),
         cgroup_controllers: driver.controllers(),
         cgroup_parents: driver.parents(),
+        cgroup_delegation: driver.delegation(false),
         storage_backend: backend,
         storage_why: why,
         disk_quota: crate::quota::probe(&ctx.host.proc).describe(),

@@ -192,6 +192,15 @@ pub fn host_info(i: &HostInfo) {
     for (c, d) in &i.cgroup_parents {
         println!("  zones under:   {} ({c})", d.display());
     }
+    let d = &i.cgroup_delegation;
+    println!(
+        "delegation:      {} ({})",
+        if d.ok { "ok" } else { "missing" },
+        d.summary
+    );
+    if let Some(fix) = &d.fix {
+        println!("  fix:           {fix}");
+    }
     println!("storage backend: {} ({})", i.storage_backend, i.storage_why);
     println!("disk quota:      {}", i.disk_quota);
     println!("user namespaces: {}", i.user_namespaces);

@@ -235,6 +235,24 @@ pub struct Finding {
     pub note: String,
 }
 
+/// The cgroup delegation check ([`crate::cgroups::delegate`]) as a finding: will fail
+/// when zones cannot get their controllers, with the fix.
+pub fn delegation_finding(d: &crate::cgroups::Delegation) -> Finding {
+    Finding {
+        limit: "cgroup delegation".into(),
+        current: if d.ok {
+            Current::Unlimited
+        } else {
+            Current::Unknown(d.summary.clone())
+        },
+        needed: 0,
+        unit: Unit::Count,
+        verdict: if d.ok { Verdict::Ok } else { Verdict::WillFail },
+        fix: d.fix.clone().map(|text| Fix::Advice { text }),
+        note: d.summary.clone(),
+    }
+}
+
 /// Counts of verdicts, for the summary line and the exit code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
