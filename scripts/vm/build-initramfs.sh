@@ -49,7 +49,7 @@ fi
 # Modules the scenario needs, with their dependencies (the `depends=` of each module's
 # .modinfo: the package ships no modules.dep, and kmod need not be installed),
 # uncompressed and listed in load order in /lib/modules/load.
-want="overlay loop veth bridge zram"
+want="virtio_pci virtio_blk overlay loop veth bridge zram"
 : > "$root/lib/modules/load"
 declare -A seen=()
 add_module() {

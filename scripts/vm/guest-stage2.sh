@@ -18,6 +18,10 @@ ip link set lo up 2>/dev/null || ifconfig lo up
 hostname warren-vm
 while read -r m; do insmod "/lib/modules/$m" 2>/dev/null || echo "WARREN-VM-NOTE insmod $m failed"; done < /lib/modules/load
 echo "WARREN-VM-KERNEL $(uname -r)"
+# The state root on ext4 (boot.sh's disk), as /var/lib on a Debian host.
+mkdir -p /var/lib/warren
+for i in 1 2 3 4 5 6 7 8 9 10; do [ -b /dev/vda ] && break; sleep 0.2; done
+mount -t ext4 /dev/vda /var/lib/warren || echo "WARREN-VM-NOTE no ext4 disk: the state root is on tmpfs"
 # What systemd does for every unit on a v2 host: enable the controllers below the root.
 for c in cpuset cpu io memory pids; do echo "+$c" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null; done
 # A service with Delegate=yes: its own cgroup, holding the service's processes.
