@@ -202,10 +202,16 @@ fn cgroup_v2_from_a_service_cgroup_on_debian_kernels() {
                 Some(_) => {}
             }
         }
-        for c in checks.iter().filter(|c| !c.ok && !REQUIRED.contains(&c.name.as_str())) {
+        for c in checks
+            .iter()
+            .filter(|c| !c.ok && !REQUIRED.contains(&c.name.as_str()))
+        {
             failures.push(format!("[{version}] {}: {}", c.name, c.detail));
         }
-        if failures.iter().any(|f| f.starts_with(&format!("[{version}]"))) {
+        if failures
+            .iter()
+            .any(|f| f.starts_with(&format!("[{version}]")))
+        {
             let log: Vec<&str> = console
                 .lines()
                 .filter(|l| l.starts_with("WARREN-VM-LOG"))

@@ -140,7 +140,10 @@ fn evacuate(base: &Path, wanted: &[&str]) -> Result<(), CgroupError> {
     match std::fs::create_dir(&leaf) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-        Err(e) if matches!(e.kind(), io::ErrorKind::PermissionDenied) || e.raw_os_error() == Some(warren_sys::libc::EROFS) => {
+        Err(e)
+            if matches!(e.kind(), io::ErrorKind::PermissionDenied)
+                || e.raw_os_error() == Some(warren_sys::libc::EROFS) =>
+        {
             return Err(not_delegated(
                 base,
                 wanted,
@@ -184,7 +187,10 @@ fn evacuate(base: &Path, wanted: &[&str]) -> Result<(), CgroupError> {
     }
     // New processes may be forked by those being moved: a few rounds.
     for _ in 0..10 {
-        let left: Vec<i32> = words(&procs).iter().filter_map(|p| p.parse().ok()).collect();
+        let left: Vec<i32> = words(&procs)
+            .iter()
+            .filter_map(|p| p.parse().ok())
+            .collect();
         if left.is_empty() {
             return Ok(());
         }
@@ -356,7 +362,9 @@ mod tests {
     #[test]
     fn controllers_the_parent_withholds_are_named_with_the_fix() {
         let t = fake("cpu io\n", "");
-        let e = ensure(t.path(), &["memory", "pids"]).unwrap_err().to_string();
+        let e = ensure(t.path(), &["memory", "pids"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("memory pids"), "{e}");
         assert!(e.contains("cgroup.subtree_control"), "{e}");
         assert!(e.contains("Delegate=yes"), "{e}");
