@@ -49,7 +49,9 @@ fi
 # Modules the scenario needs, with their dependencies (the `depends=` of each module's
 # .modinfo: the package ships no modules.dep, and kmod need not be installed),
 # uncompressed and listed in load order in /lib/modules/load.
-want="virtio_pci virtio_blk overlay loop veth bridge zram"
+# zram's default compressors (lzo-rle on 6.1, lz4 on 6.12): no modprobe in the guest to
+# load them on demand.
+want="virtio_pci virtio_blk overlay loop veth bridge zram lzo_rle lzo lz4"
 : > "$root/lib/modules/load"
 declare -A seen=()
 add_module() {

@@ -63,6 +63,31 @@ run create-userns $W create uz --template bb
 run install-userns $W install uz
 run boot-userns $W boot uz && run login-userns $W login uz -- id
 
+# memory.swap -> memory.swap.max, with warren's own zram swap: 24 MiB in a 16 MiB zone
+# fit only through swap.
+if run swap-enable $W swap enable --size 256M --zram; then
+    run create-swap $W create sw --template bb --set userns=false --set memory.max=16M --set memory.swap=64M
+    run install-swap $W install sw
+    if run boot-swap $W boot sw; then
+        z=$(find /sys/fs/cgroup -type d -name sw | head -1)
+        expect memory.swap.max "$(cat $z/memory.swap.max)" 67108864
+        run swap-used $W login sw -- dd if=/dev/zero of=/dev/null bs=24M count=1
+        kills=$(awk '/^oom_kill / {print $2}' $z/memory.events)
+        expect swap-no-oom "${kills:-0}" 0
+        $W halt sw 2>&1 | log
+    fi
+fi
+
+# Bridged networking: eth0 on warren0, the gateway answers.
+run create-bridge $W create nz --template bb --set net=bridge
+run install-bridge $W install nz
+if run boot-bridge $W boot nz; then
+    run ping-gateway $W login nz -- ping -c1 -W5 10.231.0.1
+    $W halt nz 2>&1 | log
+fi
+
+run agent-once $W agent --once
+
 # The OCI runtime, from the same cgroup.
 mkdir -p /tmp/bundle/rootfs/bin && cp /bin/busybox /tmp/bundle/rootfs/bin/busybox
 for a in sh true echo; do ln -sf busybox /tmp/bundle/rootfs/bin/$a; done
@@ -85,7 +110,21 @@ for f in /contrib/*.service; do
     done
 done
 
+# A session whose parent gives it no controllers: refused with the fix, nothing made.
+nd=/sys/fs/cgroup/nodelegate.slice
+mkdir -p $nd/session.scope
+out=$(sh -c "echo \$\$ > $nd/session.scope/cgroup.procs && exec $W doctor --zones 1" 2>&1); rc=$?
+echo "$out" | log
+case "$rc:$out" in
+1:*"cgroup delegation"*"will fail"*Delegate=yes*) result refused-undelegated ok "doctor exit 1: $(echo "$out" | grep -m1 'not delegated')" ;;
+*) result refused-undelegated fail "rc=$rc: $(echo "$out" | grep -m1 -i delegat)" ;;
+esac
+left=$(find $nd -mindepth 2 -type d | tr '\n' ' ')
+expect nothing-made-undelegated "$left" ""
+rmdir $nd/session.scope $nd 2>/dev/null
+
 run halt $W halt --all
 run gc $W gc
+run swap-disable $W swap disable
 left=$(find $svc -mindepth 1 -type d | grep -v -e '/warren-supervisor$' | tr '\n' ' ')
 if [ -z "$left" ]; then result empty-tree ok "only $(ls $svc | grep -c '') entries, no zone cgroups"; else result empty-tree fail "left: $left"; fi

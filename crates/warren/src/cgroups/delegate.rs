@@ -208,6 +208,8 @@ pub struct Delegation {
     pub ok: bool,
     /// The delegated base: zone groups are made in it.
     pub base: PathBuf,
+    /// How many of [`REQUIRED`] zones get (all of them when `ok`).
+    pub granted: usize,
     /// What was found (or done, with `try_it`).
     pub summary: String,
     /// What to do when `ok` is false.
@@ -221,13 +223,29 @@ pub const REQUIRED: [&str; 2] = ["memory", "pids"];
 /// Check delegation at `base`. Read-only unless `try_it`: then prepare it for real as a
 /// boot would ([`ensure`] for [`REQUIRED`]) and make and remove a probe cgroup beneath.
 pub fn check(base: &Path, try_it: bool) -> Delegation {
-    let report = |ok: bool, summary: String, fix: Option<String>| Delegation {
+    let report = |ok: bool, granted: usize, summary: String, fix: Option<String>| Delegation {
         ok,
         base: base.to_path_buf(),
+        granted,
         summary,
         fix,
     };
-    let fail = |e: CgroupError| report(false, e.to_string(), Some(DELEGATE_FIX.into()));
+    // The required controllers a refusal names are the ones zones would not get.
+    let fail = |e: CgroupError| {
+        let denied = match &e {
+            CgroupError::NotDelegated { missing, .. } => REQUIRED
+                .iter()
+                .filter(|c| missing.split_whitespace().any(|m| m == **c))
+                .count(),
+            _ => REQUIRED.len(),
+        };
+        report(
+            false,
+            REQUIRED.len() - denied,
+            e.to_string(),
+            Some(DELEGATE_FIX.into()),
+        )
+    };
     if try_it {
         if let Err(e) = ensure(base, &REQUIRED) {
             return fail(e);
@@ -252,6 +270,7 @@ pub fn check(base: &Path, try_it: bool) -> Delegation {
         }
         return report(
             true,
+            REQUIRED.len(),
             format!(
                 "tried: a probe cgroup beneath {} got {}{}",
                 base.display(),
@@ -281,6 +300,7 @@ pub fn check(base: &Path, try_it: bool) -> Delegation {
     if REQUIRED.iter().all(|c| enabled.iter().any(|e| e == c)) {
         return report(
             true,
+            REQUIRED.len(),
             format!(
                 "{} enabled in {}/cgroup.subtree_control{}",
                 enabled.join(" "),
@@ -293,6 +313,7 @@ pub fn check(base: &Path, try_it: bool) -> Delegation {
     if is_root(base) {
         return report(
             true,
+            REQUIRED.len(),
             "the root cgroup: controllers are enabled at the first boot".into(),
             None,
         );
@@ -310,6 +331,7 @@ pub fn check(base: &Path, try_it: bool) -> Delegation {
     let n = words(&base.join("cgroup.procs")).len();
     report(
         true,
+        REQUIRED.len(),
         format!(
             "delegated; the first boot moves the {n} process(es) of {} into {LEAF}/ and enables the controllers there",
             base.display()
@@ -370,7 +392,11 @@ mod tests {
         assert!(e.contains("Delegate=yes"), "{e}");
         assert!(!t.path().join(LEAF).exists(), "nothing created: {e}");
         let d = check(t.path(), false);
-        assert!(!d.ok && d.fix.is_some(), "{d:?}");
+        assert!(!d.ok && d.fix.is_some() && d.granted == 0, "{d:?}");
+        let t = fake("memory\n", "");
+        let d = check(t.path(), false);
+        assert_eq!((d.ok, d.granted), (false, 1), "{d:?}");
+        assert!(d.summary.contains("pids"), "{d:?}");
     }
 
     #[test]

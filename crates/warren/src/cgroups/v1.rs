@@ -115,6 +115,11 @@ impl CgroupDriver for V1Driver {
             });
         super::Delegation {
             ok: writable,
+            granted: if writable {
+                super::delegate::REQUIRED.len()
+            } else {
+                0
+            },
             summary: if writable {
                 format!(
                     "v1: zone groups are made beneath warren's own cgroup in each hierarchy ({}{})",

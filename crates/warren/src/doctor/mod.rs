@@ -239,13 +239,9 @@ pub struct Finding {
 /// when zones cannot get their controllers, with the fix.
 pub fn delegation_finding(d: &crate::cgroups::Delegation) -> Finding {
     Finding {
-        limit: "cgroup delegation".into(),
-        current: if d.ok {
-            Current::Unlimited
-        } else {
-            Current::Unknown(d.summary.clone())
-        },
-        needed: 0,
+        limit: "cgroup delegation (memory, pids)".into(),
+        current: Current::Value(d.granted as u64),
+        needed: crate::cgroups::delegate::REQUIRED.len() as u64,
         unit: Unit::Count,
         verdict: if d.ok { Verdict::Ok } else { Verdict::WillFail },
         fix: d.fix.clone().map(|text| Fix::Advice { text }),
