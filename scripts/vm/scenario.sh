@@ -26,6 +26,27 @@ result setup ok "warren runs in $(cut -d: -f3 /proc/self/cgroup) beside pid $(he
 run info $W info
 run doctor $W doctor --zones 10
 run template $W template create bb --busybox
+case "$($W info 2>&1)" in
+*"userns zones:  ok"*) result info-userns ok "$($W info | grep 'userns zones')" ;;
+*) result info-userns fail "$($W info 2>&1 | grep -A1 'userns zones')" ;;
+esac
+# The doctor names the missing feature: a state root on tmpfs has idmapped mounts only
+# from Linux 6.3 on.
+out=$($W --root /tmp/tmpfs-root doctor --zones 1 2>&1); rc=$?
+echo "$out" | log
+kv=$(uname -r | awk -F. '{print $1 * 1000 + $2}')
+if [ "$kv" -lt 6003 ]; then
+    case "$rc:$out" in
+    1:*"idmapped overlay layers"*"will fail"*tmpfs*) result userns-tmpfs-detected ok "$(echo "$out" | grep -m1 'idmapped mount of')" ;;
+    *) result userns-tmpfs-detected fail "rc=$rc: $(echo "$out" | grep -m1 idmapped)" ;;
+    esac
+else
+    case "$rc:$out" in
+    0:*) result userns-tmpfs-detected ok "Linux $(uname -r) idmaps tmpfs: doctor exit 0" ;;
+    *) result userns-tmpfs-detected fail "rc=$rc: $(echo "$out" | grep -m1 idmapped)" ;;
+    esac
+fi
+rm -rf /tmp/tmpfs-root
 
 # A zone without user namespaces, every cgroup v2 limit it can take.
 run create-plain $W create plain --template bb --set userns=false --set memory.max=32M \

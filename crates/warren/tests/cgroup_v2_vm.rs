@@ -155,6 +155,8 @@ const REQUIRED: &[&str] = &[
     "setup",
     "info",
     "doctor",
+    "info-userns",
+    "userns-tmpfs-detected",
     "boot-plain",
     "memory.max",
     "memory.low",

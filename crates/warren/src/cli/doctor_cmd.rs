@@ -36,9 +36,14 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         .cgroups()
         .ok()
         .map(|(d, _)| doctor::delegation_finding(&d.delegation(warren_sys::geteuid() == 0)));
+    let userns = doctor::userns_finding(&crate::host::userns_support(
+        ctx.layout.root(),
+        &ctx.host.proc,
+    ));
     let assess = |s: &doctor::LimitSnapshot| {
         let mut f = doctor::assess(s, &plan);
         f.extend(delegation.clone());
+        f.push(userns.clone());
         f
     };
     let mut findings = assess(&snapshot());

@@ -249,6 +249,20 @@ pub fn delegation_finding(d: &crate::cgroups::Delegation) -> Finding {
     }
 }
 
+/// User-namespaced zones ([`crate::host::userns_support`]) as a finding: will fail
+/// naming the kernel or filesystem feature that is missing.
+pub fn userns_finding(u: &crate::host::UsernsSupport) -> Finding {
+    Finding {
+        limit: "idmapped overlay layers (userns zones)".into(),
+        current: Current::Value(u64::from(u.ok)),
+        needed: 1,
+        unit: Unit::Count,
+        verdict: if u.ok { Verdict::Ok } else { Verdict::WillFail },
+        fix: u.fix.clone().map(|text| Fix::Advice { text }),
+        note: u.summary.clone(),
+    }
+}
+
 /// Counts of verdicts, for the summary line and the exit code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {
