@@ -82,7 +82,12 @@ fi
 # The default zone: user namespaces on.
 run create-userns $W create uz --template bb
 run install-userns $W install uz
-run boot-userns $W boot uz && run login-userns $W login uz -- id
+if run boot-userns $W boot uz; then
+    run login-userns $W login uz -- id
+    # Controllers only for the limits set: cpu (another zone's cpu.max), no cpuset, no io.
+    z=$(find /sys/fs/cgroup -type d -name uz | head -1)
+    expect only-needed-controllers "$(cat $z/cgroup.controllers)" "cpu memory pids"
+fi
 
 # memory.swap -> memory.swap.max, with warren's own zram swap: 24 MiB in a 16 MiB zone
 # fit only through swap.

@@ -170,6 +170,7 @@ const REQUIRED: &[&str] = &[
     "memstat",
     "boot-userns",
     "login-userns",
+    "only-needed-controllers",
     "swap-enable",
     "memory.swap.max",
     "swap-no-oom",

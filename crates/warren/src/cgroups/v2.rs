@@ -103,12 +103,15 @@ impl CgroupDriver for V2Driver {
         _options: &super::CreateOptions,
     ) -> Result<CgroupSet, CgroupError> {
         super::delegate::ensure(&self.base, &needed(limits))?;
-        let delegated = self.read_words("cgroup.subtree_control");
         let parent = self.base.join(&self.group);
-        // Enable for the zones every controller we were given that they may use.
-        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids", "io"]
+        // Enable in the group only what this zone's limits need (memory and pids
+        // always; cpu, cpuset when set), adding to what earlier zones enabled: a zone
+        // without a CPU limit in a group where none has one does not join cpu, and no
+        // zone joins io, which warren neither limits nor reads.
+        let wanted = needed(limits);
+        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids"]
             .iter()
-            .filter(|c| delegated.iter().any(|d| d == *c))
+            .filter(|c| wanted.contains(c))
             .map(|c| format!("+{c}"))
             .collect();
         let dir = parent.join(zone);
