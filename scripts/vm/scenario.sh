@@ -61,6 +61,14 @@ if run boot-plain $W boot plain; then
     expect cpu.max "$(cat $z/cpu.max)" "50000 100000"
     expect cpu.weight "$(cat $z/cpu.weight)" 50
     run login-plain $W login plain -- echo hello
+    # Device control on v2 (the BPF device filter): the zone may use its own nodes but
+    # not make and read one for the VM's disk, though it keeps CAP_MKNOD.
+    run devices-allowed $W login plain -- sh -c 'head -c 4 /dev/urandom >/dev/null && echo urandom ok'
+    disk=$(cat /sys/block/vda/dev)
+    run mknod-allowed-node $W login plain -- sh -c 'mknod /tmp/null c 1 3 && echo x > /tmp/null && echo "mknod of 1:3 works: the zone has CAP_MKNOD"'
+    out=$($W login plain -- sh -c "mknod /tmp/disk b ${disk%:*} ${disk#*:} && head -c 512 /tmp/disk | wc -c" 2>&1); rc=$?
+    echo "$out" | log
+    if [ $rc -ne 0 ]; then result devices-disk-denied ok "rc=$rc: $(echo "$out" | tail -1)"; else result devices-disk-denied fail "the zone read the disk $disk: $out"; fi
     # OOM inside the zone only: dd's 64 MiB buffer does not fit in 32 MiB.
     $W login plain -- dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1 | log
     kills=$(awk '/^oom_kill / {print $2}' $z/memory.events)

@@ -14,6 +14,7 @@
 //! [`v2::writes`]) that are unit-tested with the kernel's file names and formats.
 
 pub mod delegate;
+pub mod devices;
 mod discover;
 pub mod v1;
 pub mod v2;
@@ -67,6 +68,8 @@ pub enum CgroupError {
         #[source]
         source: io::Error,
     },
+    #[error("device rule {line:?}: expected \"a\" or \"c|b|a MAJOR|*:MINOR|* [rwm]\"")]
+    BadDeviceRule { line: String },
     #[error("{} still has processes after killing them; they may be stuck in the kernel (D state)", path.display())]
     Busy { path: PathBuf },
 }

@@ -100,7 +100,7 @@ impl CgroupDriver for V2Driver {
         &self,
         zone: &str,
         limits: &Limits,
-        _options: &super::CreateOptions,
+        options: &super::CreateOptions,
     ) -> Result<CgroupSet, CgroupError> {
         super::delegate::ensure(&self.base, &needed(limits))?;
         let parent = self.base.join(&self.group);
@@ -122,11 +122,18 @@ impl CgroupDriver for V2Driver {
             version: CgroupVersion::V2,
             dirs: vec![("unified".into(), dir.clone())],
         };
-        for (file, value) in writes(limits) {
-            if let Err(e) = write_file(&dir, file, &value) {
-                let _ = set.remove(std::time::Duration::from_millis(200));
-                return Err(e);
-            }
+        let devices = options
+            .devices
+            .clone()
+            .unwrap_or_else(super::v1::device_writes);
+        let applied = writes(limits)
+            .into_iter()
+            .try_for_each(|(file, value)| write_file(&dir, file, &value))
+            // The same device list as v1's devices cgroup, as a BPF program.
+            .and_then(|()| super::devices::attach(&dir, &devices));
+        if let Err(e) = applied {
+            let _ = set.remove(std::time::Duration::from_millis(200));
+            return Err(e);
         }
         Ok(set)
     }
