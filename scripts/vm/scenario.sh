@@ -50,7 +50,8 @@ rm -rf /tmp/tmpfs-root
 
 # A zone without user namespaces, every cgroup v2 limit it can take.
 run create-plain $W create plain --template bb --set userns=false --set memory.max=32M \
-    --set max-processes=20 --set cpu.max=0.5 --set memory.request=8M --set cpu.weight=50
+    --set max-processes=20 --set cpu.max=0.5 --set memory.request=8M --set cpu.weight=50 \
+    --set caps.add=CAP_MKNOD
 run install-plain $W install plain
 if run boot-plain $W boot plain; then
     z=$(find /sys/fs/cgroup -type d -name plain | head -1)
@@ -61,8 +62,8 @@ if run boot-plain $W boot plain; then
     expect cpu.max "$(cat $z/cpu.max)" "50000 100000"
     expect cpu.weight "$(cat $z/cpu.weight)" 50
     run login-plain $W login plain -- echo hello
-    # Device control on v2 (the BPF device filter): the zone may use its own nodes but
-    # not make and read one for the VM's disk, though it keeps CAP_MKNOD.
+    # Device control on v2 (the BPF device filter): the zone, given CAP_MKNOD, may make
+    # and use a node of an allowed device, but not make and read one for the VM's disk.
     run devices-allowed $W login plain -- sh -c 'head -c 4 /dev/urandom >/dev/null && echo urandom ok'
     disk=$(cat /sys/block/vda/dev)
     run mknod-allowed-node $W login plain -- sh -c 'mknod /tmp/null c 1 3 && echo x > /tmp/null && echo "mknod of 1:3 works: the zone has CAP_MKNOD"'
