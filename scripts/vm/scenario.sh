@@ -136,6 +136,19 @@ fi
 
 run doctor-probe $W doctor --probe procs --max 50
 
+# A login into a zone at its process limit says so (it was a bare EAGAIN): the zone's
+# pids.max lowered to what it holds now (the way a fork bomb leaves it), then restored.
+z=$(find /sys/fs/cgroup -type d -name plain | head -1)
+cat $z/pids.current > $z/pids.max
+out=$($W login plain -- true 2>&1); rc=$?
+echo 20 > $z/pids.max
+echo "$out" | log
+case "$rc:$out" in
+0:*) result login-at-limit fail "login worked at the limit" ;;
+*"process limit"*) result login-at-limit ok "$(echo "$out" | head -1)" ;;
+*) result login-at-limit fail "rc=$rc: $out" ;;
+esac
+
 # The contrib unit's commands, from the service cgroup as systemd would run them.
 for f in /contrib/*.service; do
     for key in ExecStartPre ExecStart ExecStop; do

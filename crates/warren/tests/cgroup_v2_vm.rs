@@ -183,6 +183,7 @@ const REQUIRED: &[&str] = &[
     "oci-run",
     "doctor-probe",
     "unit-warren-autoboot-ExecStart",
+    "login-at-limit",
     "refused-undelegated",
     "nothing-made-undelegated",
     "halt",

@@ -121,7 +121,7 @@ pub fn login(
             .env_clear()
             .envs(env)
             .status()
-            .ctx(|| format!("zone '{zone}': running {}", program.display()))?;
+            .map_err(|e| start_error(zone, &program, e))?;
         use std::os::unix::process::ExitStatusExt;
         Ok(status
             .code()
@@ -180,7 +180,7 @@ fn run_on_pty(
     let c_slave = cstr(&slave.to_string_lossy())?;
     let c_prog = cstr(&program.to_string_lossy())?;
     let pid = warren_sys::pty::spawn_on_pty(&c_slave, &c_prog, &c_argv, &c_env)
-        .ctx(|| format!("zone '{zone}': starting {}", program.display()))?;
+        .map_err(|e| start_error(zone, program, e))?;
     let raw = warren_sys::pty::raw_mode(0).ok();
     let m = master.as_raw_fd();
     let mut buf = [0u8; 8192];
@@ -213,4 +213,18 @@ fn run_on_pty(
     let status =
         warren_sys::proc::waitpid_blocking(pid).ctx(|| "waiting for the command".to_string())?;
     Ok(status.code())
+}
+
+/// Starting the command failed; EAGAIN from fork means the zone is at its process
+/// limit (its pids cgroup), which the bare errno does not say.
+fn start_error(zone: &str, program: &Path, source: std::io::Error) -> Error {
+    let hint = if source.raw_os_error() == Some(warren_sys::libc::EAGAIN) {
+        " (the zone is at its process limit, pids.max: raise max-processes / max-threads with 'warren config set', or stop some of its processes)"
+    } else {
+        ""
+    };
+    Error::Io {
+        context: format!("zone '{zone}': starting {}{hint}", program.display()),
+        source,
+    }
 }
