@@ -33,9 +33,16 @@ for b in warren warren-init; do
     cp "$bindir/$b" "$root/usr/local/bin/$b"
     strip "$root/usr/local/bin/$b" 2>/dev/null || true
 done
-# The shared libraries of warren's binaries, at the same paths as on the build host.
-for b in warren warren-init; do
-    ldd "$bindir/$b" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}' 
+# mkfs.ext4 for disk.max images (e2fsprogs; the scenario's disk.max check).
+mkfs=$(command -v mkfs.ext4 || true)
+if [ -n "$mkfs" ]; then
+    cp -L "$mkfs" "$root/usr/sbin/mkfs.ext4"
+    [ -e /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
+fi
+# The shared libraries of warren's binaries (and mkfs.ext4), at the same paths as on
+# the build host.
+for b in "$bindir/warren" "$bindir/warren-init" ${mkfs:+"$mkfs"}; do
+    ldd "$b" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'
 done | sort -u | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"

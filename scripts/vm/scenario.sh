@@ -113,6 +113,23 @@ if run swap-enable $W swap enable --size 256M --zram; then
     fi
 fi
 
+# disk.max: the zone's writes go to a capped ext4 image; past the cap, ENOSPC. And a
+# cpuset, checked in the v2 file.
+run create-disk $W create dq --template bb --set disk.max=32M --set cpuset=1
+run install-disk $W install dq
+if run boot-disk $W boot dq; then
+    z=$(find /sys/fs/cgroup -type d -name dq | head -1)
+    expect cpuset.cpus "$(cat $z/cpuset.cpus.effective)" 1
+    out=$($W login dq -- dd if=/dev/zero of=/big bs=1M count=64 2>&1); rc=$?
+    echo "$out" | log
+    case "$rc:$out" in
+    0:*) result disk-max-enospc fail "64 MiB written under disk.max 32M" ;;
+    *"space"*) result disk-max-enospc ok "$(echo "$out" | grep -m1 -i space)" ;;
+    *) result disk-max-enospc fail "rc=$rc: $out" ;;
+    esac
+    $W halt dq 2>&1 | log
+fi
+
 # Bridged networking: eth0 on warren0, the gateway answers.
 run create-bridge $W create nz --template bb --set net=bridge
 run install-bridge $W install nz
