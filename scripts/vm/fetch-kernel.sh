@@ -37,7 +37,17 @@ if [ ! -e "$dir/.done" ]; then
     mkdir -p "$cache"
     tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
-    (cd "$tmp" && apt-get -o APT::Sandbox::User=root download "$pkg" >/dev/null)
+    if ! (cd "$tmp" && apt-get -o APT::Sandbox::User=root download "$pkg" >/dev/null); then
+        # Stale package lists name a version the mirror no longer has: refresh them
+        # once and resolve again.
+        rm -rf "$tmp"
+        if [ -z "${WARREN_VM_REFRESHED:-}" ]; then
+            apt-get update -qq
+            WARREN_VM_REFRESHED=1 exec "$0" "$which" "$cache"
+        fi
+        echo "fetch-kernel.sh: apt-get download $pkg failed" >&2
+        exit 1
+    fi
     deb=$(ls "$tmp"/*.deb)
     rm -rf "$dir"
     mkdir -p "$tmp/x"

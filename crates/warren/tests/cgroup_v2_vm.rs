@@ -14,7 +14,6 @@
 //! use instead of building them; `WARREN_VM_CACHE` the kernel cache (default
 //! /var/cache/warren-vm).
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -99,11 +98,13 @@ fn boot(kernel: &str, bins: &Path) -> (String, Vec<Check>) {
         &[&kdir, bins.to_str().unwrap(), initrd.to_str().unwrap()],
     );
     let console = tmp.path().join("console.log");
+    let qemu_err = tmp.path().join("qemu.err");
+    // Both to files: a pipe nobody reads while QEMU runs could fill and stall it.
     let child = Command::new(repo().join("scripts/vm/boot.sh"))
         .args([kdir.as_str(), initrd.to_str().unwrap()])
         .stdin(Stdio::null())
         .stdout(std::fs::File::create(&console).unwrap())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(&qemu_err).unwrap())
         .spawn()
         .expect("starting scripts/vm/boot.sh");
     let mut qemu = Qemu(child);
@@ -117,10 +118,7 @@ fn boot(kernel: &str, bins: &Path) -> (String, Vec<Check>) {
         }
         std::thread::sleep(Duration::from_millis(200));
     };
-    let mut err = String::new();
-    if let Some(e) = qemu.0.stderr.as_mut() {
-        let _ = e.read_to_string(&mut err);
-    }
+    let err = std::fs::read_to_string(&qemu_err).unwrap_or_default();
     let text = std::fs::read_to_string(&console).unwrap_or_default();
     assert_ne!(
         status.and_then(|s| s.code()),
