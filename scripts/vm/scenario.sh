@@ -139,6 +139,18 @@ if run boot-bridge $W boot nz; then
 fi
 
 run agent-once $W agent --once
+# A real eviction: thresholds every host crosses (less than 100 % available), no grace;
+# the best-effort zone goes first, through a graceful halt, and is shown evicted.
+run create-be $W create be --template bb --set priority=best-effort
+run install-be $W install be
+if run boot-be $W boot be; then
+    printf 'interval-ms = 50\nwindow-s = 0.5\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n' > /tmp/agent.toml
+    run agent-evicts $W agent --once --config /tmp/agent.toml
+    case "$($W list 2>&1)" in
+    *be*evicted*) result evicted-listed ok "$($W list | grep '^be')" ;;
+    *) result evicted-listed fail "$($W list 2>&1 | tr '\n' ';')" ;;
+    esac
+fi
 
 # The OCI runtime, from the same cgroup.
 mkdir -p /tmp/bundle/rootfs/bin && cp /bin/busybox /tmp/bundle/rootfs/bin/busybox

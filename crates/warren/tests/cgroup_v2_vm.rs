@@ -181,6 +181,8 @@ const REQUIRED: &[&str] = &[
     "boot-bridge",
     "ping-gateway",
     "agent-once",
+    "agent-evicts",
+    "evicted-listed",
     "oci-run",
     "doctor-probe",
     "unit-warren-autoboot-ExecStart",
