@@ -161,6 +161,25 @@ if run oci-spec $W oci spec --bundle /tmp/bundle; then
     echo "$out" | log
     case "$out" in *oci-ok*) result oci-run ok "$(echo "$out" | tail -1)" ;; *) result oci-run fail "$(echo "$out" | tail -2)" ;; esac
     $W oci --root /run/warren-oci delete --force c1 2>&1 | log
+    # linux.cgroupsPath names the leaf beneath the runtime's own group; pause and
+    # resume through cgroup.freeze.
+    sed -e 's/"sh","-c","echo oci-ok"/"sleep","600"/' -e 's/"linux": *{/"linux": {"cgroupsPath": "\/default\/c2",/' \
+        /tmp/bundle/config.json > /tmp/bundle/config2.json && mv /tmp/bundle/config2.json /tmp/bundle/config.json
+    ln -sf busybox /tmp/bundle/rootfs/bin/sleep
+    O="$W oci --root /run/warren-oci"
+    # The created process keeps the runtime's stdio (as with runc): files, not a pipe.
+    $O create --bundle /tmp/bundle c2 </dev/null >/tmp/oci-create.log 2>&1; rc=$?
+    log < /tmp/oci-create.log
+    if [ $rc -eq 0 ]; then result oci-create ok c2; else result oci-create fail "rc=$rc: $(tail -2 /tmp/oci-create.log)"; fi
+    if [ $rc -eq 0 ] && run oci-start $O start c2; then
+        cg=$(find $svc -type d -name default-c2 | head -1)
+        if [ -n "$cg" ]; then result oci-cgroups-path ok "$cg"; else result oci-cgroups-path fail "no default-c2 beneath $svc: $(find $svc -type d | tr '\n' ' ')"; fi
+        run oci-pause $O pause c2
+        expect oci-frozen "$(cat $cg/cgroup.freeze 2>&1)" 1
+        run oci-resume $O resume c2
+        expect oci-thawed "$(cat $cg/cgroup.freeze 2>&1)" 0
+    fi
+    $O delete --force c2 2>&1 | log
 fi
 
 run doctor-probe $W doctor --probe procs --max 50
