@@ -4,7 +4,9 @@
 # test, e2fsprogs for disk.max images, python3 for the bridge-filter escape test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
 # podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
-# install), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing run (about a minute) of the parsers, then every unit
+# install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
+# see below), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
+# run (about a minute) of the parsers, then every unit
 # and integration test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +44,33 @@ if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
     [ ${#with_recommends[@]} -eq 0 ] ||
         apt-get install -y -qq "${with_recommends[@]}" >/dev/null
 fi
+
+# tests/cgroup_v2_vm.rs boots Debian's cloud kernels (fetched by scripts/vm/ with
+# apt-get download, unpacked into /var/cache/warren-vm, never installed) under QEMU
+# without KVM. qemu-system-x86 comes from bookworm-backports (10.0): on these machines
+# a backported qemu-utils 10.0 is installed, and Debian 12's own qemu-system-x86 7.2
+# would remove it; the backported one installs beside it (warren itself needs neither).
+# The backports source also gives the newer of the two kernels.
+if ! apt-cache policy 2>/dev/null | grep -q bookworm-backports; then
+    echo "scripts/test.sh: adding the bookworm-backports apt source"
+    cat > /etc/apt/sources.list.d/bookworm-backports.sources <<'SOURCES'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SOURCES
+    apt-get update -qq
+fi
+if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing qemu-system-x86 from bookworm-backports (apt-get)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+        -t bookworm-backports qemu-system-x86 >/dev/null
+fi
+command -v xz >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
+# The two kernels, cached (about 50 MiB each, once).
+scripts/vm/fetch-kernel.sh debian12 >/dev/null
+scripts/vm/fetch-kernel.sh backports >/dev/null
 
 # The lints first: a formatting or clippy finding fails the run before any test.
 echo "scripts/test.sh: cargo fmt --all -- --check"

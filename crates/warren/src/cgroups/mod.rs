@@ -13,6 +13,8 @@
 //! What goes into the files is decided by pure functions ([`v1::writes`],
 //! [`v2::writes`]) that are unit-tested with the kernel's file names and formats.
 
+pub mod delegate;
+pub mod devices;
 mod discover;
 pub mod v1;
 pub mod v2;
@@ -23,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+pub use delegate::Delegation;
 pub use discover::{
     discover, own_dirs, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy,
 };
@@ -51,8 +54,13 @@ pub enum CgroupError {
     NoHierarchy { mountinfo: String },
     #[error("the {controller} controller is not available ({hint})")]
     MissingController { controller: String, hint: String },
-    #[error("cgroup v2 controllers {missing} are not delegated to {}; warren does not write to cgroups it did not create, so run it in a cgroup that delegates them (e.g. systemd-run -p Delegate=yes --scope warren ...)", parent.display())]
-    NotDelegated { missing: String, parent: PathBuf },
+    /// The base warren runs in cannot give zones these controllers (see [`delegate`]).
+    #[error("cgroup v2 controllers {missing} are not delegated to {}: {why}; {fix}", base.display(), fix = delegate::DELEGATE_FIX)]
+    NotDelegated {
+        missing: String,
+        base: PathBuf,
+        why: String,
+    },
     #[error("{op} {}: {source}", path.display())]
     Io {
         op: &'static str,
@@ -60,6 +68,8 @@ pub enum CgroupError {
         #[source]
         source: io::Error,
     },
+    #[error("device rule {line:?}: expected \"a\" or \"c|b|a MAJOR|*:MINOR|* [rwm]\"")]
+    BadDeviceRule { line: String },
     #[error("{} still has processes after killing them; they may be stuck in the kernel (D state)", path.display())]
     Busy { path: PathBuf },
 }
@@ -84,6 +94,9 @@ pub trait CgroupDriver {
     fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
         self.create_with(zone, limits, &CreateOptions::default())
     }
+    /// Whether zones can get their controllers (v2 delegation, see [`delegate`]);
+    /// `try_it` prepares it for real, as a boot would.
+    fn delegation(&self, try_it: bool) -> Delegation;
     /// [`CgroupDriver::create`] with more controllers or another device list (the OCI
     /// runtime: freezer for pause/resume, the config's `linux.resources.devices`).
     fn create_with(

@@ -102,6 +102,44 @@ impl CgroupDriver for V1Driver {
             .collect()
     }
 
+    fn delegation(&self, try_it: bool) -> super::Delegation {
+        // v1 has no "no internal processes" rule: groups are made beneath warren's own
+        // cgroup in each hierarchy; what matters is that they may be made there.
+        let base = self
+            .hierarchies
+            .iter()
+            .find(|(c, _)| c.iter().any(|x| x == "memory"))
+            .or(self.hierarchies.first())
+            .map(|(_, d)| d.clone())
+            .unwrap_or_default();
+        let writable = std::fs::metadata(&base).is_ok_and(|m| m.is_dir())
+            && (!try_it || {
+                let probe = base.join(format!("warren-delegation-{}", warren_sys::getpid()));
+                let made = std::fs::create_dir(&probe).is_ok();
+                let _ = std::fs::remove_dir(&probe);
+                made
+            });
+        super::Delegation {
+            ok: writable,
+            granted: if writable {
+                super::delegate::REQUIRED.len()
+            } else {
+                0
+            },
+            summary: if writable {
+                format!(
+                    "v1: zone groups are made beneath warren's own cgroup in each hierarchy ({}{})",
+                    base.display(),
+                    if try_it { ", tried" } else { "" }
+                )
+            } else {
+                format!("v1: cannot create cgroups beneath {}", base.display())
+            },
+            fix: (!writable).then(|| "run warren as root".to_string()),
+            base,
+        }
+    }
+
     fn parents(&self) -> Vec<(String, PathBuf)> {
         self.hierarchies
             .iter()

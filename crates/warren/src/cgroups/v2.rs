@@ -1,4 +1,5 @@
-//! cgroup v2: one directory per zone in the unified hierarchy.
+//! cgroup v2: one directory per zone in the unified hierarchy, beneath the delegated
+//! base warren runs in (its own cgroup, or the parent of its leaf: see [`super::delegate`]).
 
 use std::path::PathBuf;
 
@@ -6,22 +7,22 @@ use super::{shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, 
 use crate::config::Limits;
 
 pub struct V2Driver {
-    /// warren's own cgroup directory.
-    own: PathBuf,
+    /// The delegated base: warren's own cgroup, or the parent of its leaf.
+    base: PathBuf,
     group: String,
 }
 
 impl V2Driver {
+    /// `own` is the directory of warren's own cgroup.
     pub fn new(own: PathBuf, group: &str) -> V2Driver {
         V2Driver {
-            own,
+            base: super::delegate::base_of(&own),
             group: group.to_string(),
         }
     }
 
-    /// Controllers warren's own cgroup delegates to its children.
-    fn delegated(&self) -> Vec<String> {
-        std::fs::read_to_string(self.own.join("cgroup.subtree_control"))
+    fn read_words(&self, file: &str) -> Vec<String> {
+        std::fs::read_to_string(self.base.join(file))
             .unwrap_or_default()
             .split_whitespace()
             .map(str::to_string)
@@ -76,36 +77,38 @@ impl CgroupDriver for V2Driver {
         CgroupVersion::V2
     }
 
+    /// What the base has to give (its `cgroup.controllers`).
     fn controllers(&self) -> Vec<String> {
-        self.delegated()
+        self.read_words("cgroup.controllers")
+    }
+
+    fn delegation(&self, try_it: bool) -> super::Delegation {
+        super::delegate::check(&self.base, try_it)
     }
 
     fn parents(&self) -> Vec<(String, PathBuf)> {
-        vec![(self.delegated().join(","), self.own.join(&self.group))]
+        vec![(
+            self.read_words("cgroup.controllers").join(","),
+            self.base.join(&self.group),
+        )]
     }
 
     fn create_with(
         &self,
         zone: &str,
         limits: &Limits,
-        _options: &super::CreateOptions,
+        options: &super::CreateOptions,
     ) -> Result<CgroupSet, CgroupError> {
-        let delegated = self.delegated();
-        let missing: Vec<&str> = needed(limits)
-            .into_iter()
-            .filter(|c| !delegated.iter().any(|d| d == c))
-            .collect();
-        if !missing.is_empty() {
-            return Err(CgroupError::NotDelegated {
-                missing: missing.join(", "),
-                parent: self.own.clone(),
-            });
-        }
-        let parent = self.own.join(&self.group);
-        // Enable for the zones every controller we were given that they may use.
-        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids", "io"]
+        super::delegate::ensure(&self.base, &needed(limits))?;
+        let parent = self.base.join(&self.group);
+        // Enable in the group only what this zone's limits need (memory and pids
+        // always; cpu, cpuset when set), adding to what earlier zones enabled: a zone
+        // without a CPU limit in a group where none has one does not join cpu, and no
+        // zone joins io, which warren neither limits nor reads.
+        let wanted = needed(limits);
+        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids"]
             .iter()
-            .filter(|c| delegated.iter().any(|d| d == *c))
+            .filter(|c| wanted.contains(c))
             .map(|c| format!("+{c}"))
             .collect();
         let dir = parent.join(zone);
@@ -116,11 +119,18 @@ impl CgroupDriver for V2Driver {
             version: CgroupVersion::V2,
             dirs: vec![("unified".into(), dir.clone())],
         };
-        for (file, value) in writes(limits) {
-            if let Err(e) = write_file(&dir, file, &value) {
-                let _ = set.remove(std::time::Duration::from_millis(200));
-                return Err(e);
-            }
+        let devices = options
+            .devices
+            .clone()
+            .unwrap_or_else(super::v1::device_writes);
+        let applied = writes(limits)
+            .into_iter()
+            .try_for_each(|(file, value)| write_file(&dir, file, &value))
+            // The same device list as v1's devices cgroup, as a BPF program.
+            .and_then(|()| super::devices::attach(&dir, &devices));
+        if let Err(e) = applied {
+            let _ = set.remove(std::time::Duration::from_millis(200));
+            return Err(e);
         }
         Ok(set)
     }
@@ -210,6 +220,7 @@ mod tests {
         let own = tmp.path().join("own");
         fs::create_dir_all(&own).unwrap();
         fs::write(own.join("cgroup.subtree_control"), "memory\n").unwrap();
+        fs::write(own.join("cgroup.controllers"), "memory\n").unwrap();
         let d = V2Driver::new(own.clone(), "warren");
         let e = d.create("z", &Limits::default()).unwrap_err().to_string();
         assert!(e.contains("pids") && e.contains("Delegate=yes"), "{e}");

@@ -31,7 +31,22 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
             .map_err(|e| e.to_string());
         doctor::snapshot::read(&ctx.host.proc, ctx.layout.root(), version)
     };
-    let mut findings = doctor::assess(&snapshot(), &plan);
+    // Tried for real when root (it prepares what a boot would); read-only otherwise.
+    let delegation = ctx
+        .cgroups()
+        .ok()
+        .map(|(d, _)| doctor::delegation_finding(&d.delegation(warren_sys::geteuid() == 0)));
+    let userns = doctor::userns_finding(&crate::host::userns_support(
+        ctx.layout.root(),
+        &ctx.host.proc,
+    ));
+    let assess = |s: &doctor::LimitSnapshot| {
+        let mut f = doctor::assess(s, &plan);
+        f.extend(delegation.clone());
+        f.push(userns.clone());
+        f
+    };
+    let mut findings = assess(&snapshot());
     let mut refused = None;
     if a.fix {
         if !a.dry_run {
@@ -48,7 +63,7 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         let done = fix::apply(&ctx.host.proc, &a.sysctl_dir, &changes, advice, a.dry_run)?;
         refused = fix::refused(&done);
         if !a.dry_run {
-            findings = doctor::assess(&snapshot(), &plan);
+            findings = assess(&snapshot());
         }
         let after = doctor::Report::new(plan, findings.clone());
         if json {

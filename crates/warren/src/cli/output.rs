@@ -192,9 +192,27 @@ pub fn host_info(i: &HostInfo) {
     for (c, d) in &i.cgroup_parents {
         println!("  zones under:   {} ({c})", d.display());
     }
+    let d = &i.cgroup_delegation;
+    println!(
+        "delegation:      {} ({})",
+        if d.ok { "ok" } else { "missing" },
+        d.summary
+    );
+    if let Some(fix) = &d.fix {
+        println!("  fix:           {fix}");
+    }
     println!("storage backend: {} ({})", i.storage_backend, i.storage_why);
     println!("disk quota:      {}", i.disk_quota);
     println!("user namespaces: {}", i.user_namespaces);
+    let u = &i.userns_support;
+    println!(
+        "  userns zones:  {} ({})",
+        if u.ok { "ok" } else { "cannot boot" },
+        u.summary
+    );
+    if let Some(fix) = &u.fix {
+        println!("  fix:           {fix}");
+    }
     println!("cpus:            {}", i.online_cpus);
     println!(
         "memory:          {} (swap {})",

@@ -244,6 +244,34 @@ pub struct Finding {
     pub note: String,
 }
 
+/// The cgroup delegation check ([`crate::cgroups::delegate`]) as a finding: will fail
+/// when zones cannot get their controllers, with the fix.
+pub fn delegation_finding(d: &crate::cgroups::Delegation) -> Finding {
+    Finding {
+        limit: "cgroup delegation (memory, pids)".into(),
+        current: Current::Value(d.granted as u64),
+        needed: crate::cgroups::delegate::REQUIRED.len() as u64,
+        unit: Unit::Count,
+        verdict: if d.ok { Verdict::Ok } else { Verdict::WillFail },
+        fix: d.fix.clone().map(|text| Fix::Advice { text }),
+        note: d.summary.clone(),
+    }
+}
+
+/// User-namespaced zones ([`crate::host::userns_support`]) as a finding: will fail
+/// naming the kernel or filesystem feature that is missing.
+pub fn userns_finding(u: &crate::host::UsernsSupport) -> Finding {
+    Finding {
+        limit: "idmapped overlay layers (userns zones)".into(),
+        current: Current::Value(u64::from(u.ok)),
+        needed: 1,
+        unit: Unit::Count,
+        verdict: if u.ok { Verdict::Ok } else { Verdict::WillFail },
+        fix: u.fix.clone().map(|text| Fix::Advice { text }),
+        note: u.summary.clone(),
+    }
+}
+
 /// Counts of verdicts, for the summary line and the exit code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {

@@ -96,13 +96,10 @@ pub fn pids_parent(ctx: &Context) -> Result<PathBuf> {
         ));
     };
     if version == CgroupVersion::V2 {
-        let sc = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
-        if !sc.split_whitespace().any(|c| c == "pids") {
-            return Err(Error::Unsupported(format!(
-                "the pids controller is not delegated to {}; warren does not write to cgroups it did not create, so run it in a cgroup that delegates pids (systemd-run -p Delegate=yes --scope warren doctor --probe ...)",
-                dir.display()
-            )));
-        }
+        // As a boot does: warren into its leaf, pids enabled in the delegated base.
+        let base = crate::cgroups::delegate::base_of(&dir);
+        crate::cgroups::delegate::ensure(&base, &["pids"])?;
+        return Ok(base);
     }
     Ok(dir)
 }

@@ -287,6 +287,7 @@ pub fn read_cgroup(proc_root: &Path, version: Result<CgroupVersion, String>) -> 
             else {
                 return CgroupLimits::Unknown("no cgroup2 hierarchy is mounted".into());
             };
+            let dir = crate::cgroups::delegate::base_of(&dir);
             let stat = dir.join("cgroup.stat");
             let nr_descendants = read_text(&stat).and_then(|t| {
                 t.lines()

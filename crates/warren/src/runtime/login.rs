@@ -199,6 +199,10 @@ impl Command<'_> {
 fn describe(plan: &SpawnPlan, e: warren_sys::spawn::SpawnError) -> String {
     use warren_sys::spawn::SpawnError as E;
     match e {
+        // EAGAIN from fork: this process joined the zone's pids cgroup, which is full.
+        E::Clone(e) if e.raw_os_error() == Some(libc::EAGAIN) => format!(
+            "fork: {e} (the zone is at its process limit, pids.max: raise max-processes / max-threads with 'warren config set', or stop some of its processes)"
+        ),
         E::Clone(e) => format!("fork: {e}"),
         E::Step { index, error } => match plan.steps.get(index) {
             Some(Step::Seccomp(_)) => format!("loading the seccomp filter: {error}"),

@@ -242,12 +242,21 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             work,
             target,
         } => {
-            // The idmapped template is a detached mount: overlay takes it as a layer
-            // through the descriptor's /proc/self/fd link (resolved in the child,
-            // which inherited the descriptor).
-            let idmapped_lower =
-                us.map(|u| PathBuf::from(format!("/proc/self/fd/{}", u.root.as_raw_fd())));
-            let lower = idmapped_lower.as_deref().unwrap_or(lower);
+            // v2host: the idmapped template is a detached mount. Overlay takes a
+            // detached mount as a layer only from Linux 6.15 on ("failed to clone
+            // lowerpath" on Debian 12's 6.1 and on 6.12), so the child first attaches
+            // it over the template's path in its own (private) mount namespace, and
+            // overlay takes that path: idmapped layers work from 5.19 on
+            // (docs/cgroup-v2.md, "Kernel 6.1").
+            if let Some(u) = us {
+                p.push(
+                    Step::MoveMount {
+                        fd: u.root.as_raw_fd(),
+                        target: c(lower),
+                    },
+                    format!("attach the idmapped template on {}", lower.display()),
+                );
+            }
             let opts = overlay_options(lower, upper, work)?;
             // nodev: an image's (or a zone's) device nodes open nothing, also for a
             // host user who reaches them through /proc/<pid>/root; the zone's /dev
@@ -619,6 +628,11 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     let mut inside = vec![spec.root.target()];
     if let Some(d) = spec.disk {
         inside.push(&d.mountpoint);
+    }
+    // With a user namespace the idmapped template is attached over the template's own
+    // path, in the child's private mount namespace only (see `build`).
+    if let (RootMount::Overlay { lower, .. }, Some(_)) = (spec.root, spec.idmap) {
+        inside.push(lower);
     }
     crate::sandbox::invariants::check(&plan.spawn, &inside)
         .map_err(|e| Error::Invalid(format!("zone '{}': internal error: {e}", spec.zone)))?;
