@@ -58,7 +58,8 @@ fi
 # uncompressed and listed in load order in /lib/modules/load.
 # zram's default compressors (lzo-rle on 6.1, lz4 on 6.12): no modprobe in the guest to
 # load them on demand.
-want="virtio_pci virtio_blk overlay loop veth bridge zram lzo_rle lzo lz4"
+# nf_tables and its bridge meta expressions: the bridge filter of `net = "bridge"`.
+want="virtio_pci virtio_blk overlay loop veth bridge zram lzo_rle lzo lz4 nf_tables nft_meta_bridge"
 : > "$root/lib/modules/load"
 declare -A seen=()
 add_module() {
