@@ -55,7 +55,13 @@ fn fork_bomb_stops_at_max_processes_and_other_zones_stay_responsive() {
     env.ok(&["boot", "calm"]);
     // Every shell loops forever forking another such shell: once at the cap, each
     // failed fork is retried at once, so the zone stays full for as long as it runs.
-    let _bomb = background(&env, "bomb", "f() { while :; do f & done }; f 2>/dev/null");
+    // bash, not dash: dash exits on a failed fork, so on a loaded host the whole bomb
+    // could die out at the cap; bash retries and keeps looping, as a real bomb would.
+    let _bomb = background(
+        &env,
+        "bomb",
+        "exec bash -c 'f() { while :; do f & done }; f' 2>/dev/null",
+    );
     // Wait until the bomb has hit the cap.
     let t0 = Instant::now();
     while pids_max_events(&env, "bomb") == 0 {
