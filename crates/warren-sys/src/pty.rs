@@ -170,11 +170,10 @@ pub fn write_some(fd: RawFd, buf: &[u8]) -> io::Result<usize> {
         if n >= 0 {
             return Ok(n as usize);
         }
-        let e = io::Error::last_os_error();
-        match e.raw_os_error() {
-            Some(libc::EINTR) => continue,
-            Some(libc::EAGAIN) => return Ok(0),
-            _ => return Err(e),
+        match io::Error::last_os_error() {
+            e if e.kind() == io::ErrorKind::Interrupted => continue,
+            e if e.kind() == io::ErrorKind::WouldBlock => return Ok(0),
+            e => return Err(e),
         }
     }
 }

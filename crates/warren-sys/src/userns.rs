@@ -254,38 +254,12 @@ impl Namespaces {
 /// AT_RECURSIVE)`), mapped through `userns` (`MOUNT_ATTR_IDMAP`) with `attrs` set on
 /// every mount of it (MOUNT_ATTR_RDONLY, …). Close-on-exec.
 pub fn open_tree_idmapped(path: &Path, userns: &File, attrs: u64) -> io::Result<OwnedFd> {
-    let c = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))?;
-    // SAFETY: `c` is NUL-terminated; open_tree returns a new descriptor or -1.
-    let fd = cvt(unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_RECURSIVE as libc::c_uint,
-        )
-    } as libc::c_int)?;
-    // SAFETY: open_tree succeeded, so `fd` is a new descriptor owned by nobody else.
-    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-    let attr = MountAttr {
-        attr_set: MOUNT_ATTR_IDMAP | attrs,
-        attr_clr: 0,
-        propagation: 0,
-        userns_fd: userns.as_raw_fd() as u64,
-    };
-    let empty = c"";
-    // SAFETY: `attr` is a valid struct mount_attr of the size passed; "" with
-    // AT_EMPTY_PATH names `fd` itself.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_mount_setattr,
-            fd.as_raw_fd(),
-            empty.as_ptr(),
-            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
-            &attr as *const MountAttr,
-            std::mem::size_of::<MountAttr>(),
-        )
-    } as libc::c_int)?;
-    Ok(fd)
+    detached_with(
+        path,
+        libc::AT_RECURSIVE as libc::c_uint,
+        MOUNT_ATTR_IDMAP | attrs,
+        userns.as_raw_fd() as u64,
+    )
 }
 
 /// A detached, read-only, nosuid, nodev bind of the single file (or tree) at `path`
@@ -294,6 +268,22 @@ pub fn open_tree_idmapped(path: &Path, userns: &File, attrs: u64) -> io::Result<
 /// read-only mount, so a zone that can reach that link cannot chmod, chown or write
 /// the host's binary through it (EROFS): runc's CVE-2019-5736 class, without a copy.
 pub fn open_tree_readonly(path: &Path) -> io::Result<OwnedFd> {
+    detached_with(
+        path,
+        0,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        0,
+    )
+}
+
+/// `open_tree(path, OPEN_TREE_CLONE | recursive)` then `mount_setattr` of `attr_set`
+/// (with `userns_fd` for MOUNT_ATTR_IDMAP) on it, `recursive` too.
+fn detached_with(
+    path: &Path,
+    recursive: libc::c_uint,
+    attr_set: u64,
+    userns_fd: u64,
+) -> io::Result<OwnedFd> {
     let c = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))?;
     // SAFETY: `c` is NUL-terminated; open_tree returns a new descriptor or -1.
     let fd = cvt(unsafe {
@@ -301,16 +291,16 @@ pub fn open_tree_readonly(path: &Path) -> io::Result<OwnedFd> {
             libc::SYS_open_tree,
             libc::AT_FDCWD,
             c.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint,
+            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | recursive,
         )
     } as libc::c_int)?;
     // SAFETY: open_tree succeeded, so `fd` is a new descriptor owned by nobody else.
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let attr = MountAttr {
-        attr_set: MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+        attr_set,
         attr_clr: 0,
         propagation: 0,
-        userns_fd: 0,
+        userns_fd,
     };
     let empty = c"";
     // SAFETY: `attr` is a valid struct mount_attr of the size passed; "" with
@@ -320,7 +310,7 @@ pub fn open_tree_readonly(path: &Path) -> io::Result<OwnedFd> {
             libc::SYS_mount_setattr,
             fd.as_raw_fd(),
             empty.as_ptr(),
-            libc::AT_EMPTY_PATH as libc::c_uint,
+            libc::AT_EMPTY_PATH as libc::c_uint | recursive,
             &attr as *const MountAttr,
             std::mem::size_of::<MountAttr>(),
         )
