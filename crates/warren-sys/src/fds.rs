@@ -64,19 +64,6 @@ pub(crate) fn cloexec_from_raw(first: RawFd) -> Result<(), i32> {
     Ok(())
 }
 
-/// Whether descriptor `fd` is open.
-pub fn is_open(fd: RawFd) -> bool {
-    // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
-    unsafe { libc::fcntl(fd, libc::F_GETFD) >= 0 }
-}
-
-/// Whether descriptor `fd` is open and close-on-exec.
-pub fn is_cloexec(fd: RawFd) -> bool {
-    // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
-    flags >= 0 && flags & libc::FD_CLOEXEC != 0
-}
-
 /// Open this process's /proc directory for [`ensure_single_threaded`] now, while the
 /// host's /proc is still the one mounted (before joining a zone's or container's
 /// mount namespace). Cheap; idempotent.
@@ -143,6 +130,13 @@ pub fn ensure_single_threaded() -> io::Result<()> {
 mod tests {
     use super::*;
     use std::os::fd::AsRawFd;
+
+    /// Whether descriptor `fd` is open and close-on-exec.
+    fn is_cloexec(fd: RawFd) -> bool {
+        // SAFETY: fcntl(F_GETFD) only reads the descriptor's flags.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        flags >= 0 && flags & libc::FD_CLOEXEC != 0
+    }
 
     #[test]
     fn cloexec_from_flags_every_later_descriptor() {

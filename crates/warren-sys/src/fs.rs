@@ -139,38 +139,6 @@ pub fn lchown(path: &Path, uid: u32, gid: u32) -> io::Result<()> {
     cvt(unsafe { libc::lchown(c.as_ptr(), uid, gid) }).map(drop)
 }
 
-/// `mknod(path, mode, rdev)`.
-pub fn mknod(path: &Path, mode: u32, rdev: u64) -> io::Result<()> {
-    let c = cpath(path)?;
-    // SAFETY: `c` is NUL-terminated.
-    cvt(unsafe { libc::mknod(c.as_ptr(), mode, rdev) }).map(drop)
-}
-
-/// Set access and modification times of `path` without following a symlink.
-pub fn lutimes(path: &Path, atime: (i64, i64), mtime: (i64, i64)) -> io::Result<()> {
-    let c = cpath(path)?;
-    let ts = [
-        libc::timespec {
-            tv_sec: atime.0,
-            tv_nsec: atime.1,
-        },
-        libc::timespec {
-            tv_sec: mtime.0,
-            tv_nsec: mtime.1,
-        },
-    ];
-    // SAFETY: `c` is NUL-terminated and `ts` holds the two timespecs utimensat reads.
-    cvt(unsafe {
-        libc::utimensat(
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            ts.as_ptr(),
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    })
-    .map(drop)
-}
-
 /// `mount(2)`.
 pub fn mount(
     source: Option<&Path>,

@@ -115,26 +115,8 @@ pub fn write_fd(fd: RawFd, mut buf: &[u8]) -> io::Result<()> {
 
 /// poll(2) on `fds` (POLLIN) for at most `timeout_ms`; returns the revents of each.
 pub fn poll_in(fds: &[RawFd], timeout_ms: i32) -> io::Result<Vec<i16>> {
-    let mut pfds: Vec<libc::pollfd> = fds
-        .iter()
-        .map(|&fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        })
-        .collect();
-    loop {
-        // SAFETY: `pfds` is a valid array of the given length.
-        let rc = unsafe { libc::poll(pfds.as_mut_ptr(), pfds.len() as libc::nfds_t, timeout_ms) };
-        if rc < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        return Ok(pfds.iter().map(|p| p.revents).collect());
-    }
+    let pairs: Vec<(RawFd, i16)> = fds.iter().map(|&fd| (fd, libc::POLLIN)).collect();
+    poll(&pairs, timeout_ms)
 }
 
 /// poll(2) on `(fd, events)` pairs for at most `timeout_ms`; returns the revents of each.

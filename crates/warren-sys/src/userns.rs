@@ -33,6 +33,8 @@ pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const MOUNT_ATTR_NOSUID: u64 = 0x2;
 /// `MOUNT_ATTR_NODEV`.
 pub const MOUNT_ATTR_NODEV: u64 = 0x4;
+/// `MOUNT_ATTR_NOEXEC`.
+pub const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 /// `MOUNT_ATTR_IDMAP`.
 pub const MOUNT_ATTR_IDMAP: u64 = 0x0010_0000;
 /// `MOVE_MOUNT_F_EMPTY_PATH`.

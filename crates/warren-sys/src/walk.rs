@@ -53,12 +53,16 @@ pub trait Visitor {
     /// into it (a mirror walk expects the visitor to have made the mirror directory).
     fn enter(&mut self, e: &Entry<'_>) -> io::Result<bool>;
     /// A directory after its contents, with its own descriptor (and its mirror's).
+    /// Nothing by default.
     fn leave(
         &mut self,
         e: &Entry<'_>,
         dir: BorrowedFd<'_>,
         mirror: Option<BorrowedFd<'_>>,
-    ) -> io::Result<()>;
+    ) -> io::Result<()> {
+        let _ = (e, dir, mirror);
+        Ok(())
+    }
 }
 
 struct Frame {
@@ -195,14 +199,6 @@ mod tests {
             self.max_fds = self.max_fds.max(fds);
             Ok(true)
         }
-        fn leave(
-            &mut self,
-            _: &Entry<'_>,
-            _: BorrowedFd<'_>,
-            _: Option<BorrowedFd<'_>>,
-        ) -> io::Result<()> {
-            Ok(())
-        }
     }
 
     /// Moves directory `a/d/d` to `y` when the walk is deep below it, so that the
@@ -218,14 +214,6 @@ mod tests {
                 self.moved = true;
             }
             Ok(true)
-        }
-        fn leave(
-            &mut self,
-            _: &Entry<'_>,
-            _: BorrowedFd<'_>,
-            _: Option<BorrowedFd<'_>>,
-        ) -> io::Result<()> {
-            Ok(())
         }
     }
 

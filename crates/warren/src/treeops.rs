@@ -271,14 +271,6 @@ impl Visitor for Usage {
         self.total += st.blocks * 512;
         Ok(true)
     }
-    fn leave(
-        &mut self,
-        _: &Entry<'_>,
-        _: BorrowedFd<'_>,
-        _: Option<BorrowedFd<'_>>,
-    ) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Bytes of disk allocated to the tree at `path` (st_blocks × 512, each inode once,
@@ -336,14 +328,6 @@ impl Visitor for Shifter {
     fn enter(&mut self, e: &Entry<'_>) -> io::Result<bool> {
         self.n += u64::from(reown(e.parent, e.name, e.stat, self.shift)?);
         Ok(true)
-    }
-    fn leave(
-        &mut self,
-        _: &Entry<'_>,
-        _: BorrowedFd<'_>,
-        _: Option<BorrowedFd<'_>>,
-    ) -> io::Result<()> {
-        Ok(())
     }
 }
 

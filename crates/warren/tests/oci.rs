@@ -737,34 +737,33 @@ fn user_namespace_maps_the_ids() {
     assert!(rest[2].contains(" 65534 "), "{out}");
 }
 
-/// A network namespace made by the test (as CNI makes one) with a veth pair in it
-/// (`LINK` and `LINKp`), bound to a file in the test's directory; removed on drop
-/// (the namespace, and its links with it, go when the bind mount does).
-struct NetNs {
+/// A namespace made by the test with `unshare --<kind>=<file>` (running `cmd` in it
+/// first), bound to a file in the test's directory; removed on drop (the namespace,
+/// and what is in it, go when the bind mount does).
+struct NsFile {
     file: PathBuf,
 }
 
-impl NetNs {
-    fn new(dir: &Path, link: &str) -> NetNs {
-        let file = dir.join("netns");
+impl NsFile {
+    fn new(dir: &Path, kind: &str, cmd: &[&str]) -> NsFile {
+        let file = dir.join(format!("{kind}ns"));
         std::fs::write(&file, "").unwrap();
-        let ns = NetNs { file };
+        let ns = NsFile { file };
         let o = Command::new("unshare")
-            .arg(format!("--net={}", ns.file.display()))
-            .args(["ip", "link", "add", link, "type", "veth", "peer", "name"])
-            .arg(format!("{link}p"))
+            .arg(format!("--{kind}={}", ns.file.display()))
+            .args(cmd)
             .output()
             .unwrap();
         assert!(
             o.status.success(),
-            "unshare --net: {}",
+            "unshare --{kind}: {}",
             String::from_utf8_lossy(&o.stderr)
         );
         ns
     }
 }
 
-impl Drop for NetNs {
+impl Drop for NsFile {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg(&self.file).status();
         let _ = std::fs::remove_file(&self.file);
@@ -775,7 +774,15 @@ impl Drop for NetNs {
 fn a_network_namespace_is_joined_by_path() {
     let t = Oci::new();
     let link = format!("wo{}", std::process::id() % 100_000_000);
-    let ns = NetNs::new(t.path(), &link);
+    // A network namespace as CNI makes one, with a veth pair in it (LINK and LINKp).
+    let peer = format!("{link}p");
+    let ns = NsFile::new(
+        t.path(),
+        "net",
+        &[
+            "ip", "link", "add", &link, "type", "veth", "peer", "name", &peer,
+        ],
+    );
     t.spec(&["sh", "-c", "cat /proc/net/dev"], |v| {
         for n in v["linux"]["namespaces"].as_array_mut().unwrap() {
             if n["type"] == "network" {
@@ -1100,43 +1107,11 @@ fn bench_density_via_oci_measures_containers_made_by_the_runtime() {
         .fails(5, "--via oci --net bridge");
 }
 
-/// A UTS namespace made by the test, bound to a file in the test's directory; removed
-/// on drop (the namespace goes with the bind mount).
-struct UtsNs {
-    file: PathBuf,
-}
-
-impl UtsNs {
-    fn new(dir: &Path) -> UtsNs {
-        let file = dir.join("utsns");
-        std::fs::write(&file, "").unwrap();
-        let ns = UtsNs { file };
-        let o = Command::new("unshare")
-            .arg(format!("--uts={}", ns.file.display()))
-            .arg("true")
-            .output()
-            .unwrap();
-        assert!(
-            o.status.success(),
-            "unshare --uts: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        ns
-    }
-}
-
-impl Drop for UtsNs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.file).status();
-        let _ = std::fs::remove_file(&self.file);
-    }
-}
-
 /// runtime-spec: `hostname` with a UTS namespace joined by path sets it there.
 #[test]
 fn hostname_is_set_in_a_uts_namespace_joined_by_path() {
     let t = Oci::new();
-    let ns = UtsNs::new(t.path());
+    let ns = NsFile::new(t.path(), "uts", &["true"]);
     t.spec(&["hostname"], |v| {
         v["hostname"] = "joined-uts".into();
         let nss = v["linux"]["namespaces"].as_array_mut().unwrap();

@@ -340,11 +340,6 @@ pub fn weight_to_shares(weight: u64) -> u64 {
 /// CFS period used for cpu.max, in microseconds.
 pub const CPU_PERIOD_US: u64 = 100_000;
 
-/// The CFS quota for a cap of `cpus` CPUs over [`CPU_PERIOD_US`].
-pub fn cpu_quota_us(cpus: f64) -> u64 {
-    cpu_quota_over(cpus, CPU_PERIOD_US)
-}
-
 /// The CFS quota for a cap of `cpus` CPUs over `period_us`.
 pub fn cpu_quota_over(cpus: f64, period_us: u64) -> u64 {
     ((cpus * period_us as f64).round() as u64).max(1000)
@@ -369,7 +364,7 @@ mod tests {
         assert_eq!(shares_to_weight(262_144), 10_000);
         assert_eq!(weight_to_shares(1), 2);
         assert_eq!(weight_to_shares(10_000), 262_144);
-        assert_eq!(cpu_quota_us(0.5), 50_000);
-        assert_eq!(cpu_quota_us(2.0), 200_000);
+        assert_eq!(cpu_quota_over(0.5, CPU_PERIOD_US), 50_000);
+        assert_eq!(cpu_quota_over(2.0, CPU_PERIOD_US), 200_000);
     }
 }

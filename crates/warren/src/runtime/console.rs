@@ -40,7 +40,7 @@ pub struct Console {
 /// Make a zone's console: a detached tmpfs of [`CONSOLE_MAX`] bytes holding an empty
 /// `console` file owned by host id `owner` (the zone's root), or root.
 pub fn make(zone: &str, owner: Option<u32>) -> Result<Console> {
-    use warren_sys::userns::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOSUID};
+    use warren_sys::userns::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID};
     let size = CONSOLE_MAX.to_string();
     let mount = warren_sys::loopdev::mount_detached_with(
         "tmpfs",
@@ -56,8 +56,6 @@ pub fn make(zone: &str, owner: Option<u32>) -> Result<Console> {
         .ctx(|| format!("zone '{zone}': creating its console file"))?;
     Ok(Console { mount, file })
 }
-
-const MOUNT_ATTR_NOEXEC: u64 = 0x8;
 
 /// The live console of the zone whose init is `init`, through init's stdout, if it is
 /// still the console (a regular file on the console's tmpfs; opened without blocking).
