@@ -164,13 +164,7 @@ fn create_in(
         None => None,
     };
     let state_dir = File::open(&dir).ctx(|| format!("opening {}", dir.display()))?;
-    let seccomp = match linux.seccomp() {
-        Some(profile) => Some(
-            crate::oci::seccomp::filter(profile)
-                .map_err(|e| inval(format!("linux.seccomp: {e}")))?,
-        ),
-        None => None,
-    };
+    let seccomp = seccomp_filter(id, spec)?;
     let h = hooks_of(spec);
     let early_hooks = h.create_runtime().as_ref().is_some_and(|v| !v.is_empty())
         || h.create_container().as_ref().is_some_and(|v| !v.is_empty())
@@ -214,17 +208,7 @@ fn create_in(
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
 
-    let procs: Vec<(PathBuf, File)> = set
-        .procs_files()
-        .into_iter()
-        .map(|f| {
-            OpenOptions::new()
-                .write(true)
-                .open(&f)
-                .map(|h| (f.clone(), h))
-                .ctx(|| format!("container '{id}': opening {}", f.display()))
-        })
-        .collect::<Result<_>>()?;
+    let procs = open_procs(id, set.procs_files())?;
     let maps = (
         linux.uid_mappings().clone().unwrap_or_default(),
         linux.gid_mappings().clone().unwrap_or_default(),

@@ -49,25 +49,8 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         ),
         None => None,
     };
-    let procs: Vec<(PathBuf, File)> = r
-        .cgroups
-        .iter()
-        .flat_map(|s| s.procs_files())
-        .map(|f| {
-            OpenOptions::new()
-                .write(true)
-                .open(&f)
-                .map(|h| (f.clone(), h))
-                .ctx(|| format!("container '{id}': opening {}", f.display()))
-        })
-        .collect::<Result<_>>()?;
-    let seccomp = match spec.linux().as_ref().and_then(|l| l.seccomp().clone()) {
-        Some(profile) => Some(
-            crate::oci::seccomp::filter(&profile)
-                .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))?,
-        ),
-        None => None,
-    };
+    let procs = open_procs(id, r.cgroups.iter().flat_map(|s| s.procs_files()).collect())?;
+    let seccomp = seccomp_filter(id, &spec)?;
     // The one join (sandbox::join), user first: an OCI container's namespaces are all
     // owned by its user namespace, if it has one.
     let start_time = r

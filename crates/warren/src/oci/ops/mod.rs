@@ -78,6 +78,33 @@ fn hooks_of(spec: &Spec) -> oci_spec::runtime::Hooks {
     spec.hooks().clone().unwrap_or_default()
 }
 
+/// The container's seccomp program, if its config has a profile (create and exec).
+fn seccomp_filter(id: &str, spec: &Spec) -> Result<Option<Vec<warren_sys::harden::SockFilter>>> {
+    spec.linux()
+        .as_ref()
+        .and_then(|l| l.seccomp().as_ref())
+        .map(|profile| {
+            crate::oci::seccomp::filter(profile)
+                .map_err(|e| Error::Invalid(format!("container '{id}': linux.seccomp: {e}")))
+        })
+        .transpose()
+}
+
+/// The `cgroup.procs` files of `files`, opened for writing (the parent moves the
+/// child into them from its after-clone handler).
+fn open_procs(id: &str, files: Vec<PathBuf>) -> Result<Vec<(PathBuf, File)>> {
+    files
+        .into_iter()
+        .map(|f| {
+            OpenOptions::new()
+                .write(true)
+                .open(&f)
+                .map(|h| (f.clone(), h))
+                .ctx(|| format!("container '{id}': opening {}", f.display()))
+        })
+        .collect()
+}
+
 fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
     let path = if path.is_absolute() {
         path.to_path_buf()
