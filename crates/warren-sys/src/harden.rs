@@ -5,8 +5,6 @@
 //! policy (which capabilities stay, the BPF program) is computed by the `warren` crate
 //! as plain data; this module only hands it to the kernel.
 
-use std::io;
-
 /// One classic BPF instruction (`struct sock_filter`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,49 +50,6 @@ fn ok(rc: libc::c_int) -> Result<(), ()> {
 fn errno() -> i32 {
     // SAFETY: __errno_location returns this thread's errno slot, always valid.
     unsafe { *libc::__errno_location() }
-}
-
-/// Keep only the capabilities whose bits are set in `keep` (bit n = capability n):
-/// drop the rest from the bounding set, clear the ambient set, then set effective,
-/// permitted and inheritable to `keep`. Capabilities the kernel does not know
-/// (beyond CAP_LAST_CAP) end the bounding loop. Allocation-free; errno on failure.
-pub(crate) fn keep_caps(keep: u64) -> Result<(), ()> {
-    for cap in 0..64 {
-        if keep & (1u64 << cap) != 0 {
-            continue;
-        }
-        // SAFETY: prctl with integer arguments only.
-        let rc = unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) };
-        if rc < 0 {
-            if errno() == libc::EINVAL {
-                break; // past the kernel's last capability
-            }
-            return Err(());
-        }
-    }
-    // SAFETY: prctl with integer arguments only.
-    ok(unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0,
-            0,
-            0,
-        )
-    })?;
-    let mut header = CapHeader {
-        version: CAP_VERSION_3,
-        pid: 0,
-    };
-    let half = |v: u64| CapData {
-        effective: v as u32,
-        permitted: v as u32,
-        inheritable: v as u32,
-    };
-    let data = [half(keep), half(keep >> 32)];
-    // SAFETY: `header` and the two-element `data` array are the layout capset(2)
-    // expects for version 3; both live for the call.
-    ok(unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) } as libc::c_int)
 }
 
 /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`: execve never grants privileges again (setuid bits
@@ -222,14 +177,4 @@ pub(crate) fn set_caps(sets: &CapSets) -> Result<(), ()> {
         })?;
     }
     Ok(())
-}
-
-/// For processes that join a running zone (`warren login`): keep `keep`, set
-/// no_new_privs and load `filter`, in that order, on the calling thread. The caller
-/// must be single-threaded so the whole process is confined.
-pub fn confine(keep: u64, filter: &[SockFilter]) -> io::Result<()> {
-    let last = || io::Error::last_os_error();
-    keep_caps(keep).map_err(|_| last())?;
-    no_new_privs().map_err(|_| last())?;
-    load_seccomp(filter).map_err(|_| last())
 }

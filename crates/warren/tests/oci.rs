@@ -1263,7 +1263,7 @@ fn a_namespace_not_listed_is_inherited_from_the_runtime() {
     let bundle = t.bundle();
     t.fails(
         &["create", "--bundle", bundle.to_str().unwrap(), "nomnt2"],
-        "mounts needs a mount namespace of the container's own",
+        "mounts: needs a mount namespace of the container's own",
     );
 }
 
@@ -1326,6 +1326,52 @@ fn resources_are_applied_as_given_or_refused() {
         t.fails(
             &["create", "--bundle", bundle.to_str().unwrap(), "refused"],
             field,
+        );
+    }
+}
+
+/// Bad input found by the hostile-operator run (issue 22): a config without
+/// `ociVersion` or with one warren does not implement, a relative `process.cwd` and a
+/// negative memory limit are refused by `create` naming the field and the fix, and
+/// leave no container behind.
+#[test]
+fn create_refuses_a_missing_version_a_relative_cwd_and_negative_limits() {
+    let t = Oci::new();
+    let bundle = t.bundle();
+    let b = bundle.to_str().unwrap();
+    type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+    let cases: Vec<(&str, Edit, &str)> = vec![
+        (
+            "nover",
+            Box::new(|v: &mut serde_json::Value| {
+                v.as_object_mut().unwrap().remove("ociVersion");
+            }),
+            "ociVersion is missing; set it to",
+        ),
+        (
+            "badver",
+            Box::new(|v: &mut serde_json::Value| v["ociVersion"] = "2.0.0".into()),
+            "ociVersion \"2.0.0\" is not supported",
+        ),
+        (
+            "relcwd",
+            Box::new(|v: &mut serde_json::Value| v["process"]["cwd"] = "tmp".into()),
+            "process.cwd: \"tmp\" is relative",
+        ),
+        (
+            "negmem",
+            Box::new(|v: &mut serde_json::Value| {
+                v["linux"]["resources"] = serde_json::json!({"memory": {"limit": -5}});
+            }),
+            "linux.resources.memory.limit -5 is negative",
+        ),
+    ];
+    for (id, edit, needle) in cases {
+        t.spec(&["true"], edit);
+        t.fails(&["create", "--bundle", b, id], needle);
+        assert!(
+            !t.run(&["state", id]).status.success(),
+            "{id} left behind after a refused create"
         );
     }
 }

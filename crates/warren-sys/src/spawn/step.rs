@@ -59,9 +59,6 @@ pub enum Step {
     /// Run the inner step; if it fails with ENOENT (a path this kernel or root does
     /// not have, e.g. /proc/acpi), skip it instead of failing the boot.
     Optional(Box<Step>),
-    /// Keep only the capabilities in this mask (bit n = capability n): bounding,
-    /// ambient, effective, permitted and inheritable sets (see [`crate::harden`]).
-    KeepCaps(u64),
     /// `prctl(PR_SET_NO_NEW_PRIVS, 1)`.
     NoNewPrivs,
     /// Load this seccomp BPF program (after `NoNewPrivs`; last before exec).
@@ -311,7 +308,6 @@ pub(super) fn run_step(step: &Step, go_fd: RawFd, report_fd: RawFd) -> Result<()
         Step::Setsid => ok(unsafe { libc::setsid() }),
         Step::Mask { path, null, empty } => crate::steps::mask(path, null, empty),
         Step::MoveRoot { new_root } => crate::steps::move_root(new_root),
-        Step::KeepCaps(keep) => crate::harden::keep_caps(*keep),
         Step::NoNewPrivs => crate::harden::no_new_privs(),
         Step::Seccomp(filter) => crate::harden::load_seccomp(filter),
         Step::MoveMount { fd, target } => {

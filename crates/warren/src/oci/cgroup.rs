@@ -77,6 +77,27 @@ pub fn own_path(proc_root: &Path) -> String {
 pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), String> {
     let mut l = Limits::default();
     let mut notes = Vec::new();
+    // -1 is "unlimited" in the runtime spec; below it is no value at all (runc
+    // refuses it too).
+    let below_minus_one = |field: &str, v: Option<i64>| {
+        match v {
+        Some(v) if v < -1 => Err(format!(
+            "linux.resources.{field} {v} is negative; give a limit in its unit, or -1 (or leave it out) for none"
+        )),
+        _ => Ok(()),
+    }
+    };
+    if let Some(m) = r.memory() {
+        below_minus_one("memory.limit", m.limit())?;
+        below_minus_one("memory.reservation", m.reservation())?;
+        below_minus_one("memory.swap", m.swap())?;
+    }
+    if let Some(p) = r.pids() {
+        below_minus_one("pids.limit", Some(p.limit()))?;
+    }
+    if let Some(c) = r.cpu() {
+        below_minus_one("cpu.quota", c.quota())?;
+    }
     if let Some(m) = r.memory() {
         if let Some(limit) = m.limit().filter(|v| *v > 0) {
             l.memory_max = Some(limit as u64);
@@ -410,6 +431,20 @@ mod tests {
                 .unwrap();
         let (l, _) = limits(&unlimited, true).unwrap();
         assert_eq!((l.memory_swap, l.max_processes), (None, None));
+        for bad in [
+            r#"{"memory":{"limit":-5}}"#,
+            r#"{"memory":{"limit":-2}}"#,
+            r#"{"pids":{"limit":-7}}"#,
+            r#"{"cpu":{"quota":-100}}"#,
+        ] {
+            let r: LinuxResources = serde_json::from_str(bad).unwrap();
+            let e = limits(&r, true).unwrap_err();
+            assert!(e.contains("is negative") && e.contains("-1"), "{bad}: {e}");
+        }
+        let minus_one: LinuxResources =
+            serde_json::from_str(r#"{"memory":{"limit":-1},"cpu":{"quota":-1}}"#).unwrap();
+        let (l, _) = limits(&minus_one, true).unwrap();
+        assert_eq!((l.memory_max, l.cpu_max), (None, None));
     }
 
     #[test]

@@ -102,7 +102,7 @@ pub fn run_in_container(
         })?;
         let (rd, wr) = warren_sys::spawn::pipe_cloexec()
             .map_err(|e| failed(id, kind, n, h, format!("pipe: {e}")))?;
-        let c = |s: &str| super::plan::cstr(s).map_err(|e| failed(id, kind, n, h, e));
+        let c = |s: &str| super::plan::cstr(s).map_err(|e| failed(id, kind, n, h, e.to_string()));
         let args = h
             .args()
             .clone()

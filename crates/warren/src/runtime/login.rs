@@ -152,44 +152,70 @@ struct Command<'a> {
     rlimits: &'a std::collections::BTreeMap<String, crate::isolation::rlimits::Limit>,
 }
 
+/// The command's stdio: a pty of the zone's devpts (its controlling terminal), or
+/// three pipes (stdin, stdout, stderr); in a new session either way.
+enum Stdio {
+    Pty(RawFd),
+    Pipes([RawFd; 3]),
+}
+
 impl Command<'_> {
-    /// Spawn it with `stdio` (steps that give it its stdin, stdout, stderr and a new
-    /// session) first, the zone's confinement last; returns its pid once it has exec'd.
-    fn spawn(&self, stdio: Vec<Step>) -> Result<i32> {
+    /// Spawn it with `stdio`, the zone's confinement last; returns its pid once it has
+    /// exec'd. The plan is the one sandbox builder's, with no root and no parent's go.
+    fn spawn(&self, stdio: Stdio) -> Result<i32> {
+        use crate::sandbox::spec::{Caps, Namespaces, Process, SandboxSpec};
         let zone = self.zone;
-        let mut steps = stdio;
-        for (name, l) in self.rlimits {
-            if let Some(resource) = crate::isolation::rlimits::resource(name) {
-                steps.push(Step::Rlimit {
-                    resource,
-                    soft: l.soft,
-                    hard: l.hard,
-                });
-            }
-        }
-        steps.push(Step::Chdir(cstr("/")?));
-        steps.push(Step::KeepCaps(self.confinement.keep));
-        steps.push(Step::NoNewPrivs);
-        steps.push(Step::Seccomp(self.confinement.filter.clone()));
-        let plan = SpawnPlan {
-            clone_flags: 0,
-            steps,
-            exec: ExecTarget::Path(cstr(&self.program.to_string_lossy())?),
-            argv: self.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
-            envp: self
-                .env
-                .iter()
-                .map(|(k, v)| cstr(&format!("{k}={v}")))
-                .collect::<Result<_>>()?,
-            pass_fds: 0,
+        let (stdio, ctty) = match stdio {
+            Stdio::Pty(fd) => (Vec::new(), Some(fd)),
+            Stdio::Pipes(fds) => (fds.into_iter().zip(0..).collect(), None),
         };
-        crate::sandbox::invariants::check(&plan, &[])
-            .map_err(|e| Error::Invalid(format!("zone '{zone}': internal error: {e}")))?;
-        warren_sys::spawn::spawn_zone(&plan).map_err(|e| {
+        let spec = SandboxSpec {
+            namespaces: Namespaces::default(),
+            sync: None,
+            root: None,
+            hostname: None,
+            loopback_up: false,
+            hooks_sync: None,
+            sysctls: Vec::new(),
+            oom_score_adj: None,
+            console: None,
+            stdio,
+            hold: None,
+            pass_fds: 0,
+            process: Process {
+                exec: ExecTarget::Path(cstr(&self.program.to_string_lossy())?),
+                argv: self.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+                envp: self
+                    .env
+                    .iter()
+                    .map(|(k, v)| cstr(&format!("{k}={v}")))
+                    .collect::<Result<_>>()?,
+                rlimits: self
+                    .rlimits
+                    .iter()
+                    .filter_map(|(name, l)| {
+                        crate::isolation::rlimits::resource(name)
+                            .map(|r| (r, l.soft, l.hard, format!("rlimit.{name}")))
+                    })
+                    .collect(),
+                caps: Caps::keep(self.confinement.keep),
+                umask: None,
+                cwd: Some(PathBuf::from("/")),
+                ids: None,
+                ctty,
+                setsid: true,
+                gate: Vec::new(),
+                no_new_privs: true,
+                seccomp: Some(self.confinement.filter.clone()),
+            },
+        };
+        let plan = crate::sandbox::plan(spec)
+            .map_err(|e| Error::Invalid(format!("zone '{zone}': {e}")))?;
+        warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| {
             Error::Invalid(format!(
                 "zone '{zone}': starting {}: {}",
                 self.program.display(),
-                describe(&plan, e)
+                describe(&plan.spawn, e)
             ))
         })
     }
@@ -206,9 +232,12 @@ fn describe(plan: &SpawnPlan, e: warren_sys::spawn::SpawnError) -> String {
         E::Clone(e) => format!("fork: {e}"),
         E::Step { index, error } => match plan.steps.get(index) {
             Some(Step::Seccomp(_)) => format!("loading the seccomp filter: {error}"),
-            Some(Step::KeepCaps(_)) => format!("dropping capabilities: {error}"),
+            Some(Step::DropBounding(_) | Step::SetCaps(_)) => {
+                format!("dropping capabilities: {error}")
+            }
             Some(Step::Rlimit { resource, .. }) => format!("rlimit {resource}: {error}"),
             Some(Step::Ctty(_)) => format!("taking the zone's pty as terminal: {error}"),
+            Some(Step::Chdir(_)) => format!("changing to the zone's /: {error}"),
             _ => format!("setting up its stdio and session: {error}"),
         },
         E::Exec(e) => format!("exec: {e}"),
@@ -229,7 +258,7 @@ fn run_on_pty(c: &Command<'_>) -> Result<i32> {
         .open(&slave_path)
         .ctx(|| format!("zone '{zone}': opening {}", slave_path.display()))?;
     let _ = warren_sys::pty::copy_winsize(0, master.as_raw_fd());
-    let pid = c.spawn(vec![Step::Ctty(slave.as_raw_fd())])?;
+    let pid = c.spawn(Stdio::Pty(slave.as_raw_fd()))?;
     drop(slave);
     let raw = warren_sys::pty::raw_mode(0).ok();
     let m = master.as_raw_fd();
@@ -273,16 +302,11 @@ fn run_on_pipes(c: &Command<'_>) -> Result<i32> {
     let (in_r, in_w) = pipe()?;
     let (out_r, out_w) = pipe()?;
     let (err_r, err_w) = pipe()?;
-    let dup = |from: &OwnedFd, to: RawFd| Step::Dup2 {
-        from: from.as_raw_fd(),
-        to,
-    };
-    let pid = c.spawn(vec![
-        dup(&in_r, 0),
-        dup(&out_w, 1),
-        dup(&err_w, 2),
-        Step::Setsid,
-    ])?;
+    let pid = c.spawn(Stdio::Pipes([
+        in_r.as_raw_fd(),
+        out_w.as_raw_fd(),
+        err_w.as_raw_fd(),
+    ]))?;
     drop((in_r, out_w, err_w));
     warren_sys::pty::set_nonblocking(in_w.as_raw_fd(), true)
         .ctx(|| "making the command's stdin non-blocking".to_string())?;

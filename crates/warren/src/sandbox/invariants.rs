@@ -50,7 +50,6 @@ fn allowed_under_filter(step: &Step) -> bool {
             | Step::Chdir(_)
             | Step::SetIds { .. }
             | Step::SetCaps(_)
-            | Step::KeepCaps(_)
             | Step::Ctty(_)
             | Step::Setsid
             | Step::Ready
@@ -181,7 +180,7 @@ mod tests {
                 fd: 5,
                 nstype: libc::CLONE_NEWUSER,
             },
-            Step::KeepCaps(0),
+            Step::DropBounding(0),
             Step::NoNewPrivs,
             Step::Seccomp(Vec::new()),
         ]);

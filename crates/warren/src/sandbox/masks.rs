@@ -14,7 +14,8 @@ use std::path::Path;
 use warren_sys::libc;
 use warren_sys::spawn::Step;
 
-use super::{cpath, Described};
+use super::plan::{cpath, PlanError};
+use super::Described;
 
 /// The empty directory masked directories are covered with, inside `dev`.
 pub const EMPTY: &str = ".masked";
@@ -26,8 +27,8 @@ pub fn steps<'a>(
     dev: &Path,
     masked: impl IntoIterator<Item = &'a str>,
     readonly: impl IntoIterator<Item = &'a str>,
-) -> Result<Vec<Described>, String> {
-    let remount_ro = |target: &Path| -> Result<Step, String> {
+) -> Result<Vec<Described>, PlanError> {
+    let remount_ro = |target: &Path| -> Result<Step, PlanError> {
         Ok(Step::Mount {
             source: None,
             target: cpath(target)?,

@@ -202,7 +202,7 @@ fn create_in(
             hard_limit: &hard,
         },
     };
-    let (mut p, notes) = plan::init_plan(&inputs).map_err(&inval)?;
+    let (mut p, notes) = plan::init_plan(&inputs).map_err(|e| inval(e.to_string()))?;
     p.spawn.pass_fds = a.preserve_fds;
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
@@ -216,8 +216,6 @@ fn create_in(
     let userns = plan::new_namespaces(spec).contains(&LinuxNamespaceType::User);
     let snapshot = record.clone();
     let child = std::cell::Cell::new(0);
-    crate::sandbox::invariants::check(&p.spawn, &[rootfs])
-        .map_err(|e| inval(format!("internal error: {e}")))?;
     let pid = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
         match ev {
             Event::Cloned(pid) => {

@@ -73,24 +73,6 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
             source,
         },
     })?;
-    let mut p = plan::Plan::new(0);
-    p.spawn.pass_fds = a.preserve_fds;
-    p.push(
-        warren_sys::spawn::Step::WaitParent,
-        "wait for the runtime to move it into the container's cgroups",
-    );
-    if let Some(c) = &console {
-        p.push(
-            warren_sys::spawn::Step::Console {
-                ptmx: plan::cstr("/dev/pts/ptmx").expect("no NUL"),
-                socket: c.as_raw_fd(),
-                slave_fd: plan::CONSOLE_SLAVE_FD,
-                rows: a.process.console_size().map_or(0, |s| s.height() as u16),
-                cols: a.process.console_size().map_or(0, |s| s.width() as u16),
-            },
-            "allocate a pty and send it to the console socket",
-        );
-    }
     let inputs = ProcessInputs {
         id,
         root: Path::new("/"),
@@ -98,13 +80,16 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         console: terminal,
         hard_limit: &hard,
     };
-    let notes = plan::process_steps(&mut p, &a.process, &inputs)
-        .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
+    let (p, notes) = plan::exec_plan(
+        &a.process,
+        &inputs,
+        console.as_ref().map(|c| c.as_raw_fd()),
+        a.preserve_fds,
+    )
+    .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
-    crate::sandbox::invariants::check(&p.spawn, &[])
-        .map_err(|e| Error::Invalid(format!("container '{id}': internal error: {e}")))?;
     let child = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
         if let Event::Cloned(child) = ev {
             for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {

@@ -38,20 +38,54 @@ fn refused(msg: String) -> Error {
 }
 
 /// Read and parse `<bundle>/config.json`.
+/// The largest config.json read (a bundle is the caller's; bounded like every file
+/// warren reads).
+const MAX_CONFIG: u64 = 4 << 20;
+
 pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
+    use std::io::Read;
     let path = bundle.join("config.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| {
+    let unreadable = |e: &dyn std::fmt::Display| {
         Error::Invalid(format!(
             "container '{id}': cannot read {}: {e}; pass the bundle directory holding config.json with --bundle",
             path.display()
         ))
-    })?;
-    serde_json::from_str(&text).map_err(|e| {
+    };
+    let mut text = String::new();
+    std::fs::File::open(&path)
+        .and_then(|f| f.take(MAX_CONFIG + 1).read_to_string(&mut text))
+        .map_err(|e| unreadable(&e))?;
+    if text.len() as u64 > MAX_CONFIG {
+        return Err(unreadable(&format!("larger than {} MiB", MAX_CONFIG >> 20)));
+    }
+    let malformed = |e: &dyn std::fmt::Display| {
         Error::Invalid(format!(
             "container '{id}': {} is malformed: {e}; fix it (see 'warren oci spec' for a valid one)",
             path.display()
         ))
-    })
+    };
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| malformed(&e))?;
+    check_version(value.get("ociVersion")).map_err(|e| malformed(&e))?;
+    serde_json::from_value(value).map_err(|e| malformed(&e))
+}
+
+/// `ociVersion` must be there and name a 1.x runtime spec (pure).
+fn check_version(v: Option<&serde_json::Value>) -> std::result::Result<(), String> {
+    let supported = format!("warren implements runtime-spec {}", super::OCI_VERSION);
+    let Some(v) = v else {
+        return Err(format!(
+            "ociVersion is missing; set it to \"{}\" ({supported})",
+            super::OCI_VERSION
+        ));
+    };
+    let s = v.as_str().unwrap_or_default();
+    let major = s.split('.').next().and_then(|m| m.parse::<u32>().ok());
+    if major != Some(1) || s.split('.').count() < 2 {
+        return Err(format!(
+            "ociVersion {v} is not supported; {supported} (any 1.x config is accepted)"
+        ));
+    }
+    Ok(())
 }
 
 /// The runtime-spec state document.
@@ -116,29 +150,7 @@ fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
 }
 
 fn spawn_error(id: &str, p: &plan::Plan, e: SpawnError<Error>) -> Error {
-    match e {
-        SpawnError::Setup(e) => e,
-        SpawnError::Clone(source) => Error::Io {
-            context: format!("container '{id}': creating its namespaces failed"),
-            source,
-        },
-        SpawnError::Step { index, error } => Error::Io {
-            context: format!(
-                "container '{id}': setup step {} ({}) failed",
-                index + 1,
-                p.what.get(index).map(String::as_str).unwrap_or("?")
-            ),
-            source: error,
-        },
-        SpawnError::Exec(source) => Error::Io {
-            context: format!("container '{id}': exec of process.args[0] failed"),
-            source,
-        },
-        SpawnError::Pipe(source) => Error::Io {
-            context: format!("container '{id}': talking to its init failed"),
-            source,
-        },
-    }
+    crate::sandbox::plan::spawn_error(("container", id), "setup step", "process", p, e)
 }
 
 /// Kill everything left, remove the cgroups and the state directory.
@@ -169,4 +181,18 @@ pub fn pids(ctx: &Ctx, id: &str) -> Result<Vec<i32>> {
         Some(set) => set.pids()?,
         None => Vec::new(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn oci_version_must_be_1_x() {
+        use serde_json::json;
+        assert!(super::check_version(Some(&json!("1.0.2"))).is_ok());
+        assert!(super::check_version(Some(&json!("1.2.1"))).is_ok());
+        assert!(super::check_version(None).unwrap_err().contains("missing"));
+        assert!(super::check_version(Some(&json!("2.0.0"))).is_err());
+        assert!(super::check_version(Some(&json!(1))).is_err());
+        assert!(super::check_version(Some(&json!("one"))).is_err());
+    }
 }

@@ -73,8 +73,63 @@ pub fn new_namespaces(spec: &Spec) -> Vec<LinuxNamespaceType> {
         .collect()
 }
 
-/// Build the container init's plan.
-pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
+/// Build the container init's plan: config.json as a sandbox, then the one builder.
+pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), PlanError> {
+    let (spec, notes) = init_spec(i)?;
+    Ok((crate::sandbox::plan(spec)?, notes))
+}
+
+/// Refuse what needs a mount namespace of the container's own when it has none.
+fn check_mount_namespace(
+    i: &InitInputs<'_>,
+    linux: &oci_spec::runtime::Linux,
+) -> Result<(), PlanError> {
+    let spec = i.spec;
+    let needs = |what: &str| {
+        Err(PlanError::field(
+            what,
+            format!("needs a mount namespace of the container's own; add {{\"type\": \"mount\"}} to linux.namespaces or remove {what}"),
+        ))
+    };
+    if spec.mounts().as_ref().is_some_and(|m| !m.is_empty()) {
+        return needs("mounts");
+    }
+    if linux.masked_paths().as_ref().is_some_and(|m| !m.is_empty()) {
+        return needs("linux.maskedPaths");
+    }
+    if linux
+        .readonly_paths()
+        .as_ref()
+        .is_some_and(|m| !m.is_empty())
+    {
+        return needs("linux.readonlyPaths");
+    }
+    if linux.devices().as_ref().is_some_and(|m| !m.is_empty()) {
+        return needs("linux.devices");
+    }
+    if linux
+        .rootfs_propagation()
+        .as_deref()
+        .is_some_and(|r| !r.is_empty())
+    {
+        return needs("linux.rootfsPropagation");
+    }
+    if spec
+        .root()
+        .as_ref()
+        .and_then(|r| r.readonly())
+        .unwrap_or(false)
+    {
+        return needs("root.readonly");
+    }
+    if i.no_pivot {
+        return needs("--no-pivot");
+    }
+    Ok(())
+}
+
+/// config.json (and what `create` prepared) as a sandbox (the field mapping).
+pub fn init_spec(i: &InitInputs<'_>) -> Result<(SandboxSpec, Vec<String>), PlanError> {
     let spec = i.spec;
     let linux = spec.linux().clone().unwrap_or_default();
     let new = new_namespaces(spec);
@@ -84,50 +139,13 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
     let own_mnt = new.contains(&LinuxNamespaceType::Mount)
         || i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Mount);
     if !own_mnt {
-        let needs = |what: &str| {
-            Err(format!(
-                "{what} needs a mount namespace of the container's own; add {{\"type\": \"mount\"}} to linux.namespaces or remove {what}"
-            ))
-        };
-        if spec.mounts().as_ref().is_some_and(|m| !m.is_empty()) {
-            return needs("mounts");
-        }
-        if linux.masked_paths().as_ref().is_some_and(|m| !m.is_empty()) {
-            return needs("linux.maskedPaths");
-        }
-        if linux
-            .readonly_paths()
-            .as_ref()
-            .is_some_and(|m| !m.is_empty())
-        {
-            return needs("linux.readonlyPaths");
-        }
-        if linux.devices().as_ref().is_some_and(|m| !m.is_empty()) {
-            return needs("linux.devices");
-        }
-        if linux
-            .rootfs_propagation()
-            .as_deref()
-            .is_some_and(|r| !r.is_empty())
-        {
-            return needs("linux.rootfsPropagation");
-        }
-        if spec
-            .root()
-            .as_ref()
-            .and_then(|r| r.readonly())
-            .unwrap_or(false)
-        {
-            return needs("root.readonly");
-        }
-        if i.no_pivot {
-            return needs("--no-pivot");
-        }
+        check_mount_namespace(i, &linux)?;
     }
     if new.contains(&LinuxNamespaceType::Time) {
-        return Err(
-            "linux.namespaces: a time namespace is not supported by warren; remove it".into(),
-        );
+        return Err(PlanError::field(
+            "linux.namespaces",
+            "a time namespace is not supported by warren; remove it",
+        ));
     }
     let mut flags = 0;
     for t in &new {
@@ -136,156 +154,68 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         }
     }
     let userns = new.contains(&LinuxNamespaceType::User);
-    let mut p = Plan::new(flags);
-    // Nothing happens in the child before the parent's go (cgroups, id maps): the
-    // user namespace is joined after it, as every other.
-    p.push(
-        Step::WaitParent,
-        "wait for the runtime to set up cgroups and id maps",
-    );
-    for (t, fd) in i
-        .join
-        .iter()
-        .filter(|(t, _)| *t == LinuxNamespaceType::User)
-    {
-        p.push(
-            Step::Setns {
-                fd: *fd,
-                nstype: ns_flag(*t),
-            },
-            "join the user namespace",
-        );
-    }
-    if userns {
-        p.push(
-            Step::SetIds {
-                uid: 0,
-                gid: 0,
-                groups: Vec::new(),
-            },
-            "become root of the new user namespace",
-        );
-        p.push(
-            Step::SetCaps(CapSets {
-                effective: u64::MAX >> 23,
-                permitted: u64::MAX >> 23,
-                inheritable: 0,
-                ambient: 0,
-            }),
-            "regain capabilities in the new user namespace",
-        );
-    }
-    for (t, fd) in i
+    let user = match i.join.iter().find(|(t, _)| *t == LinuxNamespaceType::User) {
+        Some((_, fd)) => UserNs::Join(*fd),
+        None if userns => UserNs::New,
+        None => UserNs::Inherit,
+    };
+    let join = i
         .join
         .iter()
         .filter(|(t, _)| *t != LinuxNamespaceType::User)
-    {
-        p.push(
-            Step::Setns {
-                fd: *fd,
-                nstype: ns_flag(*t),
-            },
-            format!("join the {t} namespace"),
-        );
-    }
-    if new.contains(&LinuxNamespaceType::Cgroup) {
-        p.push(
-            Step::Unshare(libc::CLONE_NEWCGROUP),
-            "create the cgroup namespace",
-        );
-    }
+        .map(|(t, fd)| (ns_flag(*t), *fd, t.to_string()))
+        .collect();
     let root_prop = match linux.rootfs_propagation().as_deref() {
         None | Some("") => libc::MS_SLAVE | libc::MS_REC,
         Some(other) => *parse_options(&[other.to_string()])
             .propagation
             .first()
-            .ok_or_else(|| format!("linux.rootfsPropagation {other:?}: expected private, shared, slave or unbindable (r-prefixed for recursive)"))?,
+            .ok_or_else(|| PlanError::field("linux.rootfsPropagation", format!("{other:?}: expected private, shared, slave or unbindable (r-prefixed for recursive)")))?,
     };
     let rootfs = i.rootfs;
-    if own_mnt {
-        rootfs_steps(&mut p, i, &linux, root_prop, userns)?;
-    }
-    let terminal = spec
-        .process()
-        .as_ref()
-        .and_then(|p| p.terminal())
-        .unwrap_or(false);
-    if terminal {
-        let socket = i
-            .console_socket
-            .ok_or("process.terminal is true but no --console-socket was given; pass one (the pty master is sent there)")?;
-        let size = spec.process().as_ref().and_then(|p| p.console_size());
-        let ptmx = if own_mnt {
-            secure_join(rootfs, Path::new("/dev/pts/ptmx"))
-        } else {
-            PathBuf::from("/dev/ptmx")
-        };
-        p.push(
-            Step::Console {
-                ptmx: cpath(&ptmx)?,
-                socket,
-                slave_fd: CONSOLE_SLAVE_FD,
-                rows: size.map_or(0, |s| s.height() as u16),
-                cols: size.map_or(0, |s| s.width() as u16),
-            },
-            "allocate the console pty (needs a devpts mount at /dev/pts) and send it to the console socket",
-        );
-        if own_mnt {
-            let console = secure_join(rootfs, Path::new("/dev/console"));
-            p.push(
-                Step::Tolerate(
-                    libc::EEXIST,
-                    Box::new(Step::CreateFile {
-                        path: cpath(&console)?,
-                        mode: 0o600,
-                    }),
-                ),
-                "create /dev/console",
-            );
-            let src = format!("/proc/self/fd/{CONSOLE_SLAVE_FD}");
-            p.mount(Some(src.as_bytes()), &console, None, libc::MS_BIND, None)?;
-        }
-    }
-    if let Some(h) = spec.hostname().as_deref().filter(|h| !h.is_empty()) {
-        let joined_uts = i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Uts);
-        if !new.contains(&LinuxNamespaceType::Uts) && !joined_uts {
-            return Err("hostname is set but the container has no uts namespace of its own (new or joined by path); add {\"type\": \"uts\"} or drop hostname".into());
-        }
-        p.push(Step::Sethostname(h.as_bytes().to_vec()), "set the hostname");
-    }
-    if i.hooks_sync {
-        p.push(
-            Step::Sync(HOOKS_SYNC),
-            "wait for the createRuntime and createContainer hooks",
-        );
-    }
-    if !own_mnt {
-        // The runtime's filesystem: no root to change to.
-    } else if i.no_pivot {
-        p.push(
-            Step::MoveRoot {
-                new_root: cpath(rootfs)?,
-            },
-            "move the rootfs onto / and chroot (--no-pivot)",
-        );
+    let root = if own_mnt {
+        Some(root_spec(i, &linux, root_prop, userns)?)
     } else {
-        p.push(
-            Step::PivotRoot {
-                new_root: cpath(rootfs)?,
+        None
+    };
+    let process = spec
+        .process()
+        .clone()
+        .ok_or_else(|| PlanError::field("process", "missing; config.json must say what to run"))?;
+    let terminal = process.terminal().unwrap_or(false);
+    let console = if terminal {
+        let socket = i.console_socket.ok_or_else(|| {
+            PlanError::field(
+                "process.terminal",
+                "true but no --console-socket was given; pass one (the pty master is sent there)",
+            )
+        })?;
+        let size = process.console_size();
+        Some(Console::Pty {
+            ptmx: if own_mnt {
+                secure_join(rootfs, Path::new("/dev/pts/ptmx"))
+            } else {
+                PathBuf::from("/dev/ptmx")
             },
-            format!("pivot_root into {}", rootfs.display()),
-        );
-    }
-    if own_mnt
-        && linux
-            .rootfs_propagation()
-            .as_deref()
-            .is_some_and(|r| !r.is_empty())
-    {
-        // As runc: the propagation applies to the container's own root, which exists
-        // as "/" only now.
-        p.mount(None, Path::new("/"), None, root_prop, None)?;
-    }
+            socket,
+            slave_fd: CONSOLE_SLAVE_FD,
+            rows: size.map_or(0, |s| s.height() as u16),
+            cols: size.map_or(0, |s| s.width() as u16),
+            dev_console: own_mnt.then(|| secure_join(rootfs, Path::new("/dev/console"))),
+        })
+    } else {
+        None
+    };
+    let hostname = match spec.hostname().as_deref().filter(|h| !h.is_empty()) {
+        Some(h) => {
+            let joined_uts = i.join.iter().any(|(t, _)| *t == LinuxNamespaceType::Uts);
+            if !new.contains(&LinuxNamespaceType::Uts) && !joined_uts {
+                return Err(PlanError::field("hostname", "set but the container has no uts namespace of its own (new or joined by path); add {\"type\": \"uts\"} or drop hostname"));
+            }
+            Some(h.as_bytes().to_vec())
+        }
+        None => None,
+    };
     let mut sysctls: Vec<(String, String)> = linux
         .sysctl()
         .clone()
@@ -293,72 +223,16 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
         .into_iter()
         .collect();
     sysctls.sort();
-    for (k, v) in sysctls {
-        if k.contains("..") || k.contains('\0') {
-            return Err(format!("linux.sysctl {k:?} is not a sysctl name"));
-        }
-        let path = format!("/proc/sys/{}", k.replace('.', "/"));
-        p.push(
-            Step::WriteFile {
-                path: cstr(&path)?,
-                data: v.clone().into_bytes(),
-            },
-            format!("set sysctl {k}={v}"),
-        );
-    }
-    if let Some(adj) = spec.process().as_ref().and_then(|p| p.oom_score_adj()) {
-        p.push(
-            Step::WriteFile {
-                path: cstr("/proc/self/oom_score_adj")?,
-                data: adj.to_string().into_bytes(),
-            },
-            "set process.oomScoreAdj",
-        );
-    }
-    if own_mnt {
-        let masked = linux.masked_paths().clone().unwrap_or_default();
-        let readonly = linux.readonly_paths().clone().unwrap_or_default();
-        let masks = crate::sandbox::masks::steps(
-            Path::new("/"),
-            Path::new("/dev"),
-            masked.iter().map(String::as_str),
-            readonly.iter().map(String::as_str),
-        )?;
-        for (step, what) in masks {
-            p.push(step, what);
-        }
-    }
-    if spec
-        .root()
-        .as_ref()
-        .and_then(|r| r.readonly())
-        .unwrap_or(false)
+    if let Some((k, _)) = sysctls
+        .iter()
+        .find(|(k, _)| k.contains("..") || k.contains('\0'))
     {
-        p.mount(
-            None,
-            Path::new("/"),
-            None,
-            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
-            None,
-        )?;
+        return Err(PlanError::field(
+            "linux.sysctl",
+            format!("{k:?} is not a sysctl name; use dotted names such as net.ipv4.ip_forward"),
+        ));
     }
-    // exec.fifo is reached through the state directory's descriptor, which only root
-    // may search: hold it (O_PATH) before becoming the process's user, and reopen it
-    // for writing through /proc/self/fd after `create` has returned.
-    p.push(
-        Step::OpenAt {
-            dirfd: i.state_dir_fd,
-            path: cstr("exec.fifo")?,
-            flags: libc::O_PATH | libc::O_CLOEXEC,
-            fd: FIFO_PATH_FD,
-        },
-        "hold exec.fifo",
-    );
-    let process = spec
-        .process()
-        .clone()
-        .ok_or("process is missing; config.json must say what to run")?;
-    let wait_for_start = vec![
+    let gate = vec![
         (Step::Ready, "report the container created".to_string()),
         // One byte tells `start` the fifo was opened; EOF at exec tells it the process
         // runs.
@@ -370,34 +244,102 @@ pub fn init_plan(i: &InitInputs<'_>) -> Result<(Plan, Vec<String>), String> {
             "wait for start (open exec.fifo through /proc/self/fd; needs /proc)".to_string(),
         ),
     ];
-    let notes = process_steps_around(&mut p, &process, &i.process, wait_for_start)?;
-    Ok((p, notes))
+    let (process_spec, notes) = process_spec(&process, &i.process, gate)?;
+    let sandbox = SandboxSpec {
+        namespaces: Namespaces {
+            new: flags,
+            user,
+            join,
+            cgroup: new.contains(&LinuxNamespaceType::Cgroup),
+        },
+        // Nothing happens in the child before the parent's go (cgroups, id maps): the
+        // user namespace is joined after it, as every other.
+        sync: Some(SyncPoint::First),
+        root,
+        hostname,
+        loopback_up: false,
+        hooks_sync: i.hooks_sync.then_some(HOOKS_SYNC),
+        sysctls,
+        oom_score_adj: process.oom_score_adj(),
+        console,
+        stdio: Vec::new(),
+        // exec.fifo is reached through the state directory's descriptor, which only
+        // root may search: hold it (O_PATH) before becoming the process's user, and
+        // reopen it for writing through /proc/self/fd after `create` has returned.
+        hold: Some(Hold {
+            dirfd: i.state_dir_fd,
+            path: "exec.fifo".into(),
+            flags: libc::O_PATH | libc::O_CLOEXEC,
+            fd: FIFO_PATH_FD,
+            what: "hold exec.fifo".into(),
+        }),
+        pass_fds: 0,
+        process: process_spec,
+    };
+    Ok((sandbox, notes))
 }
 
-/// The container's own root, in its own mount namespace: `/`'s propagation, the
-/// rootfs bound onto itself, `mounts[]` in order, the device nodes and /dev links.
-fn rootfs_steps(
-    p: &mut Plan,
+/// The container's own root: `/`'s propagation, the rootfs bound onto itself,
+/// `mounts[]` in order, the device nodes and /dev links, masks, read-only root.
+fn root_spec(
     i: &InitInputs<'_>,
     linux: &oci_spec::runtime::Linux,
     root_prop: libc::c_ulong,
     userns: bool,
-) -> Result<(), String> {
+) -> Result<Root, PlanError> {
     let spec = i.spec;
     let rootfs = i.rootfs;
-    p.mount(None, Path::new("/"), None, root_prop, None)?;
-    if root_prop & libc::MS_SHARED != 0 {
-        if let Some(parent) = &i.rootfs_parent_mount {
-            p.mount(None, parent, None, libc::MS_PRIVATE, None)?;
-        }
-    }
-    let rb = rootfs.as_os_str().as_bytes();
-    p.mount(Some(rb), rootfs, None, libc::MS_BIND | libc::MS_REC, None)?;
-
+    let mut mounts = vec![MountEntry {
+        target: rootfs.to_path_buf(),
+        prepare: Prepare::AsIs,
+        kind: MountKind::Mount {
+            source: Some(rootfs.as_os_str().as_bytes().to_vec()),
+            fstype: None,
+            flags: libc::MS_BIND | libc::MS_REC,
+            data: None,
+        },
+        then: Vec::new(),
+    }];
     for (n, m) in spec.mounts().iter().flatten().enumerate() {
-        mounts::mount_entry(p, m, i, userns)
-            .map_err(|e| format!("mounts[{n}] ({}): {e}", m.destination().display()))?;
+        let field = format!("mounts[{n}] ({})", m.destination().display());
+        mounts.extend(mounts::entries(m, i).map_err(|e| match e {
+            PlanError::Field { field: f, problem } => {
+                PlanError::field(format!("{field}.{f}"), problem)
+            }
+            other => other,
+        })?);
     }
-    devices::devices(p, linux, rootfs, userns)?;
-    Ok(())
+    let (nodes, links) = devices::nodes(linux, rootfs, userns)?;
+    let shared = root_prop & libc::MS_SHARED != 0;
+    let propagation_set = linux
+        .rootfs_propagation()
+        .as_deref()
+        .is_some_and(|r| !r.is_empty());
+    Ok(Root {
+        path: rootfs.to_path_buf(),
+        inside: vec![rootfs.to_path_buf()],
+        propagation: root_prop,
+        private_parent: i.rootfs_parent_mount.clone().filter(|_| shared),
+        mounts,
+        nodes,
+        links,
+        change: if i.no_pivot {
+            RootChange::MoveRoot
+        } else {
+            RootChange::PivotRoot
+        },
+        // As runc: the propagation applies to the container's own root, which exists
+        // as "/" only after the root change.
+        propagation_after: propagation_set.then_some(root_prop),
+        masked: linux.masked_paths().clone().unwrap_or_default(),
+        readonly_paths: linux.readonly_paths().clone().unwrap_or_default(),
+        readonly: spec
+            .root()
+            .as_ref()
+            .and_then(|r| r.readonly())
+            .unwrap_or(false),
+        // The runtime spec: the process keeps the caller's umask unless
+        // process.user.umask says otherwise.
+        umask_after: warren_sys::proc::current_umask() as libc::mode_t,
+    })
 }

@@ -64,46 +64,35 @@ pub struct ProcessInputs<'a> {
     pub hard_limit: &'a dyn Fn(libc::c_int) -> Option<u64>,
 }
 
-/// argv, envp and the exec path of `process`; its steps from rlimits to seccomp.
-/// Returns notes (clamped rlimits, unknown capabilities) for the log.
-pub fn process_steps(
-    p: &mut Plan,
+/// `process` as the sandbox's process, with `gate` run once its identity is set
+/// (the init's wait for `start`: a failure to become the process's user must fail
+/// `create`). Returns notes (clamped rlimits, unknown capabilities) for the log.
+pub fn process_spec(
     process: &Process,
     i: &ProcessInputs<'_>,
-) -> Result<Vec<String>, String> {
-    process_steps_around(p, process, i, Vec::new())
-}
-
-/// [`process_steps`] with `between` pushed after the user, capabilities, cwd and
-/// terminal are set and before no_new_privs and a trailing seccomp filter (the init's
-/// wait for `start`: a failure to become the process's user must fail `create`).
-pub fn process_steps_around(
-    p: &mut Plan,
-    process: &Process,
-    i: &ProcessInputs<'_>,
-    between: Vec<(Step, String)>,
-) -> Result<Vec<String>, String> {
+    gate: Vec<crate::sandbox::Described>,
+) -> Result<(crate::sandbox::spec::Process, Vec<String>), PlanError> {
     let mut notes = Vec::new();
     let args = process
         .args()
         .clone()
         .filter(|a| !a.is_empty())
-        .ok_or("process.args is empty; give the program to run")?;
+        .ok_or_else(|| PlanError::field("process.args", "empty; give the program to run"))?;
     let env = process.env().clone().unwrap_or_default();
     let path_env = env
         .iter()
         .find_map(|e| e.strip_prefix("PATH="))
         .unwrap_or(DEFAULT_PATH);
     let exe = resolve_exec(i.root, &args[0], path_env).ok_or_else(|| {
-        format!(
-            "exec: {:?}: executable file not found in $PATH (process.args[0]; PATH={path_env})",
-            args[0]
+        PlanError::field(
+            "process.args[0]",
+            format!(
+                "exec: {:?}: executable file not found in $PATH (PATH={path_env}); name a program present in the rootfs",
+                args[0]
+            ),
         )
     })?;
-    p.spawn.exec = ExecTarget::Path(cstr(&exe)?);
-    p.spawn.argv = args.iter().map(|a| cstr(a)).collect::<Result<_, _>>()?;
-    p.spawn.envp = env.iter().map(|e| cstr(e)).collect::<Result<_, _>>()?;
-
+    let mut rlimits = Vec::new();
     for r in process.rlimits().iter().flatten() {
         let resource = rlimit_resource(r.typ());
         let (mut soft, mut hard) = (r.soft(), r.hard());
@@ -117,19 +106,7 @@ pub fn process_steps_around(
                 soft = soft.min(ours);
             }
         }
-        p.push(
-            Step::Rlimit {
-                resource,
-                soft,
-                hard,
-            },
-            format!("set {:?}", r.typ()),
-        );
-    }
-    let nnp = process.no_new_privileges().unwrap_or(false);
-    // Without no_new_privs, loading a filter needs CAP_SYS_ADMIN: load it while root.
-    if let (Some(f), false) = (i.seccomp, nnp) {
-        p.push(Step::Seccomp(f.to_vec()), "load the seccomp filter");
+        rlimits.push((resource, soft, hard, format!("{:?}", r.typ())));
     }
     let caps = process.capabilities().clone().unwrap_or_default();
     let (bounding, u1) = caps_of(caps.bounding());
@@ -146,49 +123,79 @@ pub fn process_steps_around(
             unknown.join(", ")
         ));
     }
-    p.push(Step::DropBounding(bounding), "drop bounding capabilities");
     let user = process.user();
-    if let Some(mask) = user.umask() {
-        p.push(Step::Umask(mask as libc::mode_t), "set the umask");
-    }
     let cwd = process.cwd();
-    if !cwd.as_os_str().is_empty() {
-        p.push(
-            Step::Chdir(cpath(cwd)?),
-            format!("chdir to process.cwd {}", cwd.display()),
-        );
+    if !cwd.as_os_str().is_empty() && !cwd.is_absolute() {
+        return Err(PlanError::field(
+            "process.cwd",
+            format!(
+                "{:?} is relative; the runtime spec wants an absolute path such as \"/\"",
+                cwd.display()
+            ),
+        ));
     }
-    p.push(
-        Step::SetIds {
-            uid: user.uid(),
-            gid: user.gid(),
-            groups: user.additional_gids().clone().unwrap_or_default(),
+    let cs = |v: &[String]| v.iter().map(|a| cstr(a)).collect::<Result<Vec<_>, _>>();
+    let spec = crate::sandbox::spec::Process {
+        exec: ExecTarget::Path(cstr(&exe)?),
+        argv: cs(&args)?,
+        envp: cs(&env)?,
+        rlimits,
+        caps: Caps {
+            bounding,
+            sets: warren_sys::harden::CapSets {
+                effective,
+                permitted,
+                inheritable,
+                ambient,
+            },
         },
-        format!("become uid {} gid {}", user.uid(), user.gid()),
-    );
-    p.push(
-        Step::SetCaps(CapSets {
-            effective,
-            permitted,
-            inheritable,
-            ambient,
+        umask: user.umask().map(|m| m as libc::mode_t),
+        cwd: (!cwd.as_os_str().is_empty()).then(|| cwd.clone()),
+        ids: Some((
+            user.uid(),
+            user.gid(),
+            user.additional_gids().clone().unwrap_or_default(),
+        )),
+        ctty: i.console.then_some(CONSOLE_SLAVE_FD),
+        setsid: false,
+        gate,
+        no_new_privs: process.no_new_privileges().unwrap_or(false),
+        seccomp: i.seccomp.map(<[SockFilter]>::to_vec),
+    };
+    Ok((spec, notes))
+}
+
+/// What `oci exec` starts in a container it has joined: the parent's go (its cgroup
+/// move), a console pty when asked, then the process.
+pub fn exec_plan(
+    process: &Process,
+    i: &ProcessInputs<'_>,
+    console_socket: Option<RawFd>,
+    pass_fds: u32,
+) -> Result<(Plan, Vec<String>), PlanError> {
+    let (process_spec, notes) = process_spec(process, i, Vec::new())?;
+    let size = process.console_size();
+    let spec = SandboxSpec {
+        namespaces: Namespaces::default(),
+        sync: Some(SyncPoint::First),
+        root: None,
+        hostname: None,
+        loopback_up: false,
+        hooks_sync: None,
+        sysctls: Vec::new(),
+        oom_score_adj: None,
+        console: console_socket.map(|socket| Console::Pty {
+            ptmx: PathBuf::from("/dev/pts/ptmx"),
+            socket,
+            slave_fd: CONSOLE_SLAVE_FD,
+            rows: size.map_or(0, |s| s.height() as u16),
+            cols: size.map_or(0, |s| s.width() as u16),
+            dev_console: None,
         }),
-        "set capabilities",
-    );
-    if i.console {
-        p.push(
-            Step::Ctty(CONSOLE_SLAVE_FD),
-            "take the console as controlling terminal",
-        );
-    }
-    for (step, what) in between {
-        p.push(step, what);
-    }
-    if nnp {
-        p.push(Step::NoNewPrivs, "set no_new_privs");
-        if let Some(f) = i.seccomp {
-            p.push(Step::Seccomp(f.to_vec()), "load the seccomp filter");
-        }
-    }
-    Ok(notes)
+        stdio: Vec::new(),
+        hold: None,
+        pass_fds,
+        process: process_spec,
+    };
+    Ok((crate::sandbox::plan(spec)?, notes))
 }
