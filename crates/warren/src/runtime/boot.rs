@@ -81,7 +81,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         userns,
         disk,
     };
-    let plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds)?)
+    let plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
         .map_err(|e| Error::config(spec.zone, e.to_string()))?;
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {

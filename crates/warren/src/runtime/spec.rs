@@ -9,7 +9,7 @@
 //! the console is a capped tmpfs of its own; the parent's go comes after the root is
 //! built ([`SyncPoint::AfterRoot`]), then the user namespace is joined.
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::path::Path;
 
 use warren_sys::libc;
@@ -18,6 +18,7 @@ use warren_sys::spawn::ExecTarget;
 use super::{console, init, BootSpec, Fds, CONSOLE_FD, ZONE_PATH};
 use crate::config::NetMode;
 use crate::error::{Error, Result};
+use crate::idmap::IdRange;
 use crate::isolation::{self, Confinement};
 use crate::sandbox::plan::{cstr, PlanError};
 use crate::sandbox::spec::*;
@@ -58,8 +59,53 @@ fn attach(target: &Path, prepare: Prepare, fd: i32, what: String) -> MountEntry 
     }
 }
 
+/// The descriptors a zone's sandbox refers to, by number (held open by `boot`).
+pub(super) struct Descriptors {
+    pub console_mount: RawFd,
+    pub null: RawFd,
+    /// `warren-init`, run by descriptor (no `init` in the config).
+    pub init: Option<RawFd>,
+    /// The mounted disk.max image (a detached mount).
+    pub disk: Option<RawFd>,
+    pub userns: Option<UsernsDescriptors>,
+}
+
+/// A user-namespaced zone's namespaces and idmapped mounts.
+pub(super) struct UsernsDescriptors {
+    pub range: IdRange,
+    pub user: RawFd,
+    pub uts: Option<RawFd>,
+    pub ipc: Option<RawFd>,
+    pub net: Option<RawFd>,
+    /// The idmapped template (overlay) or zone root (bind).
+    pub root: RawFd,
+    /// The idmapped template binds, in order.
+    pub binds: Vec<RawFd>,
+}
+
+impl Fds {
+    pub(super) fn descriptors(&self) -> Descriptors {
+        let raw = |f: &Option<std::fs::File>| f.as_ref().map(AsRawFd::as_raw_fd);
+        Descriptors {
+            console_mount: self.console.mount.as_raw_fd(),
+            null: self.null.as_raw_fd(),
+            init: raw(&self.init),
+            disk: self.disk.as_ref().map(|(_, m)| m.as_raw_fd()),
+            userns: self.userns.as_ref().map(|u| UsernsDescriptors {
+                range: u.range,
+                user: u.ns.user.as_raw_fd(),
+                uts: raw(&u.ns.uts),
+                ipc: raw(&u.ns.ipc),
+                net: raw(&u.ns.net),
+                root: u.root.as_raw_fd(),
+                binds: u.binds.iter().map(AsRawFd::as_raw_fd).collect(),
+            }),
+        }
+    }
+}
+
 /// The zone `spec` as a sandbox.
-pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
+pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<SandboxSpec> {
     let zone = spec.zone;
     let root = spec.root.target().to_path_buf();
     let own_net = spec.config.net != NetMode::Host;
@@ -76,13 +122,13 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
             }
         }
         Some(u) => {
-            for (f, nstype, name) in [
-                (&u.ns.uts, libc::CLONE_NEWUTS, "UTS"),
-                (&u.ns.ipc, libc::CLONE_NEWIPC, "IPC"),
-                (&u.ns.net, libc::CLONE_NEWNET, "network"),
+            for (fd, nstype, name) in [
+                (u.uts, libc::CLONE_NEWUTS, "UTS"),
+                (u.ipc, libc::CLONE_NEWIPC, "IPC"),
+                (u.net, libc::CLONE_NEWNET, "network"),
             ] {
-                if let Some(f) = f {
-                    join.push((nstype, f.as_raw_fd(), format!("zone's {name}")));
+                if let Some(fd) = fd {
+                    join.push((nstype, fd, format!("zone's {name}")));
                 }
             }
         }
@@ -96,12 +142,7 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
             )
         }
         None => (
-            ExecTarget::Fd(
-                fds.init
-                    .as_ref()
-                    .expect("opened for warren-init")
-                    .as_raw_fd(),
-            ),
+            ExecTarget::Fd(fds.init.expect("opened for warren-init")),
             vec![init::ARGV0.to_string()],
         ),
     };
@@ -191,7 +232,7 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
         namespaces: Namespaces {
             new,
             user: match us {
-                Some(u) => UserNs::Join(u.ns.user.as_raw_fd()),
+                Some(u) => UserNs::Join(u.user),
                 None => UserNs::Inherit,
             },
             join,
@@ -228,7 +269,7 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
         // The console's own capped tmpfs (runtime::console), attached in a directory
         // of host root's that the zone cannot enter, its file opened as init's stdout.
         console: Some(Console::Log {
-            mount_fd: fds.console.mount.as_raw_fd(),
+            mount_fd: fds.console_mount,
             file: console_dir.join(console::FILE),
             dir: console_dir,
             fd: CONSOLE_FD,
@@ -243,17 +284,17 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Fds) -> Result<SandboxSpec> {
 
 /// The zone's root: the disk.max image, the overlay (or bind) of the template, the
 /// template's binds.
-fn root_mounts(spec: &BootSpec<'_>, fds: &Fds) -> Result<Vec<MountEntry>> {
+fn root_mounts(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Vec<MountEntry>> {
     let root = spec.root.target();
     let us = fds.userns.as_ref();
     let mut out = Vec::new();
-    if let (Some(d), Some((_, mnt))) = (spec.disk, fds.disk.as_ref()) {
+    if let (Some(d), Some(mnt)) = (spec.disk, fds.disk) {
         // Mounted by the parent: the child may already be in the zone's devices cgroup,
         // which (rightly) does not let it open the loop device.
         out.push(attach(
             &d.mountpoint,
             Prepare::AsIs,
-            mnt.as_raw_fd(),
+            mnt,
             "the disk.max image".into(),
         ));
     }
@@ -273,7 +314,7 @@ fn root_mounts(spec: &BootSpec<'_>, fds: &Fds) -> Result<Vec<MountEntry>> {
                 out.push(attach(
                     lower,
                     Prepare::AsIs,
-                    u.root.as_raw_fd(),
+                    u.root,
                     "the idmapped template".into(),
                 ));
             }
@@ -294,7 +335,7 @@ fn root_mounts(spec: &BootSpec<'_>, fds: &Fds) -> Result<Vec<MountEntry>> {
             Some(u) => out.push(attach(
                 source,
                 Prepare::AsIs,
-                u.root.as_raw_fd(),
+                u.root,
                 "the idmapped root".into(),
             )),
             None => {
@@ -324,7 +365,7 @@ fn root_mounts(spec: &BootSpec<'_>, fds: &Fds) -> Result<Vec<MountEntry>> {
             out.push(attach(
                 &target,
                 check,
-                u.binds[i].as_raw_fd(),
+                u.binds[i],
                 format!("the idmapped {}", b.source.display()),
             ));
             continue;
@@ -419,4 +460,191 @@ fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
         )),
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cgroups::{CgroupSet, CgroupVersion};
+    use crate::config::ZoneConfig;
+    use crate::quota::DiskMount;
+    use crate::storage::template::Bind;
+    use std::path::PathBuf;
+    use warren_sys::spawn::Step;
+
+    /// Golden plans of a zone: with and without a user namespace, a template bind and
+    /// a disk.max image. The one builder keeps the sandbox invariants (it checks them
+    /// itself), and the zone's choices land where they must: every mount target in
+    /// the tree is checked before it is mounted on, the parent's go comes after the
+    /// root change and before the user namespace is joined, the cgroup namespace after
+    /// the go, confinement last with the seccomp filter as the very last step.
+    #[test]
+    fn zone_plans_keep_the_invariants_and_the_zone_order() {
+        let dir = PathBuf::from("/var/lib/warren/zones/web1");
+        let root = RootMount::Overlay {
+            lower: PathBuf::from("/var/lib/warren/templates/base/rootfs"),
+            upper: dir.join("upper"),
+            work: dir.join("work"),
+            target: dir.join("root"),
+        };
+        let binds = [Bind {
+            source: PathBuf::from("/usr"),
+            target: "usr".into(),
+            readonly: true,
+        }];
+        let cgroups = CgroupSet {
+            version: CgroupVersion::V1,
+            dirs: Vec::new(),
+        };
+        let disk = DiskMount {
+            image: dir.join("disk.img"),
+            mountpoint: dir.join("disk"),
+        };
+        let config = ZoneConfig::new("base");
+        for (name, userns) in [("no user namespace", false), ("user namespace", true)] {
+            let boot = BootSpec {
+                zone: "web1",
+                config: &config,
+                root: &root,
+                binds: &binds,
+                cgroups: &cgroups,
+                console: &dir.join("console.log"),
+                init_exe: Path::new("/usr/lib/warren/warren-init"),
+                proc_root: Path::new("/proc"),
+                net: None,
+                idmap: userns.then_some(IdRange {
+                    base: 200_000,
+                    count: 65536,
+                }),
+                disk: Some(&disk),
+            };
+            let fds = Descriptors {
+                console_mount: 10,
+                null: 11,
+                init: Some(12),
+                disk: Some(13),
+                userns: userns.then(|| UsernsDescriptors {
+                    range: IdRange {
+                        base: 200_000,
+                        count: 65536,
+                    },
+                    user: 14,
+                    uts: Some(15),
+                    ipc: Some(16),
+                    net: Some(17),
+                    root: 18,
+                    binds: vec![19],
+                }),
+            };
+            let spec = zone_spec(&boot, &fds).unwrap();
+            let p = crate::sandbox::plan(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let steps = &p.spawn.steps;
+            let at = |want: &dyn Fn(&Step) -> bool| steps.iter().position(want);
+            let pivot = at(&|s| matches!(s, Step::PivotRoot { .. })).expect("pivot_root");
+            let go = at(&|s| matches!(s, Step::WaitParent)).expect("the parent's go");
+            let cgroup_ns = at(&|s| matches!(s, Step::Unshare(f) if *f == libc::CLONE_NEWCGROUP))
+                .expect("a cgroup namespace");
+            assert!(
+                pivot < go && go < cgroup_ns,
+                "{name}: order of pivot, go, cgroupns"
+            );
+            let user =
+                at(&|s| matches!(s, Step::Setns { nstype, .. } if *nstype == libc::CLONE_NEWUSER));
+            assert_eq!(user.is_some(), userns, "{name}: user namespace join");
+            if let Some(user) = user {
+                assert!(
+                    go < user && user < cgroup_ns,
+                    "{name}: user ns after the go"
+                );
+                assert!(
+                    matches!(steps[user + 1], Step::BecomeRoot),
+                    "{name}: becomes root of it"
+                );
+            }
+            // Each of proc, sys, dev and the template's usr is checked right before
+            // something is mounted on it.
+            for rel in ["proc", "sys", "dev", "usr"] {
+                let target = dir.join("root").join(rel);
+                let check = at(&|s| {
+                    matches!(s, Step::CheckBeneath { rel: r, .. } if r.to_bytes() == rel.as_bytes())
+                })
+                .unwrap_or_else(|| panic!("{name}: no check of /{rel}"));
+                let on = |s: &Step| match s {
+                    Step::Mount { target: t, .. } | Step::MoveMount { target: t, .. } => {
+                        t.to_bytes() == target.as_os_str().as_encoded_bytes()
+                    }
+                    _ => false,
+                };
+                assert!(
+                    on(&steps[check + 1]),
+                    "{name}: /{rel} mounted right after its check"
+                );
+            }
+            // The flags of the clone: a new user namespace is never made by the clone
+            // (it is joined), a new network namespace only without one.
+            let flags = p.spawn.clone_flags;
+            assert_eq!(flags & libc::CLONE_NEWUSER, 0, "{name}");
+            assert_eq!(flags & libc::CLONE_NEWNET != 0, !userns, "{name}: netns");
+            // Confinement last: bounding, capabilities, no_new_privs, the filter.
+            let n = steps.len();
+            assert!(
+                matches!(steps[n - 1], Step::Seccomp(_)),
+                "{name}: filter last"
+            );
+            assert!(matches!(steps[n - 2], Step::NoNewPrivs), "{name}");
+            assert!(matches!(steps[n - 3], Step::SetCaps(_)), "{name}");
+            // The device nodes belong to the zone's root.
+            let chowned = steps
+                .iter()
+                .filter(|s| matches!(s, Step::Chown { uid: 200_000, .. }))
+                .count();
+            assert_eq!(
+                chowned > 0,
+                userns,
+                "{name}: nodes and dirs given to the zone's root"
+            );
+            assert!(
+                matches!(p.spawn.exec, ExecTarget::Fd(12)),
+                "{name}: warren-init by fd"
+            );
+            assert_eq!(p.spawn.pass_fds, 0, "{name}");
+            assert_eq!(p.what.len(), steps.len(), "{name}: every step described");
+        }
+    }
+
+    /// A zone whose init or services carry a NUL byte is refused naming the zone.
+    #[test]
+    fn nul_in_services_is_refused_naming_the_zone() {
+        let mut config = ZoneConfig::new("base");
+        config.services = vec![crate::config::Command::Shell("sleep\0 1".into())];
+        let root = RootMount::Bind {
+            source: PathBuf::from("/z/root"),
+        };
+        let cgroups = CgroupSet {
+            version: CgroupVersion::V1,
+            dirs: Vec::new(),
+        };
+        let boot = BootSpec {
+            zone: "web2",
+            config: &config,
+            root: &root,
+            binds: &[],
+            cgroups: &cgroups,
+            console: Path::new("/z/console.log"),
+            init_exe: Path::new("/x/warren-init"),
+            proc_root: Path::new("/proc"),
+            net: None,
+            idmap: None,
+            disk: None,
+        };
+        let fds = Descriptors {
+            console_mount: 10,
+            null: 11,
+            init: Some(12),
+            disk: None,
+            userns: None,
+        };
+        let e = zone_spec(&boot, &fds).unwrap_err().to_string();
+        assert!(e.contains("web2") && e.contains("NUL"), "{e}");
+    }
 }
