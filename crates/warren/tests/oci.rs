@@ -1346,12 +1346,12 @@ fn create_refuses_a_missing_version_a_relative_cwd_and_negative_limits() {
             Box::new(|v: &mut serde_json::Value| {
                 v.as_object_mut().unwrap().remove("ociVersion");
             }),
-            "ociVersion is missing; set it to",
+            "ociVersion: is missing; set it to",
         ),
         (
             "badver",
             Box::new(|v: &mut serde_json::Value| v["ociVersion"] = "2.0.0".into()),
-            "ociVersion \"2.0.0\" is not supported",
+            "ociVersion: \"2.0.0\" is not supported",
         ),
         (
             "relcwd",

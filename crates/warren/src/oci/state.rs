@@ -85,22 +85,18 @@ pub enum Verb {
     Resume,
 }
 
-/// `Ok` if `verb` is allowed on a container in `status`, else runc's message.
-pub fn allowed(id: &str, status: Status, verb: Verb) -> std::result::Result<(), String> {
-    use Status::*;
-    let ok = match verb {
-        Verb::Start => status == Created,
-        Verb::Kill => matches!(status, Created | Running | Paused),
-        Verb::Delete { force } => force || matches!(status, Stopped | Created | Creating),
-        Verb::Exec => matches!(status, Created | Running),
-        Verb::Pause => status == Running,
-        Verb::Resume => status == Paused,
-    };
-    if ok {
-        return Ok(());
-    }
-    Err(match verb {
-        Verb::Start if status == Stopped => format!(
+/// A verb refused in a status, with runc's message as its Display.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", refusal_text(.id, *.status, *.verb))]
+pub struct Refusal {
+    pub id: String,
+    pub status: Status,
+    pub verb: Verb,
+}
+
+fn refusal_text(id: &str, status: Status, verb: Verb) -> String {
+    match verb {
+        Verb::Start if status == Status::Stopped => format!(
             "container '{id}': cannot start a container that has stopped; delete it and create it again"
         ),
         Verb::Start => format!(
@@ -115,6 +111,27 @@ pub fn allowed(id: &str, status: Status, verb: Verb) -> std::result::Result<(), 
         ),
         Verb::Pause => format!("container '{id}': container not running (it is {status}); only a running container can be paused"),
         Verb::Resume => format!("container '{id}': container not paused (it is {status})"),
+    }
+}
+
+/// `Ok` if `verb` is allowed on a container in `status` (runc's rules).
+pub fn allowed(id: &str, status: Status, verb: Verb) -> std::result::Result<(), Refusal> {
+    use Status::*;
+    let ok = match verb {
+        Verb::Start => status == Created,
+        Verb::Kill => matches!(status, Created | Running | Paused),
+        Verb::Delete { force } => force || matches!(status, Stopped | Created | Creating),
+        Verb::Exec => matches!(status, Created | Running),
+        Verb::Pause => status == Running,
+        Verb::Resume => status == Paused,
+    };
+    if ok {
+        return Ok(());
+    }
+    Err(Refusal {
+        id: id.to_string(),
+        status,
+        verb,
     })
 }
 
@@ -271,12 +288,15 @@ mod tests {
     fn verbs_follow_runc() {
         use Status::*;
         assert!(allowed("c", Created, Verb::Start).is_ok());
-        let e = allowed("c", Running, Verb::Start).unwrap_err();
+        let e = allowed("c", Running, Verb::Start).unwrap_err().to_string();
         assert!(e.contains("'c'") && e.contains("running"), "{e}");
         assert!(allowed("c", Stopped, Verb::Start)
             .unwrap_err()
+            .to_string()
             .contains("has stopped"));
-        let e = allowed("c", Running, Verb::Delete { force: false }).unwrap_err();
+        let e = allowed("c", Running, Verb::Delete { force: false })
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("not stopped: running") && e.contains("--force"),
             "{e}"

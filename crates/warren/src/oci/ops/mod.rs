@@ -33,15 +33,15 @@ pub use pause::pause;
 pub use start::start;
 pub use update::update;
 
-fn refused(msg: String) -> Error {
-    Error::Refused(msg)
+fn refused(msg: impl ToString) -> Error {
+    Error::Refused(msg.to_string())
 }
 
-/// Read and parse `<bundle>/config.json`.
 /// The largest config.json read (a bundle is the caller's; bounded like every file
 /// warren reads).
 const MAX_CONFIG: u64 = 4 << 20;
 
+/// Read and parse `<bundle>/config.json`.
 pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
     use std::io::Read;
     let path = bundle.join("config.json");
@@ -70,19 +70,23 @@ pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
 }
 
 /// `ociVersion` must be there and name a 1.x runtime spec (pure).
-fn check_version(v: Option<&serde_json::Value>) -> std::result::Result<(), String> {
+fn check_version(v: Option<&serde_json::Value>) -> std::result::Result<(), plan::PlanError> {
     let supported = format!("warren implements runtime-spec {}", super::OCI_VERSION);
     let Some(v) = v else {
-        return Err(format!(
-            "ociVersion is missing; set it to \"{}\" ({supported})",
-            super::OCI_VERSION
+        return Err(plan::PlanError::field(
+            "ociVersion",
+            format!(
+                "is missing; set it to \"{}\" ({supported})",
+                super::OCI_VERSION
+            ),
         ));
     };
     let s = v.as_str().unwrap_or_default();
     let major = s.split('.').next().and_then(|m| m.parse::<u32>().ok());
     if major != Some(1) || s.split('.').count() < 2 {
-        return Err(format!(
-            "ociVersion {v} is not supported; {supported} (any 1.x config is accepted)"
+        return Err(plan::PlanError::field(
+            "ociVersion",
+            format!("{v} is not supported; {supported} (any 1.x config is accepted)"),
         ));
     }
     Ok(())
@@ -190,7 +194,10 @@ mod tests {
         use serde_json::json;
         assert!(super::check_version(Some(&json!("1.0.2"))).is_ok());
         assert!(super::check_version(Some(&json!("1.2.1"))).is_ok());
-        assert!(super::check_version(None).unwrap_err().contains("missing"));
+        assert!(super::check_version(None)
+            .unwrap_err()
+            .to_string()
+            .contains("ociVersion: is missing"));
         assert!(super::check_version(Some(&json!("2.0.0"))).is_err());
         assert!(super::check_version(Some(&json!(1))).is_err());
         assert!(super::check_version(Some(&json!("one"))).is_err());
