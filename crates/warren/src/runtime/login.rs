@@ -163,52 +163,39 @@ impl Command<'_> {
     /// Spawn it with `stdio`, the zone's confinement last; returns its pid once it has
     /// exec'd. The plan is the one sandbox builder's, with no root and no parent's go.
     fn spawn(&self, stdio: Stdio) -> Result<i32> {
-        use crate::sandbox::spec::{Caps, Namespaces, Process, SandboxSpec};
+        use crate::sandbox::spec::{Caps, Process, SandboxSpec};
         let zone = self.zone;
         let (stdio, ctty) = match stdio {
             Stdio::Pty(fd) => (Vec::new(), Some(fd)),
             Stdio::Pipes(fds) => (fds.into_iter().zip(0..).collect(), None),
         };
-        let spec = SandboxSpec {
-            namespaces: Namespaces::default(),
-            sync: None,
-            root: None,
-            hostname: None,
-            loopback_up: false,
-            hooks_sync: None,
-            sysctls: Vec::new(),
-            oom_score_adj: None,
-            console: None,
-            stdio,
-            hold: None,
-            pass_fds: 0,
-            process: Process {
-                exec: ExecTarget::Path(cstr(&self.program.to_string_lossy())?),
-                argv: self.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
-                envp: self
-                    .env
-                    .iter()
-                    .map(|(k, v)| cstr(&format!("{k}={v}")))
-                    .collect::<Result<_>>()?,
-                rlimits: self
-                    .rlimits
-                    .iter()
-                    .filter_map(|(name, l)| {
-                        crate::isolation::rlimits::resource(name)
-                            .map(|r| (r, l.soft, l.hard, format!("rlimit.{name}")))
-                    })
-                    .collect(),
-                caps: Caps::keep(self.confinement.keep),
-                umask: None,
-                cwd: Some(PathBuf::from("/")),
-                ids: None,
-                ctty,
-                setsid: true,
-                gate: Vec::new(),
-                no_new_privs: true,
-                seccomp: Some(self.confinement.filter.clone()),
-            },
-        };
+        let mut spec = SandboxSpec::joined(Process {
+            exec: ExecTarget::Path(cstr(&self.program.to_string_lossy())?),
+            argv: self.argv.iter().map(|a| cstr(a)).collect::<Result<_>>()?,
+            envp: self
+                .env
+                .iter()
+                .map(|(k, v)| cstr(&format!("{k}={v}")))
+                .collect::<Result<_>>()?,
+            rlimits: self
+                .rlimits
+                .iter()
+                .filter_map(|(name, l)| {
+                    crate::isolation::rlimits::resource(name)
+                        .map(|r| (r, l.soft, l.hard, format!("rlimit.{name}")))
+                })
+                .collect(),
+            caps: Caps::keep(self.confinement.keep),
+            umask: None,
+            cwd: Some(PathBuf::from("/")),
+            ids: None,
+            ctty,
+            setsid: true,
+            gate: Vec::new(),
+            no_new_privs: true,
+            seccomp: Some(self.confinement.filter.clone()),
+        });
+        spec.stdio = stdio;
         let plan = crate::sandbox::plan(spec)
             .map_err(|e| Error::Invalid(format!("zone '{zone}': {e}")))?;
         warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| {

@@ -44,6 +44,29 @@ pub struct SandboxSpec {
     pub process: Process,
 }
 
+impl SandboxSpec {
+    /// A process started in a sandbox the caller has already joined (`warren login`,
+    /// `oci exec`): no namespaces or root of its own, nothing from the parent, stdio as
+    /// inherited; the front end sets what differs.
+    pub fn joined(process: Process) -> SandboxSpec {
+        SandboxSpec {
+            namespaces: Namespaces::default(),
+            sync: None,
+            root: None,
+            hostname: None,
+            loopback_up: false,
+            hooks_sync: None,
+            sysctls: Vec::new(),
+            oom_score_adj: None,
+            console: None,
+            stdio: Vec::new(),
+            hold: None,
+            pass_fds: 0,
+            process,
+        }
+    }
+}
+
 /// The namespaces: new ones made by the clone, others joined by descriptor.
 #[derive(Debug, Default)]
 pub struct Namespaces {

@@ -175,27 +175,17 @@ pub fn exec_plan(
 ) -> Result<(Plan, Vec<String>), PlanError> {
     let (process_spec, notes) = process_spec(process, i, Vec::new())?;
     let size = process.console_size();
-    let spec = SandboxSpec {
-        namespaces: Namespaces::default(),
-        sync: Some(SyncPoint::First),
-        root: None,
-        hostname: None,
-        loopback_up: false,
-        hooks_sync: None,
-        sysctls: Vec::new(),
-        oom_score_adj: None,
-        console: console_socket.map(|socket| Console::Pty {
-            ptmx: PathBuf::from("/dev/pts/ptmx"),
-            socket,
-            slave_fd: CONSOLE_SLAVE_FD,
-            rows: size.map_or(0, |s| s.height() as u16),
-            cols: size.map_or(0, |s| s.width() as u16),
-            dev_console: None,
-        }),
-        stdio: Vec::new(),
-        hold: None,
-        pass_fds,
-        process: process_spec,
-    };
+    let mut spec = SandboxSpec::joined(process_spec);
+    // The parent's go: it moves the process into the container's cgroups first.
+    spec.sync = Some(SyncPoint::First);
+    spec.console = console_socket.map(|socket| Console::Pty {
+        ptmx: PathBuf::from("/dev/pts/ptmx"),
+        socket,
+        slave_fd: CONSOLE_SLAVE_FD,
+        rows: size.map_or(0, |s| s.height() as u16),
+        cols: size.map_or(0, |s| s.width() as u16),
+        dev_console: None,
+    });
+    spec.pass_fds = pass_fds;
     Ok((crate::sandbox::plan(spec)?, notes))
 }
