@@ -1,63 +1,145 @@
 //! Where an OCI container's cgroups go and what goes into them.
 //!
-//! Sandbox rule, as for zones: cgroups are made only beneath the cgroup the runtime
-//! process itself is in, in a group `warren-oci`. `linux.cgroupsPath` therefore does
-//! not name an absolute cgroup; it names the *leaf*: the part of it that does not
-//! share a prefix with the runtime's own cgroup, with `/` turned into `-`
-//! ([`leaf_name`]). The systemd form `slice:prefix:name` (`--systemd-cgroup`) becomes
-//! `prefix-name.scope` the same way: warren never asks systemd for a unit.
-//! The resulting [`CgroupSet`] is recorded with the container, so later commands
-//! (run from other cgroups) find it.
+//! `linux.cgroupsPath` is read as the runtime spec and runc read it ([`place`]): an
+//! absolute path names a cgroup from the root of each hierarchy (v1: per controller;
+//! v2: the unified one), a relative one a cgroup beneath the runtime's own, and no
+//! path means `<own cgroup>/<id>`. The path is kept as given (cleaned as runc cleans
+//! it: `.` and `..` resolved lexically, never above its anchor), and its missing
+//! directories are made on the way down. The systemd form `slice:prefix:name`
+//! (`--systemd-cgroup`) becomes the cgroupfs path systemd would use, without asking
+//! systemd for a unit: the slice expanded (`a-b.slice` is `/a.slice/a-b.slice`, an
+//! empty slice is `system.slice`) and `prefix-name.scope` in it.
+//!
+//! **Nesting** ([`NEST_FLAG`], [`NEST_ENV`]) is for sandboxed hosts where a process
+//! may only make cgroups beneath its own (such as the one warren is developed on):
+//! every container's cgroup then goes to `<own cgroup>/warren-oci/<cgroupsPath>`,
+//! the path still kept as given below that group.
+//!
+//! What a create made is recorded with the container ([`Created`]: the set and the
+//! directories made), so later commands, run from other cgroups, find the cgroups and
+//! `delete` removes exactly the directories made (in nesting, the whole `warren-oci`
+//! subtree is warren's, so every directory of it on the way is taken when empty).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxResources};
 
-use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions};
+use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions, Created, Place};
 use crate::config::{CpuSet, Limits};
 use crate::error::{Error, IoContext, Result};
 
-/// The group all OCI containers' cgroups live in, beneath the runtime's own cgroup.
+/// The group all nested containers' cgroups live in, beneath the runtime's own cgroup.
 pub const GROUP: &str = "warren-oci";
 
-fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
+/// The global flag that turns nesting on (`warren oci --cgroup-nest create ...`;
+/// podman: `--runtime-flag cgroup-nest`).
+pub const NEST_FLAG: &str = "--cgroup-nest";
+
+/// The environment variable that turns nesting on (`1`/`true`), for callers that pass
+/// no flags of their own: containerd's runc shim runs the runtime with containerd's
+/// environment.
+pub const NEST_ENV: &str = "WARREN_OCI_CGROUP_NEST";
+
+/// The directories of a systemd slice, as systemd lays them out (`a-b.slice` is
+/// `a.slice/a-b.slice`; `-.slice` is the root).
+fn expand_slice(slice: &str) -> std::result::Result<Vec<String>, String> {
+    let bad = || {
+        format!("linux.cgroupsPath slice {slice:?}: expected a systemd slice name such as \"system.slice\" or \"kubepods-besteffort.slice\"")
+    };
+    let name = slice
+        .strip_suffix(".slice")
+        .filter(|n| !n.is_empty() && !slice.contains('/'))
+        .ok_or_else(bad)?;
+    if name == "-" {
+        return Ok(Vec::new());
+    }
+    let mut dirs = Vec::new();
+    let mut prefix = String::new();
+    for part in name.split('-') {
+        if part.is_empty() {
+            return Err(bad());
+        }
+        dirs.push(format!("{prefix}{part}.slice"));
+        prefix.push_str(part);
+        prefix.push('-');
+    }
+    Ok(dirs)
 }
 
-/// The leaf cgroup name for `cgroups_path` when the runtime's own cgroup is `own`.
-pub fn leaf_name(cgroups_path: Option<&str>, own: &str, id: &str, systemd: bool) -> String {
-    let Some(path) = cgroups_path.filter(|p| !p.trim_matches('/').is_empty()) else {
-        return clean(id);
+/// The cgroupfs path of the systemd form `slice:prefix:name` (absolute).
+fn systemd_path(path: &str) -> std::result::Result<Vec<String>, String> {
+    let parts: Vec<&str> = path.split(':').collect();
+    let [slice, prefix, name] = parts.as_slice() else {
+        return Err(format!(
+            "linux.cgroupsPath {path:?}: with --systemd-cgroup it must be \"slice:prefix:name\", e.g. \"system.slice:runc:c1\""
+        ));
     };
-    if systemd || (path.contains(':') && !path.contains('/')) {
-        let parts: Vec<&str> = path.split(':').collect();
-        if let [_slice, prefix, name] = parts.as_slice() {
-            let name = if prefix.is_empty() {
-                name.to_string()
-            } else {
-                format!("{prefix}-{name}")
-            };
-            return clean(&format!("{name}.scope"));
+    if name.is_empty() || name.contains('/') {
+        return Err(format!(
+            "linux.cgroupsPath {path:?}: the name after the last ':' must be a non-empty unit name"
+        ));
+    }
+    let mut dirs = expand_slice(if slice.is_empty() { "system.slice" } else { slice })?;
+    // As runc: a name that is a slice is the unit itself, anything else a scope.
+    dirs.push(if name.ends_with(".slice") {
+        name.to_string()
+    } else {
+        format!("{prefix}-{name}.scope")
+    });
+    Ok(dirs)
+}
+
+/// The components of `path` cleaned as runc cleans it: empty parts and `.` dropped,
+/// `..` taking the previous part away but never climbing above the start.
+fn clean(path: &str) -> Vec<String> {
+    let mut parts: Vec<String> = Vec::new();
+    for p in path.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p.to_string()),
         }
     }
-    let own: Vec<&str> = own.split('/').filter(|s| !s.is_empty()).collect();
-    let mine: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let common = own.iter().zip(&mine).take_while(|(a, b)| a == b).count();
-    let rest = &mine[common..];
-    if rest.is_empty() {
-        clean(id)
-    } else {
-        clean(&rest.join("-"))
+    parts
+}
+
+/// Where the container `id`'s cgroups go (pure): `cgroups_path` as the runtime spec
+/// reads it, in its systemd form with `systemd`, or beneath [`GROUP`] with `nest`.
+pub fn place(
+    cgroups_path: Option<&str>,
+    id: &str,
+    systemd: bool,
+    nest: bool,
+) -> std::result::Result<Place, String> {
+    let given = cgroups_path.filter(|p| !p.is_empty());
+    let (absolute, parts) = match given {
+        None if systemd => (true, systemd_path(&format!("system.slice:runc:{id}"))?),
+        None => (false, vec![id.to_string()]),
+        Some(p) if systemd => (true, systemd_path(p)?),
+        Some(p) => (p.starts_with('/'), clean(p)),
+    };
+    if parts.is_empty() {
+        let which = if absolute {
+            "the root cgroup"
+        } else {
+            "the runtime's own cgroup"
+        };
+        return Err(format!(
+            "linux.cgroupsPath {:?} names {which} itself; name a cgroup for the container, such as \"/mygroup/{id}\"",
+            given.unwrap_or_default()
+        ));
     }
+    let rel: PathBuf = parts.iter().collect();
+    Ok(if nest {
+        Place::FromOwn(Path::new(GROUP).join(rel))
+    } else if absolute {
+        Place::FromRoot(rel)
+    } else {
+        Place::FromOwn(rel)
+    })
 }
 
 /// The runtime's own cgroup path (the memory hierarchy's on v1, else the v2 one).
@@ -228,13 +310,16 @@ pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)>
         .collect()
 }
 
-/// Create the container's cgroups beneath the runtime's own.
+/// Create the container's cgroups at `place` (see [`place`]). With `nest`, every
+/// directory of the nesting group on the way to the container's is recorded as made,
+/// so that the last container to leave takes the group with it.
 pub fn create(
-    leaf: &str,
+    place: &Place,
+    nest: bool,
     limits: &Limits,
     devices: Option<Vec<(&'static str, String)>>,
     proc_root: &Path,
-) -> Result<CgroupSet> {
+) -> Result<Created> {
     let (driver, _) = cgroups::discover(proc_root, GROUP)?;
     if driver.version() == CgroupVersion::V2 {
         if limits.memory_swappiness.is_some() {
@@ -248,7 +333,33 @@ pub fn create(
         extra: vec!["freezer".into()],
         devices,
     };
-    Ok(driver.create_with(leaf, limits, &options)?)
+    let mut created = driver.create_at(place, limits, &options)?;
+    if nest {
+        let depth = place.path().map_or(0, |p| p.components().count());
+        let mut shared: Vec<PathBuf> = created
+            .set
+            .dirs
+            .iter()
+            .flat_map(|(_, d)| d.ancestors().take(depth).map(Path::to_path_buf))
+            .collect();
+        shared.retain(|d| !created.made.contains(d));
+        shared.sort();
+        shared.dedup();
+        created.made.extend(shared);
+    }
+    Ok(created)
+}
+
+/// Kill what is left in a container's cgroups and remove what its create made
+/// (`made`; `None` for a record written before it was kept: the set and its parent
+/// when empty, as then).
+pub fn destroy(set: &CgroupSet, made: Option<&[PathBuf]>) -> Result<()> {
+    set.kill_all(Duration::from_secs(10))?;
+    match made {
+        Some(made) => cgroups::place::remove_made(set, made, Duration::from_secs(5))?,
+        None => set.remove(Duration::from_secs(5))?,
+    }
+    Ok(())
 }
 
 /// Whether the host accounts swap per cgroup (v1 memsw files, or v2).
@@ -362,25 +473,108 @@ pub fn apply(id: &str, set: &CgroupSet, limits: &Limits) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn from_root(p: &str) -> Place {
+        Place::FromRoot(p.into())
+    }
+    fn from_own(p: &str) -> Place {
+        Place::FromOwn(p.into())
+    }
+
     #[test]
-    fn cgroups_path_becomes_a_leaf_beneath_our_own() {
-        // podman: conmon runs in <parent>/conmon, the container path is <parent>/libpod-<id>.
+    fn cgroups_path_is_read_as_the_runtime_spec_says() {
+        // Absolute: from the root, kept as given (podman: <parent>/libpod-<id>;
+        // containerd: /<namespace>/<id>).
         assert_eq!(
-            leaf_name(Some("/t/sub/libpod-abc"), "/t/sub/conmon", "abc", false),
-            "libpod-abc"
+            place(Some("/t/sub/libpod-abc"), "abc", false, false),
+            Ok(from_root("t/sub/libpod-abc"))
         );
-        // containerd: /<namespace>/<id>.
         assert_eq!(
-            leaf_name(Some("/default/c1"), "/", "c1", false),
-            "default-c1"
+            place(Some("/default/c1"), "c1", false, false),
+            Ok(from_root("default/c1"))
         );
-        assert_eq!(leaf_name(None, "/", "c1", false), "c1");
-        assert_eq!(leaf_name(Some("/"), "/x", "c1", false), "c1");
+        // Relative: beneath the runtime's own cgroup.
         assert_eq!(
-            leaf_name(Some("machine.slice:libpod:abc"), "/", "abc", true),
-            "libpod-abc.scope"
+            place(Some("pods/c1"), "c1", false, false),
+            Ok(from_own("pods/c1"))
         );
-        assert_eq!(leaf_name(Some("/a b/c"), "/", "c", false), "a-b-c");
+        // None: runc's default, <own>/<id>.
+        assert_eq!(place(None, "c1", false, false), Ok(from_own("c1")));
+        assert_eq!(place(Some(""), "c1", false, false), Ok(from_own("c1")));
+        // Cleaned as runc cleans: never above the anchor.
+        assert_eq!(
+            place(Some("/a//./b/../c"), "c", false, false),
+            Ok(from_root("a/c"))
+        );
+        assert_eq!(
+            place(Some("../../x"), "c", false, false),
+            Ok(from_own("x"))
+        );
+        // A name with spaces or colons is a name.
+        assert_eq!(
+            place(Some("/a b/m:n"), "c", false, false),
+            Ok(from_root("a b/m:n"))
+        );
+        // The root or our own cgroup itself: refused, with the fix.
+        let e = place(Some("/"), "c1", false, false).unwrap_err();
+        assert!(e.contains("the root cgroup") && e.contains("/mygroup/c1"), "{e}");
+        let e = place(Some("a/.."), "c1", false, false).unwrap_err();
+        assert!(e.contains("the runtime's own cgroup"), "{e}");
+    }
+
+    #[test]
+    fn systemd_form_becomes_the_slice_path_and_a_scope() {
+        assert_eq!(
+            place(Some("machine.slice:libpod:abc"), "abc", true, false),
+            Ok(from_root("machine.slice/libpod-abc.scope"))
+        );
+        assert_eq!(
+            place(
+                Some("kubepods-besteffort-pod1.slice:cri-containerd:c1"),
+                "c1",
+                true,
+                false
+            ),
+            Ok(from_root(
+                "kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod1.slice/cri-containerd-c1.scope"
+            ))
+        );
+        assert_eq!(
+            place(Some(":runc:c1"), "c1", true, false),
+            Ok(from_root("system.slice/runc-c1.scope"))
+        );
+        assert_eq!(
+            place(None, "c1", true, false),
+            Ok(from_root("system.slice/runc-c1.scope"))
+        );
+        assert_eq!(
+            place(Some("-.slice:x:my.slice"), "c1", true, false),
+            Ok(from_root("my.slice"))
+        );
+        for bad in ["/a/b", "a:b", "system:runc:c1", "a--b.slice:x:y", "a.slice:x:"] {
+            assert!(place(Some(bad), "c1", true, false).is_err(), "{bad}");
+        }
+        // Without --systemd-cgroup a colon is part of a name, as in runc.
+        assert_eq!(
+            place(Some("machine.slice:libpod:abc"), "abc", false, false),
+            Ok(from_own("machine.slice:libpod:abc"))
+        );
+    }
+
+    #[test]
+    fn nesting_keeps_the_path_beneath_the_group() {
+        assert_eq!(
+            place(Some("/default/c1"), "c1", false, true),
+            Ok(from_own("warren-oci/default/c1"))
+        );
+        assert_eq!(
+            place(Some("pods/c1"), "c1", false, true),
+            Ok(from_own("warren-oci/pods/c1"))
+        );
+        assert_eq!(place(None, "c1", false, true), Ok(from_own("warren-oci/c1")));
+        assert_eq!(
+            place(Some("machine.slice:libpod:abc"), "abc", true, true),
+            Ok(from_own("warren-oci/machine.slice/libpod-abc.scope"))
+        );
     }
 
     #[test]

@@ -90,9 +90,12 @@ impl Log {
 pub struct Ctx {
     pub root: PathBuf,
     pub log: Log,
-    /// `--systemd-cgroup`: cgroupsPath is `slice:prefix:name`; it still becomes a
-    /// cgroupfs directory beneath the runtime's own cgroup (see [`cgroup`]).
+    /// `--systemd-cgroup`: cgroupsPath is `slice:prefix:name`, made as the cgroupfs
+    /// path systemd would use (see [`cgroup`]).
     pub systemd_cgroup: bool,
+    /// `--cgroup-nest` / `WARREN_OCI_CGROUP_NEST`: containers' cgroups go beneath the
+    /// runtime's own, in `warren-oci/<cgroupsPath>` (see [`cgroup`]).
+    pub cgroup_nest: bool,
     pub proc_root: PathBuf,
 }
 
