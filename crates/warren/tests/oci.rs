@@ -534,10 +534,21 @@ fn podman_runs_zones_through_warren_oci() {
     nest.args(["--runtime-flag", "cgroup-nest"]);
     let o = p.run_with(
         nest,
-        &["--rm", "--cgroupns", "host", img, "cat", "/proc/self/cgroup"],
+        &[
+            "--rm",
+            "--cgroupns",
+            "host",
+            img,
+            "cat",
+            "/proc/self/cgroup",
+        ],
     );
     let out = String::from_utf8_lossy(&o.stdout);
-    assert!(o.status.success(), "{out} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let memory = out
         .lines()
         .find(|l| l.split(':').nth(1) == Some("memory"))

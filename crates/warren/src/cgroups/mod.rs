@@ -27,10 +27,10 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 pub use delegate::Delegation;
-pub use place::{Created, Place};
 pub use discover::{
     discover, own_dirs, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy,
 };
+pub use place::{Created, Place};
 
 use crate::config::Limits;
 

@@ -82,7 +82,11 @@ pub(crate) fn make_path(
 /// Remove what a creation made, deepest first: the set's own directories (waiting for
 /// exiting tasks, as [`CgroupSet::remove`]) and the parents it made, each only when
 /// empty. A directory not in `made` (one that existed before) is never touched.
-pub fn remove_made(set: &CgroupSet, made: &[PathBuf], timeout: Duration) -> Result<(), CgroupError> {
+pub fn remove_made(
+    set: &CgroupSet,
+    made: &[PathBuf],
+    timeout: Duration,
+) -> Result<(), CgroupError> {
     let deadline = Instant::now() + timeout;
     let mut order: Vec<&PathBuf> = made.iter().collect();
     // Deepest first, whatever order the hierarchies were made in.

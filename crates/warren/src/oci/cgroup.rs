@@ -80,7 +80,11 @@ fn systemd_path(path: &str) -> std::result::Result<Vec<String>, String> {
             "linux.cgroupsPath {path:?}: the name after the last ':' must be a non-empty unit name"
         ));
     }
-    let mut dirs = expand_slice(if slice.is_empty() { "system.slice" } else { slice })?;
+    let mut dirs = expand_slice(if slice.is_empty() {
+        "system.slice"
+    } else {
+        slice
+    })?;
     // As runc: a name that is a slice is the unit itself, anything else a scope.
     dirs.push(if name.ends_with(".slice") {
         name.to_string()
@@ -505,10 +509,7 @@ mod tests {
             place(Some("/a//./b/../c"), "c", false, false),
             Ok(from_root("a/c"))
         );
-        assert_eq!(
-            place(Some("../../x"), "c", false, false),
-            Ok(from_own("x"))
-        );
+        assert_eq!(place(Some("../../x"), "c", false, false), Ok(from_own("x")));
         // A name with spaces or colons is a name.
         assert_eq!(
             place(Some("/a b/m:n"), "c", false, false),
@@ -516,7 +517,10 @@ mod tests {
         );
         // The root or our own cgroup itself: refused, with the fix.
         let e = place(Some("/"), "c1", false, false).unwrap_err();
-        assert!(e.contains("the root cgroup") && e.contains("/mygroup/c1"), "{e}");
+        assert!(
+            e.contains("the root cgroup") && e.contains("/mygroup/c1"),
+            "{e}"
+        );
         let e = place(Some("a/.."), "c1", false, false).unwrap_err();
         assert!(e.contains("the runtime's own cgroup"), "{e}");
     }
@@ -550,7 +554,13 @@ mod tests {
             place(Some("-.slice:x:my.slice"), "c1", true, false),
             Ok(from_root("my.slice"))
         );
-        for bad in ["/a/b", "a:b", "system:runc:c1", "a--b.slice:x:y", "a.slice:x:"] {
+        for bad in [
+            "/a/b",
+            "a:b",
+            "system:runc:c1",
+            "a--b.slice:x:y",
+            "a.slice:x:",
+        ] {
             assert!(place(Some(bad), "c1", true, false).is_err(), "{bad}");
         }
         // Without --systemd-cgroup a colon is part of a name, as in runc.
@@ -570,7 +580,10 @@ mod tests {
             place(Some("pods/c1"), "c1", false, true),
             Ok(from_own("warren-oci/pods/c1"))
         );
-        assert_eq!(place(None, "c1", false, true), Ok(from_own("warren-oci/c1")));
+        assert_eq!(
+            place(None, "c1", false, true),
+            Ok(from_own("warren-oci/c1"))
+        );
         assert_eq!(
             place(Some("machine.slice:libpod:abc"), "abc", true, true),
             Ok(from_own("warren-oci/machine.slice/libpod-abc.scope"))

@@ -117,7 +117,10 @@ fn create_in(
     }
     let dev_rules = resources.devices().clone().unwrap_or_default();
     let devices = Some(cgroup::device_writes(&dev_rules));
-    let cgpath = linux.cgroups_path().as_ref().map(|p| p.display().to_string());
+    let cgpath = linux
+        .cgroups_path()
+        .as_ref()
+        .map(|p| p.display().to_string());
     let place = cgroup::place(cgpath.as_deref(), id, ctx.systemd_cgroup, ctx.cgroup_nest)
         .map_err(&inval)?;
     let made = cgroup::create(&place, ctx.cgroup_nest, &limits, devices, &ctx.proc_root)?;
