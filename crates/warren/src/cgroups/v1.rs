@@ -327,6 +327,62 @@ mod tests {
             .all(|a| a.starts_with("c ") && !a.contains("*:")));
     }
 
+    /// An OCI `cgroupsPath` beneath warren's own cgroup: made in each hierarchy the
+    /// container joins, each new cpuset directory filled from its parent, and only
+    /// the directories made recorded.
+    #[test]
+    fn a_path_beneath_our_own_is_made_in_every_hierarchy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = |c: &str| {
+            let root = tmp.path().join(c);
+            let own = root.join("me");
+            std::fs::create_dir_all(own.join("pods")).unwrap();
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                std::fs::write(own.join(f), "0-1\n").unwrap();
+                std::fs::write(own.join("pods").join(f), "0-1\n").unwrap();
+            }
+            (vec![c.to_string()], root, own)
+        };
+        let d = V1Driver::new(vec![h("memory"), h("pids"), h("cpuset"), h("net_cls")], "g");
+        let limits = Limits {
+            cpuset: Some(CpuSet(vec![1])),
+            ..Limits::default()
+        };
+        let c = d
+            .create_at(
+                &Place::FromOwn("pods/p1/c1".into()),
+                &limits,
+                &CreateOptions::default(),
+            )
+            .unwrap();
+        let dirs: Vec<_> = c
+            .set
+            .dirs
+            .iter()
+            .map(|(c, d)| (c.as_str(), d.clone()))
+            .collect();
+        let at = |c: &str, p: &str| tmp.path().join(c).join("me").join(p);
+        assert_eq!(
+            dirs,
+            [
+                ("memory", at("memory", "pods/p1/c1")),
+                ("pids", at("pids", "pods/p1/c1")),
+                ("cpuset", at("cpuset", "pods/p1/c1")),
+            ]
+        );
+        assert_eq!(
+            c.made.len(),
+            6,
+            "p1 and c1 in three hierarchies: {:?}",
+            c.made
+        );
+        assert!(!c.made.contains(&at("memory", "pods")));
+        let read = |p: &str, f: &str| std::fs::read_to_string(at("cpuset", p).join(f)).unwrap();
+        assert_eq!(read("pods/p1", "cpuset.mems").trim(), "0-1");
+        assert_eq!(read("pods/p1/c1", "cpuset.cpus"), "1");
+        assert!(!tmp.path().join("net_cls/me/pods/p1").exists());
+    }
+
     #[test]
     fn v1_file_values() {
         let limits = Limits {

@@ -274,6 +274,38 @@ mod tests {
         assert_eq!(set.oom_kills(), Some(1));
     }
 
+    /// An OCI `cgroupsPath` from the root: the missing parents are made (and only
+    /// they recorded), and each directory above the container enables what it needs.
+    #[test]
+    fn a_path_from_the_root_makes_its_parents_and_enables_controllers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let own = cg.join("user.slice/warren.scope");
+        fs::create_dir_all(&own).unwrap();
+        fs::create_dir_all(cg.join("kubepods")).unwrap();
+        fs::write(cg.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        fs::write(cg.join("kubepods/cgroup.subtree_control"), "memory\n").unwrap();
+        let d = V2Driver::new(cg.clone(), own, "warren-oci");
+        let limits = Limits {
+            max_processes: Some(5),
+            ..Limits::default()
+        };
+        let place = Place::FromRoot("kubepods/pod1/c1".into());
+        let c = d
+            .create_at(&place, &limits, &super::super::CreateOptions::default())
+            .unwrap();
+        let leaf = cg.join("kubepods/pod1/c1");
+        assert_eq!(c.set.dirs, vec![("unified".to_string(), leaf.clone())]);
+        assert_eq!(c.made, vec![cg.join("kubepods/pod1"), leaf.clone()]);
+        let control =
+            |d: &std::path::Path| fs::read_to_string(d.join("cgroup.subtree_control")).unwrap();
+        // The root had both: left as it was; the others get only what they lacked.
+        assert_eq!(control(&cg), "memory pids\n");
+        assert_eq!(control(&cg.join("kubepods")), "+pids");
+        assert_eq!(control(&cg.join("kubepods/pod1")), "+memory +pids");
+        assert_eq!(fs::read_to_string(leaf.join("pids.max")).unwrap(), "5");
+    }
+
     #[test]
     fn refuses_undelegated_controllers() {
         let tmp = tempfile::tempdir().unwrap();
