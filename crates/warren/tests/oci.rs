@@ -1518,7 +1518,12 @@ fn cgroups_path_is_honoured_as_the_runtime_spec_says() {
     }
 
     // Nesting: an absolute path outside our cgroup lands beneath it, kept as given.
-    let got = start_in(&t, &["--cgroup-nest"], &format!("/{top}/c3"), "nest");
+    let got = start_in(
+        &t,
+        &[warren::oci::cgroup::NEST_FLAG],
+        &format!("/{top}/c3"),
+        "nest",
+    );
     for (c, p) in JOINED.iter().zip(&got) {
         let own = own_v1_path(c);
         assert_eq!(

@@ -41,8 +41,9 @@ impl Place {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Created {
     pub set: CgroupSet,
-    /// Every directory this creation made, parents before children, across all
-    /// hierarchies (empty for [`Place::Zone`], whose removal is [`CgroupSet::remove`]).
+    /// Every directory this creation made, across all hierarchies ([`remove_made`]
+    /// takes them deepest first; empty for [`Place::Zone`], whose removal is
+    /// [`CgroupSet::remove`]).
     pub made: Vec<PathBuf>,
 }
 
@@ -109,10 +110,7 @@ pub fn remove_made(
                     std::thread::sleep(Duration::from_millis(2));
                 }
                 // A parent another cgroup still lives in stays.
-                Err(e) if !leaf => {
-                    let _ = e;
-                    break;
-                }
+                Err(_) if !leaf => break,
                 Err(e) => return Err(io_err("removing", d)(e)),
             }
         }

@@ -17,7 +17,7 @@ pub const ARGV0: &str = "warren-oci";
 #[command(
     name = "warren-oci",
     about = "warren as an OCI runtime (runc's command line)",
-    after_help = "Exit codes: 0 success, 1 failure (as runc); exec exits with the process's status.\n\nExamples:\n  warren-oci spec && warren-oci create --bundle . c1 && warren-oci start c1\n  warren-oci state c1\n  warren-oci kill c1 TERM && warren-oci delete c1"
+    after_help = "Exit codes: 0 success, 1 failure (as runc); exec exits with the process's status.\n\nExamples:\n  warren-oci spec && warren-oci create --bundle . c1 && warren-oci start c1\n  warren-oci state c1\n  warren-oci kill c1 TERM && warren-oci delete c1\n  warren-oci --cgroup-nest create --bundle . c2   # cgroups in <own cgroup>/warren-oci/<cgroupsPath>"
 )]
 pub struct OciCli {
     /// State root for containers.

@@ -47,8 +47,8 @@ pub struct Record {
     /// RFC 3339, UTC.
     pub created: String,
     pub cgroups: Option<CgroupSet>,
-    /// The cgroup directories `create` made (parents before children), which `delete`
-    /// removes and no other. `None` in records from before they were kept: the set and
+    /// The cgroup directories `create` made, which `delete` removes (deepest first,
+    /// each once empty) and no other. `None` in records from before they were kept: the set and
     /// its parent when empty are removed then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cgroups_made: Option<Vec<PathBuf>>,
