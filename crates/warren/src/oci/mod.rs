@@ -8,8 +8,9 @@
 //! - [`plan`]: config.json → the spawn plan of the container's init (pure, apart
 //!   from reading the rootfs to resolve paths); [`seccomp`]: `linux.seccomp` → the one
 //!   compiler's `Profile` (pure);
-//!   [`cgroup`]: `linux.resources` → warren's `Limits`, cgroups beneath the
-//!   runtime's own; [`state`]: the record under `--root` and the status (pure).
+//!   [`cgroup`]: `linux.resources` → warren's `Limits`, `linux.cgroupsPath` → where
+//!   the cgroups go (as the runtime spec says, or nested beneath the runtime's own
+//!   cgroup); [`state`]: the record under `--root` and the status (pure).
 //! - [`ops`]: the verbs; [`hooks`]: the lifecycle hooks; [`view`]: the containers
 //!   as `warren list` / `warren stat` show them (kind `oci`).
 //!
