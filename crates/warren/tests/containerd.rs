@@ -9,8 +9,10 @@
 //! daemon (the namespace's init) ends every shim and container it started. The
 //! image is an OCI image layout made here from busybox-static, imported with
 //! `ctr images import`. cgroups stay beneath the test's own cgroup: containerd and
-//! the shims inherit it, and warren-oci makes the container's cgroups beneath the
-//! shim's (checked for every process of the namespace).
+//! the shims inherit it, and containerd's environment holds WARREN_OCI_CGROUP_NEST=1,
+//! which the shims pass on to warren-oci, so it makes the container's cgroups beneath
+//! the shim's (checked for every process of the namespace) instead of at the absolute
+//! cgroupsPath `/<namespace>/<id>` that ctr asks for.
 
 mod common;
 
@@ -22,7 +24,7 @@ use common::{require_busybox, require_root, WARREN};
 
 const IMAGE: &str = "localhost/warren-bb:test";
 /// The containerd namespace; `ctr` makes cgroupsPath `/<namespace>/<id>`, which
-/// warren-oci turns into the leaf `<namespace>-<id>` beneath its own cgroup.
+/// warren-oci, nesting, makes as `warren-oci/<namespace>/<id>` beneath its own cgroup.
 const NS: &str = "warrentest";
 
 fn sha256(path: &Path) -> String {
@@ -115,7 +117,7 @@ fn busybox_image(dir: &Path) -> PathBuf {
     archive
 }
 
-/// The cgroup directories on this host for a leaf `warren-oci/<leaf>` made beneath
+/// The cgroup directories on this host for a path `warren-oci/<leaf>` made beneath
 /// this process's own cgroup (one per mounted hierarchy).
 fn container_cgroup_dirs(leaf: &str) -> Vec<PathBuf> {
     let mounts =
@@ -221,7 +223,10 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt"
             "mount -t tmpfs tmpfs /run && exec containerd -c {}/config.toml",
             p.display()
         );
+        // Nesting: ctr's absolute cgroupsPath would leave our cgroup. The shims
+        // inherit containerd's environment and pass it to warren-oci.
         let unshare = Command::new("unshare")
+            .env(warren::oci::cgroup::NEST_ENV, "1")
             .args([
                 "--mount",
                 "--propagation",
@@ -374,10 +379,11 @@ impl Drop for Containerd {
         let _ = self.unshare.kill();
         let _ = self.unshare.wait();
         for id in &self.ids {
-            for d in container_cgroup_dirs(&format!("{NS}-{id}")) {
+            for d in container_cgroup_dirs(&format!("{NS}/{id}")) {
                 common::force_remove_cgroup(&d);
-                // The shared group goes with its last container (busy otherwise).
-                if let Some(group) = d.parent() {
+                // warren-oci/<namespace> and warren-oci go with their last container
+                // (busy otherwise).
+                for group in d.ancestors().skip(1).take(2) {
                     let _ = std::fs::remove_dir(group);
                 }
             }
@@ -427,11 +433,11 @@ fn ctr_runs_tasks_through_warren_oci() {
         .map(|(_, p)| p)
         .unwrap_or_default();
     assert!(
-        memory.ends_with(&format!("/warren-oci/{NS}-{id}")),
+        memory.ends_with(&format!("/warren-oci/{NS}/{id}")),
         "the container's memory cgroup is {memory:?}, not warren-oci's: {theirs}"
     );
     assert!(
-        container_cgroup_dirs(&format!("{NS}-{id}")).is_empty(),
+        container_cgroup_dirs(&format!("{NS}/{id}")).is_empty(),
         "--rm left the container's cgroups"
     );
 
@@ -496,7 +502,7 @@ fn ctr_runs_tasks_through_warren_oci() {
         }
     }
     assert!(
-        !container_cgroup_dirs(&format!("{NS}-{id}")).is_empty(),
+        !container_cgroup_dirs(&format!("{NS}/{id}")).is_empty(),
         "the running task has no cgroup beneath ours"
     );
     // warren list sees it under the shim's runtime root (`<Root>/<namespace>`). The
@@ -581,7 +587,7 @@ fn ctr_runs_tasks_through_warren_oci() {
     );
     c.ctr_ok(&["container", "delete", &id]);
     assert!(
-        container_cgroup_dirs(&format!("{NS}-{id}")).is_empty(),
+        container_cgroup_dirs(&format!("{NS}/{id}")).is_empty(),
         "task delete left the container's cgroups"
     );
 }

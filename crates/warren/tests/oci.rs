@@ -364,7 +364,7 @@ fn console_socket_receives_the_pty_master() {
     assert!(out.contains("both-ttys"), "{out}");
 }
 
-/// A private podman: store, runroot, cgroup parent beneath our own cgroup.
+/// A private podman: store, runroot, a cgroup parent beneath our own cgroup.
 struct Podman {
     oci: Oci,
     parent: String,
@@ -376,10 +376,11 @@ impl Podman {
             panic!("podman is not installed: scripts/test.sh installs it (apt-get install podman)");
         }
         let oci = Oci::new();
-        let own = warren::oci::cgroup::own_path(Path::new("/proc"));
+        // podman passes an absolute cgroupsPath, <parent>/libpod-<id>: with one parent
+        // beneath our cgroup in every hierarchy, warren-oci makes it where it says.
         let parent = format!(
             "{}/warren-podman-test-{}",
-            own.trim_end_matches('/'),
+            own_common_path(),
             std::process::id()
         );
         let p = Podman { oci, parent };
@@ -426,7 +427,9 @@ impl Podman {
         c
     }
     fn run(&self, args: &[&str]) -> Output {
-        let mut c = self.cmd();
+        self.run_with(self.cmd(), args)
+    }
+    fn run_with(&self, mut c: Command, args: &[&str]) -> Output {
         c.arg("run")
             .args(["--network", "none", "--cgroup-parent", &self.parent])
             .args(args);
@@ -525,6 +528,36 @@ fn podman_runs_zones_through_warren_oci() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let o = p.cmd().args(["rm", "d1"]).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The nesting flag through podman's --runtime-flag: the container's cgroup is
+    // then beneath the runtime's (conmon's, in the parent), its path kept below it.
+    let mut nest = p.cmd();
+    nest.args(["--runtime-flag", "cgroup-nest"]);
+    let o = p.run_with(
+        nest,
+        &[
+            "--rm",
+            "--cgroupns",
+            "host",
+            img,
+            "cat",
+            "/proc/self/cgroup",
+        ],
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{out} {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let memory = out
+        .lines()
+        .find(|l| l.split(':').nth(1) == Some("memory"))
+        .unwrap_or_else(|| panic!("no memory line: {out}"));
+    assert!(
+        memory.contains(&format!(":{}/", p.parent))
+            && memory.contains(&format!("/warren-oci{}/libpod-", p.parent)),
+        "not nested beneath the runtime's cgroup: {memory}"
+    );
     // -t: a terminal on stdio (script(1) gives podman a terminal of its own).
     let mut c = p.cmd();
     c.args([
@@ -1374,4 +1407,186 @@ fn create_refuses_a_missing_version_a_relative_cwd_and_negative_limits() {
             "{id} left behind after a refused create"
         );
     }
+}
+
+/// This process's cgroup path in the v1 hierarchy of `controller`.
+fn own_v1_path(controller: &str) -> String {
+    let text = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    warren::cgroups::parse_proc_cgroup(&text)
+        .into_iter()
+        .find(|(c, _)| c.iter().any(|x| x == controller))
+        .map(|(_, p)| p)
+        .unwrap_or_else(|| panic!("no {controller} line in our /proc/self/cgroup: {text}"))
+}
+
+/// The v1 controllers every OCI container joins.
+const JOINED: [&str; 5] = ["memory", "pids", "cpuacct", "devices", "freezer"];
+
+/// A path beneath this process's cgroup in every joined hierarchy (the deepest of
+/// them, when every other is at or above it): an absolute cgroupsPath below it keeps
+/// the sandbox rule. Fails, saying why, on a host where there is none.
+fn own_common_path() -> String {
+    let paths: Vec<String> = JOINED.iter().map(|c| own_v1_path(c)).collect();
+    let deepest = paths.iter().max_by_key(|p| p.len()).unwrap().clone();
+    for p in &paths {
+        let p = p.trim_end_matches('/');
+        assert!(
+            deepest.starts_with(&format!("{p}/")) || deepest == p || p.is_empty(),
+            "cannot test an absolute cgroupsPath within the sandbox rule here: our cgroups {paths:?} \
+             have no path beneath all of them"
+        );
+    }
+    deepest.trim_end_matches('/').to_string()
+}
+
+/// `/sys/fs/cgroup/<controller>/<path>`.
+fn v1_dir(controller: &str, path: &str) -> PathBuf {
+    Path::new("/sys/fs/cgroup")
+        .join(controller)
+        .join(path.trim_start_matches('/'))
+}
+
+/// Cgroup trees this test made or made warren make: removed at the end, even on failure.
+struct CgroupTrees(Vec<PathBuf>);
+
+impl Drop for CgroupTrees {
+    fn drop(&mut self) {
+        for d in &self.0 {
+            if d.exists() {
+                common::force_remove_cgroup(d);
+            }
+        }
+    }
+}
+
+/// Creates and starts `id` with this cgroupsPath (and global flags `global`), and
+/// returns the host's `/proc/<pid>/cgroup` path of its init for each of [`JOINED`].
+fn start_in(t: &Oci, global: &[&str], cgroups_path: &str, id: &str) -> Vec<String> {
+    t.spec(&["sleep", "1000"], |v| {
+        v["linux"]["cgroupsPath"] = cgroups_path.into();
+    });
+    let pid_file = t.path().join(format!("{id}.pid"));
+    let mut args = global.to_vec();
+    let bundle = t.bundle();
+    args.extend([
+        "create",
+        "--bundle",
+        bundle.to_str().unwrap(),
+        "--pid-file",
+        pid_file.to_str().unwrap(),
+        id,
+    ]);
+    t.ok(&args);
+    t.ok(&["start", id]);
+    let pid = std::fs::read_to_string(&pid_file).unwrap();
+    let text = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).unwrap();
+    let lines = warren::cgroups::parse_proc_cgroup(&text);
+    JOINED
+        .iter()
+        .map(|c| {
+            lines
+                .iter()
+                .find(|(cs, _)| cs.iter().any(|x| x == c))
+                .map(|(_, p)| p.clone())
+                .unwrap_or_else(|| panic!("container {id}: no {c} line in {text}"))
+        })
+        .collect()
+}
+
+/// runtime-spec `linux.cgroupsPath`: an absolute path from the root of every
+/// hierarchy, a relative one beneath the runtime's cgroup, both kept as given, their
+/// missing directories made and, at delete, exactly those removed; `--cgroup-nest`
+/// puts it beneath the runtime's cgroup in `warren-oci/`.
+#[test]
+fn cgroups_path_is_honoured_as_the_runtime_spec_says() {
+    let t = Oci::new();
+    if !Path::new("/sys/fs/cgroup/memory/memory.limit_in_bytes").exists() {
+        panic!("this test reads cgroup v1 directories; this host has no /sys/fs/cgroup/memory");
+    }
+    let base = own_common_path();
+    let top = format!("ocicg-test-{}", std::process::id());
+    let mut trees = Vec::new();
+    for c in JOINED {
+        trees.push(v1_dir(c, &format!("{base}/{top}")));
+        trees.push(v1_dir(c, &format!("{}/{top}", own_v1_path(c))));
+        trees.push(v1_dir(c, &format!("{}/warren-oci/{top}", own_v1_path(c))));
+    }
+    let _trees = CgroupTrees(trees);
+
+    // Absolute: the same path in every hierarchy, from its root. In memory the
+    // parent exists already (made here): it is joined, and stays after delete.
+    let pre = v1_dir("memory", &format!("{base}/{top}"));
+    std::fs::create_dir(&pre).unwrap();
+    let abs = format!("{base}/{top}/abs/c1");
+    let got = start_in(&t, &[], &abs, "abs");
+    assert!(got.iter().all(|p| *p == abs), "{got:?} != {abs}");
+    // Later verbs, run from here, find the cgroups in the record.
+    assert_eq!(t.status("abs"), "running");
+    t.ok(&["pause", "abs"]);
+    assert_eq!(t.status("abs"), "paused");
+    assert_eq!(
+        std::fs::read_to_string(v1_dir("freezer", &abs).join("freezer.state"))
+            .unwrap()
+            .trim(),
+        "FROZEN"
+    );
+    t.ok(&["resume", "abs"]);
+    let ps: Vec<i32> = serde_json::from_str(&t.ok(&["ps", "--format", "json", "abs"])).unwrap();
+    assert_eq!(ps.len(), 1, "{ps:?}");
+    let res = t.path().join("resources.json");
+    std::fs::write(&res, r#"{"pids": {"limit": 30}}"#).unwrap();
+    t.ok(&["update", "--resources", res.to_str().unwrap(), "abs"]);
+    assert_eq!(
+        std::fs::read_to_string(v1_dir("pids", &abs).join("pids.max"))
+            .unwrap()
+            .trim(),
+        "30"
+    );
+    t.ok(&["delete", "--force", "abs"]);
+    for c in JOINED {
+        let d = v1_dir(c, &format!("{base}/{top}"));
+        assert!(!d.join("abs").exists(), "{}/abs was left", d.display());
+        // Made by warren (every hierarchy but memory): removed; memory's: kept.
+        assert_eq!(d.exists(), c == "memory", "{}", d.display());
+    }
+    std::fs::remove_dir(&pre).unwrap();
+
+    // Relative: beneath the runtime's own cgroup in each hierarchy.
+    let got = start_in(&t, &[], &format!("{top}/rel/c2"), "rel");
+    for (c, p) in JOINED.iter().zip(&got) {
+        let own = own_v1_path(c);
+        assert_eq!(*p, format!("{}/{top}/rel/c2", own.trim_end_matches('/')));
+    }
+    t.ok(&["delete", "--force", "rel"]);
+    for c in JOINED {
+        let d = v1_dir(c, &format!("{}/{top}", own_v1_path(c)));
+        assert!(!d.exists(), "{} was left", d.display());
+    }
+
+    // Nesting: an absolute path outside our cgroup lands beneath it, kept as given.
+    let got = start_in(
+        &t,
+        &[warren::oci::cgroup::NEST_FLAG],
+        &format!("/{top}/c3"),
+        "nest",
+    );
+    for (c, p) in JOINED.iter().zip(&got) {
+        let own = own_v1_path(c);
+        assert_eq!(
+            *p,
+            format!("{}/warren-oci/{top}/c3", own.trim_end_matches('/'))
+        );
+    }
+    t.ok(&["delete", "--force", "nest"]);
+    for c in JOINED {
+        let d = v1_dir(c, &format!("{}/warren-oci/{top}", own_v1_path(c)));
+        assert!(!d.exists(), "{} was left", d.display());
+    }
+
+    // The root cgroup itself is refused, with the fix.
+    t.spec(&["true"], |v| v["linux"]["cgroupsPath"] = "/".into());
+    t.fails(
+        &["create", "--bundle", t.bundle().to_str().unwrap(), "root"],
+        "names the root cgroup itself",
+    );
 }

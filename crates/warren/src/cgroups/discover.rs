@@ -205,7 +205,7 @@ pub fn choose(
         } else {
             format!("unified hierarchy at {}", m.mountpoint.display())
         };
-        let driver = V2Driver::new(own_dir(m, own_path), group);
+        let driver = V2Driver::new(m.mountpoint.clone(), own_dir(m, own_path), group);
         return Ok((
             Box::new(driver),
             Hierarchy {
@@ -226,7 +226,11 @@ pub fn choose(
             .find(|(c, _)| !c.is_empty() && m.controllers.iter().all(|x| c.contains(x)))
             .map(|(_, p)| p.as_str())
             .unwrap_or("/");
-        hierarchies.push((m.controllers.clone(), own_dir(m, own_path)));
+        hierarchies.push((
+            m.controllers.clone(),
+            m.mountpoint.clone(),
+            own_dir(m, own_path),
+        ));
     }
     let why = match (forced, v2) {
         (Some("v1"), _) => "forced by WARREN_CGROUP=v1".to_string(),

@@ -16,6 +16,7 @@
 pub mod delegate;
 pub mod devices;
 mod discover;
+pub mod place;
 pub mod v1;
 pub mod v2;
 
@@ -29,6 +30,7 @@ pub use delegate::Delegation;
 pub use discover::{
     discover, own_dirs, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy,
 };
+pub use place::{Created, Place};
 
 use crate::config::Limits;
 
@@ -92,22 +94,26 @@ pub trait CgroupDriver {
     /// Create the cgroups of `zone` and apply `limits`. An existing, empty cgroup of the
     /// same name (left by a crash) is reused.
     fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {
-        self.create_with(zone, limits, &CreateOptions::default())
+        self.create_at(&Place::Zone(zone.into()), limits, &CreateOptions::default())
+            .map(|c| c.set)
     }
     /// Whether zones can get their controllers (v2 delegation, see [`delegate`]);
     /// `try_it` prepares it for real, as a boot would.
     fn delegation(&self, try_it: bool) -> Delegation;
-    /// [`CgroupDriver::create`] with more controllers or another device list (the OCI
-    /// runtime: freezer for pause/resume, the config's `linux.resources.devices`).
-    fn create_with(
+    /// [`CgroupDriver::create`] at any [`Place`], with more controllers or another
+    /// device list (the OCI runtime: its `linux.cgroupsPath`, freezer for
+    /// pause/resume, the config's `linux.resources.devices`). Directories of a path
+    /// place that exist already are joined, not made; on failure what was made is
+    /// removed again.
+    fn create_at(
         &self,
-        zone: &str,
+        place: &Place,
         limits: &Limits,
         options: &CreateOptions,
-    ) -> Result<CgroupSet, CgroupError>;
+    ) -> Result<Created, CgroupError>;
 }
 
-/// What [`CgroupDriver::create_with`] adds to a zone's defaults.
+/// What [`CgroupDriver::create_at`] adds to a zone's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreateOptions {
     /// v1 hierarchies joined on top of the defaults where mounted (e.g. "freezer").

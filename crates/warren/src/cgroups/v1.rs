@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use super::{
     io_err, weight_to_shares, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion,
-    CreateOptions,
+    CreateOptions, Created, Place,
 };
 use crate::config::Limits;
 
@@ -16,13 +16,18 @@ const ALWAYS: [&str; 4] = ["memory", "pids", "cpuacct", "devices"];
 pub struct V1Driver {
     /// (controllers of the hierarchy, warren's own cgroup directory in it).
     hierarchies: Vec<(Vec<String>, PathBuf)>,
+    /// The root directory (mount point) of each of `hierarchies`, in the same order.
+    roots: Vec<PathBuf>,
     group: String,
 }
 
 impl V1Driver {
-    pub fn new(hierarchies: Vec<(Vec<String>, PathBuf)>, group: &str) -> V1Driver {
+    /// `hierarchies`: (controllers, root directory, warren's own directory) of each.
+    pub fn new(hierarchies: Vec<(Vec<String>, PathBuf, PathBuf)>, group: &str) -> V1Driver {
+        let roots = hierarchies.iter().map(|(_, r, _)| r.clone()).collect();
         V1Driver {
-            hierarchies,
+            hierarchies: hierarchies.into_iter().map(|(c, _, o)| (c, o)).collect(),
+            roots,
             group: group.to_string(),
         }
     }
@@ -147,12 +152,12 @@ impl CgroupDriver for V1Driver {
             .collect()
     }
 
-    fn create_with(
+    fn create_at(
         &self,
-        zone: &str,
+        place: &Place,
         limits: &Limits,
         options: &CreateOptions,
-    ) -> Result<CgroupSet, CgroupError> {
+    ) -> Result<Created, CgroupError> {
         for c in ["memory", "pids"] {
             if !self.has(c) {
                 return Err(CgroupError::MissingController {
@@ -180,8 +185,9 @@ impl CgroupDriver for V1Driver {
             version: CgroupVersion::V1,
             dirs: Vec::new(),
         };
+        let mut made = Vec::new();
         let result = (|| {
-            for (ctrls, own) in &self.hierarchies {
+            for ((ctrls, own), root) in self.hierarchies.iter().zip(&self.roots) {
                 let is_cpuset = ctrls.iter().any(|c| c == "cpuset");
                 let wanted = ctrls.iter().any(|c| ALWAYS.contains(&c.as_str()))
                     || ctrls.iter().any(|c| options.extra.contains(c))
@@ -190,17 +196,36 @@ impl CgroupDriver for V1Driver {
                 if !wanted {
                     continue;
                 }
-                let parent = own.join(&self.group);
-                let dir = parent.join(zone);
-                super::make_group_and_zone(&parent, &dir, || {
-                    if is_cpuset {
-                        inherit_cpuset(own, &parent)?;
+                let dir = match place {
+                    Place::Zone(zone) => {
+                        let parent = own.join(&self.group);
+                        let dir = parent.join(zone);
+                        super::make_group_and_zone(&parent, &dir, || {
+                            if is_cpuset {
+                                inherit_cpuset(own, &parent)?;
+                            }
+                            Ok(())
+                        })?;
+                        dir
                     }
-                    Ok(())
-                })?;
+                    Place::FromRoot(rel) | Place::FromOwn(rel) => {
+                        let anchor = if matches!(place, Place::FromRoot(_)) {
+                            root
+                        } else {
+                            own
+                        };
+                        // Each new cpuset directory gets its parent's CPUs and nodes.
+                        super::place::make_path(anchor, rel, &mut made, |d| match d.parent() {
+                            Some(p) if is_cpuset => inherit_cpuset(p, d),
+                            _ => Ok(()),
+                        })?
+                    }
+                };
                 set.dirs.push((ctrls.join(","), dir.clone()));
                 if is_cpuset {
-                    inherit_cpuset(&parent, &dir)?;
+                    if let Some(parent) = dir.parent() {
+                        inherit_cpuset(parent, &dir)?;
+                    }
                     if let Some(cs) = &limits.cpuset {
                         write_file(&dir, "cpuset.cpus", &cs.to_string())?;
                     }
@@ -230,9 +255,13 @@ impl CgroupDriver for V1Driver {
             Ok(())
         })();
         match result {
-            Ok(()) => Ok(set),
+            Ok(()) => Ok(Created { set, made }),
             Err(e) => {
-                let _ = set.remove(std::time::Duration::from_millis(200));
+                let wait = std::time::Duration::from_millis(200);
+                let _ = match place {
+                    Place::Zone(_) => set.remove(wait),
+                    _ => super::place::remove_made(&set, &made, wait),
+                };
                 Err(e)
             }
         }
@@ -296,6 +325,62 @@ mod tests {
         assert!(allowed
             .iter()
             .all(|a| a.starts_with("c ") && !a.contains("*:")));
+    }
+
+    /// An OCI `cgroupsPath` beneath warren's own cgroup: made in each hierarchy the
+    /// container joins, each new cpuset directory filled from its parent, and only
+    /// the directories made recorded.
+    #[test]
+    fn a_path_beneath_our_own_is_made_in_every_hierarchy() {
+        let tmp = tempfile::tempdir().unwrap();
+        let h = |c: &str| {
+            let root = tmp.path().join(c);
+            let own = root.join("me");
+            std::fs::create_dir_all(own.join("pods")).unwrap();
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                std::fs::write(own.join(f), "0-1\n").unwrap();
+                std::fs::write(own.join("pods").join(f), "0-1\n").unwrap();
+            }
+            (vec![c.to_string()], root, own)
+        };
+        let d = V1Driver::new(vec![h("memory"), h("pids"), h("cpuset"), h("net_cls")], "g");
+        let limits = Limits {
+            cpuset: Some(CpuSet(vec![1])),
+            ..Limits::default()
+        };
+        let c = d
+            .create_at(
+                &Place::FromOwn("pods/p1/c1".into()),
+                &limits,
+                &CreateOptions::default(),
+            )
+            .unwrap();
+        let dirs: Vec<_> = c
+            .set
+            .dirs
+            .iter()
+            .map(|(c, d)| (c.as_str(), d.clone()))
+            .collect();
+        let at = |c: &str, p: &str| tmp.path().join(c).join("me").join(p);
+        assert_eq!(
+            dirs,
+            [
+                ("memory", at("memory", "pods/p1/c1")),
+                ("pids", at("pids", "pods/p1/c1")),
+                ("cpuset", at("cpuset", "pods/p1/c1")),
+            ]
+        );
+        assert_eq!(
+            c.made.len(),
+            6,
+            "p1 and c1 in three hierarchies: {:?}",
+            c.made
+        );
+        assert!(!c.made.contains(&at("memory", "pods")));
+        let read = |p: &str, f: &str| std::fs::read_to_string(at("cpuset", p).join(f)).unwrap();
+        assert_eq!(read("pods/p1", "cpuset.mems").trim(), "0-1");
+        assert_eq!(read("pods/p1/c1", "cpuset.cpus"), "1");
+        assert!(!tmp.path().join("net_cls/me/pods/p1").exists());
     }
 
     #[test]

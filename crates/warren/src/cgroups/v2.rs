@@ -3,19 +3,25 @@
 
 use std::path::PathBuf;
 
-use super::{shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion};
+use super::{
+    shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion, Created,
+    Place,
+};
 use crate::config::Limits;
 
 pub struct V2Driver {
+    /// The unified hierarchy's root directory (its mount point).
+    root: PathBuf,
     /// The delegated base: warren's own cgroup, or the parent of its leaf.
     base: PathBuf,
     group: String,
 }
 
 impl V2Driver {
-    /// `own` is the directory of warren's own cgroup.
-    pub fn new(own: PathBuf, group: &str) -> V2Driver {
+    /// `root` is the hierarchy's mount point, `own` the directory of warren's cgroup.
+    pub fn new(root: PathBuf, own: PathBuf, group: &str) -> V2Driver {
         V2Driver {
+            root,
             base: super::delegate::base_of(&own),
             group: group.to_string(),
         }
@@ -60,6 +66,20 @@ pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
     w
 }
 
+/// Enable in `dir`'s `cgroup.subtree_control` those of `wanted` it does not yet.
+fn enable_missing(dir: &std::path::Path, wanted: &[&str]) -> Result<(), CgroupError> {
+    let on = std::fs::read_to_string(dir.join("cgroup.subtree_control")).unwrap_or_default();
+    let missing: Vec<String> = wanted
+        .iter()
+        .filter(|c| !on.split_whitespace().any(|x| x == **c))
+        .map(|c| format!("+{c}"))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    write_file(dir, "cgroup.subtree_control", &missing.join(" "))
+}
+
 /// Controllers a zone with `limits` needs enabled.
 fn needed(limits: &Limits) -> Vec<&'static str> {
     let mut n = vec!["memory", "pids"];
@@ -93,28 +113,64 @@ impl CgroupDriver for V2Driver {
         )]
     }
 
-    fn create_with(
+    fn create_at(
         &self,
-        zone: &str,
+        place: &Place,
         limits: &Limits,
         options: &super::CreateOptions,
-    ) -> Result<CgroupSet, CgroupError> {
-        super::delegate::ensure(&self.base, &needed(limits))?;
-        let parent = self.base.join(&self.group);
-        // Enable in the group only what this zone's limits need (memory and pids
-        // always; cpu, cpuset when set), adding to what earlier zones enabled: a zone
-        // without a CPU limit in a group where none has one does not join cpu, and no
-        // zone joins io, which warren neither limits nor reads.
+    ) -> Result<Created, CgroupError> {
+        // Enable only what this set's limits need (memory and pids always; cpu, cpuset
+        // when set), adding to what earlier sets enabled: a zone without a CPU limit in
+        // a group where none has one does not join cpu, and no zone joins io, which
+        // warren neither limits nor reads.
         let wanted = needed(limits);
-        let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids"]
-            .iter()
-            .filter(|c| wanted.contains(c))
-            .map(|c| format!("+{c}"))
-            .collect();
-        let dir = parent.join(zone);
-        super::make_group_and_zone(&parent, &dir, || {
-            write_file(&parent, "cgroup.subtree_control", &enable.join(" "))
-        })?;
+        let mut made = Vec::new();
+        let dir = match place {
+            Place::Zone(zone) => {
+                super::delegate::ensure(&self.base, &wanted)?;
+                let parent = self.base.join(&self.group);
+                let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids"]
+                    .iter()
+                    .filter(|c| wanted.contains(c))
+                    .map(|c| format!("+{c}"))
+                    .collect();
+                let dir = parent.join(zone);
+                super::make_group_and_zone(&parent, &dir, || {
+                    write_file(&parent, "cgroup.subtree_control", &enable.join(" "))
+                })?;
+                dir
+            }
+            Place::FromRoot(rel) | Place::FromOwn(rel) => {
+                let anchor = if matches!(place, Place::FromRoot(_)) {
+                    &self.root
+                } else {
+                    super::delegate::ensure(&self.base, &wanted)?;
+                    &self.base
+                };
+                let dir = super::place::make_path(anchor, rel, &mut made, |_| Ok(()))?;
+                // As runc: every directory above the new one, from the anchor down,
+                // enables the controllers it needs (writing only what is missing).
+                let mut at = anchor.clone();
+                let enabled = rel.components().try_for_each(|c| {
+                    enable_missing(&at, &wanted)?;
+                    at.push(c);
+                    Ok(())
+                });
+                if let Err(e) = enabled {
+                    let set = CgroupSet {
+                        version: CgroupVersion::V2,
+                        dirs: vec![("unified".into(), dir)],
+                    };
+                    let _ = super::place::remove_made(
+                        &set,
+                        &made,
+                        std::time::Duration::from_millis(200),
+                    );
+                    return Err(e);
+                }
+                dir
+            }
+        };
         let set = CgroupSet {
             version: CgroupVersion::V2,
             dirs: vec![("unified".into(), dir.clone())],
@@ -129,10 +185,14 @@ impl CgroupDriver for V2Driver {
             // The same device list as v1's devices cgroup, as a BPF program.
             .and_then(|()| super::devices::attach(&dir, &devices));
         if let Err(e) = applied {
-            let _ = set.remove(std::time::Duration::from_millis(200));
+            let wait = std::time::Duration::from_millis(200);
+            let _ = match place {
+                Place::Zone(_) => set.remove(wait),
+                _ => super::place::remove_made(&set, &made, wait),
+            };
             return Err(e);
         }
-        Ok(set)
+        Ok(Created { set, made })
     }
 }
 
@@ -214,6 +274,38 @@ mod tests {
         assert_eq!(set.oom_kills(), Some(1));
     }
 
+    /// An OCI `cgroupsPath` from the root: the missing parents are made (and only
+    /// they recorded), and each directory above the container enables what it needs.
+    #[test]
+    fn a_path_from_the_root_makes_its_parents_and_enables_controllers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let own = cg.join("user.slice/warren.scope");
+        fs::create_dir_all(&own).unwrap();
+        fs::create_dir_all(cg.join("kubepods")).unwrap();
+        fs::write(cg.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        fs::write(cg.join("kubepods/cgroup.subtree_control"), "memory\n").unwrap();
+        let d = V2Driver::new(cg.clone(), own, "warren-oci");
+        let limits = Limits {
+            max_processes: Some(5),
+            ..Limits::default()
+        };
+        let place = Place::FromRoot("kubepods/pod1/c1".into());
+        let c = d
+            .create_at(&place, &limits, &super::super::CreateOptions::default())
+            .unwrap();
+        let leaf = cg.join("kubepods/pod1/c1");
+        assert_eq!(c.set.dirs, vec![("unified".to_string(), leaf.clone())]);
+        assert_eq!(c.made, vec![cg.join("kubepods/pod1"), leaf.clone()]);
+        let control =
+            |d: &std::path::Path| fs::read_to_string(d.join("cgroup.subtree_control")).unwrap();
+        // The root had both: left as it was; the others get only what they lacked.
+        assert_eq!(control(&cg), "memory pids\n");
+        assert_eq!(control(&cg.join("kubepods")), "+pids");
+        assert_eq!(control(&cg.join("kubepods/pod1")), "+memory +pids");
+        assert_eq!(fs::read_to_string(leaf.join("pids.max")).unwrap(), "5");
+    }
+
     #[test]
     fn refuses_undelegated_controllers() {
         let tmp = tempfile::tempdir().unwrap();
@@ -221,7 +313,7 @@ mod tests {
         fs::create_dir_all(&own).unwrap();
         fs::write(own.join("cgroup.subtree_control"), "memory\n").unwrap();
         fs::write(own.join("cgroup.controllers"), "memory\n").unwrap();
-        let d = V2Driver::new(own.clone(), "warren");
+        let d = V2Driver::new(tmp.path().to_path_buf(), own.clone(), "warren");
         let e = d.create("z", &Limits::default()).unwrap_err().to_string();
         assert!(e.contains("pids") && e.contains("Delegate=yes"), "{e}");
         assert!(!own.join("warren").exists(), "nothing created");

@@ -1,64 +1,37 @@
 //! Where an OCI container's cgroups go and what goes into them.
 //!
-//! Sandbox rule, as for zones: cgroups are made only beneath the cgroup the runtime
-//! process itself is in, in a group `warren-oci`. `linux.cgroupsPath` therefore does
-//! not name an absolute cgroup; it names the *leaf*: the part of it that does not
-//! share a prefix with the runtime's own cgroup, with `/` turned into `-`
-//! ([`leaf_name`]). The systemd form `slice:prefix:name` (`--systemd-cgroup`) becomes
-//! `prefix-name.scope` the same way: warren never asks systemd for a unit.
-//! The resulting [`CgroupSet`] is recorded with the container, so later commands
-//! (run from other cgroups) find it.
+//! `linux.cgroupsPath` is read as the runtime spec and runc read it ([`place`]): an
+//! absolute path names a cgroup from the root of each hierarchy (v1: per controller;
+//! v2: the unified one), a relative one a cgroup beneath the runtime's own, and no
+//! path means `<own cgroup>/<id>`. The path is kept as given (cleaned as runc cleans
+//! it: `.` and `..` resolved lexically, never above its anchor), and its missing
+//! directories are made on the way down. The systemd form `slice:prefix:name`
+//! (`--systemd-cgroup`) becomes the cgroupfs path systemd would use, without asking
+//! systemd for a unit: the slice expanded (`a-b.slice` is `/a.slice/a-b.slice`, an
+//! empty slice is `system.slice`) and `prefix-name.scope` in it.
+//!
+//! **Nesting** ([`NEST_FLAG`], [`NEST_ENV`]) is for sandboxed hosts where a process
+//! may only make cgroups beneath its own (such as the one warren is developed on):
+//! every container's cgroup then goes to `<own cgroup>/warren-oci/<cgroupsPath>`,
+//! the path still kept as given below that group.
+//!
+//! What a create made is recorded with the container ([`Created`]: the set and the
+//! directories made), so later commands, run from other cgroups, find the cgroups and
+//! `delete` removes exactly the directories made (in nesting, the whole `warren-oci`
+//! subtree is warren's, so every directory of it on the way is taken when empty).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxResources};
 
-use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions};
+use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions, Created, Place};
 use crate::config::{CpuSet, Limits};
 use crate::error::{Error, IoContext, Result};
 
-/// The group all OCI containers' cgroups live in, beneath the runtime's own cgroup.
-pub const GROUP: &str = "warren-oci";
+mod path;
 
-fn clean(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+') {
-                c
-            } else {
-                '-'
-            }
-        })
-        .collect()
-}
-
-/// The leaf cgroup name for `cgroups_path` when the runtime's own cgroup is `own`.
-pub fn leaf_name(cgroups_path: Option<&str>, own: &str, id: &str, systemd: bool) -> String {
-    let Some(path) = cgroups_path.filter(|p| !p.trim_matches('/').is_empty()) else {
-        return clean(id);
-    };
-    if systemd || (path.contains(':') && !path.contains('/')) {
-        let parts: Vec<&str> = path.split(':').collect();
-        if let [_slice, prefix, name] = parts.as_slice() {
-            let name = if prefix.is_empty() {
-                name.to_string()
-            } else {
-                format!("{prefix}-{name}")
-            };
-            return clean(&format!("{name}.scope"));
-        }
-    }
-    let own: Vec<&str> = own.split('/').filter(|s| !s.is_empty()).collect();
-    let mine: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let common = own.iter().zip(&mine).take_while(|(a, b)| a == b).count();
-    let rest = &mine[common..];
-    if rest.is_empty() {
-        clean(id)
-    } else {
-        clean(&rest.join("-"))
-    }
-}
+pub use path::{place, GROUP, NEST_ENV, NEST_FLAG};
 
 /// The runtime's own cgroup path (the memory hierarchy's on v1, else the v2 one).
 pub fn own_path(proc_root: &Path) -> String {
@@ -249,13 +222,16 @@ pub fn device_writes(rules: &[LinuxDeviceCgroup]) -> Vec<(&'static str, String)>
         .collect()
 }
 
-/// Create the container's cgroups beneath the runtime's own.
+/// Create the container's cgroups at `place` (see [`place`]). With `nest`, every
+/// directory of the nesting group on the way to the container's is recorded as made,
+/// so that the last container to leave takes the group with it.
 pub fn create(
-    leaf: &str,
+    place: &Place,
+    nest: bool,
     limits: &Limits,
     devices: Option<Vec<(&'static str, String)>>,
     proc_root: &Path,
-) -> Result<CgroupSet> {
+) -> Result<Created> {
     let (driver, _) = cgroups::discover(proc_root, GROUP)?;
     if driver.version() == CgroupVersion::V2 {
         if limits.memory_swappiness.is_some() {
@@ -269,7 +245,33 @@ pub fn create(
         extra: vec!["freezer".into()],
         devices,
     };
-    Ok(driver.create_with(leaf, limits, &options)?)
+    let mut created = driver.create_at(place, limits, &options)?;
+    if nest {
+        let depth = place.path().map_or(0, |p| p.components().count());
+        let mut shared: Vec<PathBuf> = created
+            .set
+            .dirs
+            .iter()
+            .flat_map(|(_, d)| d.ancestors().take(depth).map(Path::to_path_buf))
+            .collect();
+        shared.retain(|d| !created.made.contains(d));
+        shared.sort();
+        shared.dedup();
+        created.made.extend(shared);
+    }
+    Ok(created)
+}
+
+/// Kill what is left in a container's cgroups and remove what its create made
+/// (`made`; `None` for a record written before it was kept: the set and its parent
+/// when empty, as then).
+pub fn destroy(set: &CgroupSet, made: Option<&[PathBuf]>) -> Result<()> {
+    set.kill_all(Duration::from_secs(10))?;
+    match made {
+        Some(made) => cgroups::place::remove_made(set, made, Duration::from_secs(5))?,
+        None => set.remove(Duration::from_secs(5))?,
+    }
+    Ok(())
 }
 
 /// Whether the host accounts swap per cgroup (v1 memsw files, or v2).
@@ -382,27 +384,6 @@ pub fn apply(id: &str, set: &CgroupSet, limits: &Limits) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cgroups_path_becomes_a_leaf_beneath_our_own() {
-        // podman: conmon runs in <parent>/conmon, the container path is <parent>/libpod-<id>.
-        assert_eq!(
-            leaf_name(Some("/t/sub/libpod-abc"), "/t/sub/conmon", "abc", false),
-            "libpod-abc"
-        );
-        // containerd: /<namespace>/<id>.
-        assert_eq!(
-            leaf_name(Some("/default/c1"), "/", "c1", false),
-            "default-c1"
-        );
-        assert_eq!(leaf_name(None, "/", "c1", false), "c1");
-        assert_eq!(leaf_name(Some("/"), "/x", "c1", false), "c1");
-        assert_eq!(
-            leaf_name(Some("machine.slice:libpod:abc"), "/", "abc", true),
-            "libpod-abc.scope"
-        );
-        assert_eq!(leaf_name(Some("/a b/c"), "/", "c", false), "a-b-c");
-    }
 
     #[test]
     fn resources_become_limits() {

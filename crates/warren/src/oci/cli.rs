@@ -17,7 +17,7 @@ pub const ARGV0: &str = "warren-oci";
 #[command(
     name = "warren-oci",
     about = "warren as an OCI runtime (runc's command line)",
-    after_help = "Exit codes: 0 success, 1 failure (as runc); exec exits with the process's status.\n\nExamples:\n  warren-oci spec && warren-oci create --bundle . c1 && warren-oci start c1\n  warren-oci state c1\n  warren-oci kill c1 TERM && warren-oci delete c1"
+    after_help = "Exit codes: 0 success, 1 failure (as runc); exec exits with the process's status.\n\nExamples:\n  warren-oci spec && warren-oci create --bundle . c1 && warren-oci start c1\n  warren-oci state c1\n  warren-oci kill c1 TERM && warren-oci delete c1\n  warren-oci --cgroup-nest create --bundle . c2   # cgroups in <own cgroup>/warren-oci/<cgroupsPath>"
 )]
 pub struct OciCli {
     /// State root for containers.
@@ -32,10 +32,22 @@ pub struct OciCli {
     /// Log debug messages and echo warnings on stderr.
     #[arg(long, global = true)]
     pub debug: bool,
-    /// Accepted for compatibility: cgroupsPath is then `slice:prefix:name`; it is still
-    /// made as a cgroupfs directory `prefix-name.scope` beneath warren's own cgroup.
+    /// cgroupsPath is `slice:prefix:name`: made (without systemd) as the cgroupfs path
+    /// systemd would use, `<slice path>/<prefix>-<name>.scope`.
     #[arg(long, global = true)]
     pub systemd_cgroup: bool,
+    /// Make every container's cgroups beneath this runtime's own cgroup, in
+    /// `warren-oci/<cgroupsPath>` (the path kept as given below it), instead of where
+    /// cgroupsPath names them: for hosts where a process may only make cgroups beneath
+    /// its own. podman: `--runtime-flag cgroup-nest`; containerd: set
+    /// WARREN_OCI_CGROUP_NEST=1 in containerd's environment (its shims pass it on).
+    #[arg(
+        long,
+        global = true,
+        env = "WARREN_OCI_CGROUP_NEST",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub cgroup_nest: bool,
     /// Accepted and ignored (runc's rootless mode).
     #[arg(long, global = true)]
     pub rootless: Option<String>,
@@ -189,6 +201,7 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
         root: cli.root.clone(),
         log: Log::new(cli.log.as_deref(), cli.log_format == "json", cli.debug),
         systemd_cgroup: cli.systemd_cgroup,
+        cgroup_nest: cli.cgroup_nest,
         proc_root: PathBuf::from("/proc"),
     };
     ctx.log.debug(&format!("{:?}", cli.cmd));

@@ -8,8 +8,9 @@
 //! - [`plan`]: config.json → the spawn plan of the container's init (pure, apart
 //!   from reading the rootfs to resolve paths); [`seccomp`]: `linux.seccomp` → the one
 //!   compiler's `Profile` (pure);
-//!   [`cgroup`]: `linux.resources` → warren's `Limits`, cgroups beneath the
-//!   runtime's own; [`state`]: the record under `--root` and the status (pure).
+//!   [`cgroup`]: `linux.resources` → warren's `Limits`, `linux.cgroupsPath` → where
+//!   the cgroups go (as the runtime spec says, or nested beneath the runtime's own
+//!   cgroup); [`state`]: the record under `--root` and the status (pure).
 //! - [`ops`]: the verbs; [`hooks`]: the lifecycle hooks; [`view`]: the containers
 //!   as `warren list` / `warren stat` show them (kind `oci`).
 //!
@@ -90,9 +91,12 @@ impl Log {
 pub struct Ctx {
     pub root: PathBuf,
     pub log: Log,
-    /// `--systemd-cgroup`: cgroupsPath is `slice:prefix:name`; it still becomes a
-    /// cgroupfs directory beneath the runtime's own cgroup (see [`cgroup`]).
+    /// `--systemd-cgroup`: cgroupsPath is `slice:prefix:name`, made as the cgroupfs
+    /// path systemd would use (see [`cgroup`]).
     pub systemd_cgroup: bool,
+    /// `--cgroup-nest` / `WARREN_OCI_CGROUP_NEST`: containers' cgroups go beneath the
+    /// runtime's own, in `warren-oci/<cgroupsPath>` (see [`cgroup`]).
+    pub cgroup_nest: bool,
     pub proc_root: PathBuf,
 }
 

@@ -47,6 +47,11 @@ pub struct Record {
     /// RFC 3339, UTC.
     pub created: String,
     pub cgroups: Option<CgroupSet>,
+    /// The cgroup directories `create` made, which `delete` removes (deepest first,
+    /// each once empty) and no other. `None` in records from before they were kept: the set and
+    /// its parent when empty are removed then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups_made: Option<Vec<PathBuf>>,
     pub annotations: std::collections::BTreeMap<String, String>,
     /// `start` has not run yet (the init waits on `exec.fifo`).
     pub awaiting_start: bool,
@@ -256,6 +261,7 @@ mod tests {
             start_time: pid.map(|_| 1),
             created: String::new(),
             cgroups: None,
+            cgroups_made: None,
             annotations: Default::default(),
             awaiting_start: awaiting,
             rootfs: "/b/rootfs".into(),

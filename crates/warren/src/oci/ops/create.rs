@@ -56,6 +56,7 @@ pub fn create(ctx: &Ctx, a: &CreateArgs<'_>) -> Result<()> {
         start_time: None,
         created: state::now_rfc3339(),
         cgroups: None,
+        cgroups_made: None,
         annotations: spec
             .annotations()
             .clone()
@@ -116,13 +117,15 @@ fn create_in(
     }
     let dev_rules = resources.devices().clone().unwrap_or_default();
     let devices = Some(cgroup::device_writes(&dev_rules));
-    let own = cgroup::own_path(&ctx.proc_root);
     let cgpath = linux
         .cgroups_path()
         .as_ref()
         .map(|p| p.display().to_string());
-    let leaf = cgroup::leaf_name(cgpath.as_deref(), &own, id, ctx.systemd_cgroup);
-    let set = cgroup::create(&leaf, &limits, devices, &ctx.proc_root)?;
+    let place = cgroup::place(cgpath.as_deref(), id, ctx.systemd_cgroup, ctx.cgroup_nest)
+        .map_err(&inval)?;
+    let made = cgroup::create(&place, ctx.cgroup_nest, &limits, devices, &ctx.proc_root)?;
+    let set = made.set;
+    record.cgroups_made = Some(made.made);
     record.cgroups = Some(set.clone());
     state::save(&ctx.root, record)?;
 

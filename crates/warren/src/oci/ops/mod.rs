@@ -157,14 +157,13 @@ fn spawn_error(id: &str, p: &plan::Plan, e: SpawnError<Error>) -> Error {
     crate::sandbox::plan::spawn_error(("container", id), "setup step", "process", p, e)
 }
 
-/// Kill everything left, remove the cgroups and the state directory.
+/// Kill everything left, remove the cgroups create made and the state directory.
 fn destroy(ctx: &Ctx, r: &Record) -> Result<()> {
     if let Some(set) = &r.cgroups {
         if cgroup::is_frozen(set) {
             let _ = cgroup::freeze(&r.id, set, false);
         }
-        set.kill_all(Duration::from_secs(10))?;
-        set.remove(Duration::from_secs(5))?;
+        cgroup::destroy(set, r.cgroups_made.as_deref())?;
     } else if let (Some(pid), Some(st)) = (r.pid, r.start_time) {
         if crate::stats::proc_start_time(&ctx.proc_root, pid) == Some(st) {
             let _ = warren_sys::proc::kill(pid, libc::SIGKILL);
