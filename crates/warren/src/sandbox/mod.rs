@@ -9,10 +9,12 @@
 //! The policy applied (device list, capabilities, seccomp, masks) is data in
 //! `isolation`.
 
+mod error;
 pub mod invariants;
 pub mod join;
 pub mod masks;
 pub mod plan;
+mod root;
 pub mod spec;
 
 use warren_sys::spawn::Step;

@@ -20,52 +20,17 @@
 //!    session; the gate (OCI `create`/`start`); no_new_privs and the filter, last.
 
 use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use warren_sys::harden::CapSets;
 use warren_sys::libc;
-use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
+use warren_sys::spawn::{ExecTarget, SpawnPlan, Step};
 
 use super::invariants::Violation;
+use super::root::{after_root_change, build_root, change_root, console};
 use super::spec::*;
 
-/// Why a spec could not become a plan.
-#[derive(Debug, thiserror::Error)]
-pub enum PlanError {
-    /// A string or path that cannot reach the kernel.
-    #[error("{0:?} contains a NUL byte")]
-    Nul(String),
-    /// A field of the front end's config (`process.args`, `linux.devices`, ...) and
-    /// what is wrong with it, with the fix.
-    #[error("{field}: {problem}")]
-    Field { field: String, problem: String },
-    /// The builder broke one of its own invariants (a bug in warren).
-    #[error("internal error: {0}")]
-    Invariant(#[from] Violation),
-}
-
-impl PlanError {
-    pub fn field(field: impl Into<String>, problem: impl Into<String>) -> PlanError {
-        PlanError::Field {
-            field: field.into(),
-            problem: problem.into(),
-        }
-    }
-}
-
-/// `b` as a C string.
-pub fn cbytes(b: &[u8]) -> Result<CString, PlanError> {
-    CString::new(b).map_err(|_| PlanError::Nul(String::from_utf8_lossy(b).into_owned()))
-}
-
-pub fn cstr(s: &str) -> Result<CString, PlanError> {
-    cbytes(s.as_bytes())
-}
-
-pub fn cpath(p: &Path) -> Result<CString, PlanError> {
-    cbytes(p.as_os_str().as_bytes())
-}
+pub use super::error::{cbytes, cpath, cstr, spawn_error, PlanError};
 
 /// A spawn plan with what each step does, for error messages.
 #[derive(Debug)]
@@ -99,7 +64,7 @@ impl Plan {
         self.what.get(index).map(String::as_str).unwrap_or("?")
     }
 
-    fn mount(
+    pub(super) fn mount(
         &mut self,
         source: Option<&[u8]>,
         target: &Path,
@@ -127,12 +92,12 @@ impl Plan {
         Ok(())
     }
 
-    fn tolerate_exists(&mut self, step: Step, what: String) {
+    pub(super) fn tolerate_exists(&mut self, step: Step, what: String) {
         self.push(Step::Tolerate(libc::EEXIST, Box::new(step)), what);
     }
 
     /// `mkdir -p` of `dir` beneath `root`, one component at a time (existing is fine).
-    fn dirs(&mut self, root: &Path, dir: &Path) -> Result<(), PlanError> {
+    pub(super) fn dirs(&mut self, root: &Path, dir: &Path) -> Result<(), PlanError> {
         let rel = dir.strip_prefix(root).map_err(|_| {
             PlanError::Invariant(Violation {
                 index: self.what.len(),
@@ -297,267 +262,6 @@ fn cgroup_namespace(p: &mut Plan) {
     );
 }
 
-/// Before the root change: propagation, mounts, nodes, links.
-fn build_root(p: &mut Plan, root: &Root) -> Result<(), PlanError> {
-    p.push(Step::Umask(0), "clear the umask (modes are exact)");
-    p.mount(None, Path::new("/"), None, root.propagation, None)?;
-    if let Some(parent) = &root.private_parent {
-        p.mount(None, parent, None, libc::MS_PRIVATE, None)?;
-    }
-    for m in &root.mounts {
-        mount_entry(p, m)?;
-    }
-    for n in &root.nodes {
-        node(p, n)?;
-    }
-    for (link, to) in &root.links {
-        p.tolerate_exists(
-            Step::Symlink {
-                target: cstr(to)?,
-                link: cpath(link)?,
-            },
-            format!("create link {}", link.display()),
-        );
-    }
-    Ok(())
-}
-
-fn mount_entry(p: &mut Plan, m: &MountEntry) -> Result<(), PlanError> {
-    let target = &m.target;
-    match &m.prepare {
-        Prepare::AsIs => {}
-        Prepare::CheckBeneath { root, rel } => p.push(
-            Step::CheckBeneath {
-                root: cpath(root)?,
-                rel: cstr(rel)?,
-            },
-            format!(
-                "check that /{rel} is a directory inside the root {}, reached without symlinks; a root whose /{rel} is a symlink, a file or missing is refused: make it a directory in the template (or the zone)",
-                root.display()
-            ),
-        ),
-        Prepare::Dirs { root } => p.dirs(root, target)?,
-        Prepare::File { root } => {
-            if let Some(parent) = target.parent() {
-                p.dirs(root, parent)?;
-            }
-            p.tolerate_exists(
-                Step::CreateFile {
-                    path: cpath(target)?,
-                    mode: 0o644,
-                },
-                format!("create {}", target.display()),
-            );
-        }
-    }
-    match &m.kind {
-        MountKind::Mount {
-            source,
-            fstype,
-            flags,
-            data,
-        } => p.mount(
-            source.as_deref(),
-            target,
-            fstype.as_deref(),
-            *flags,
-            data.as_deref(),
-        )?,
-        MountKind::Attach { fd, what } => p.push(
-            Step::MoveMount {
-                fd: *fd,
-                target: cpath(target)?,
-            },
-            format!("attach {what} on {}", target.display()),
-        ),
-        MountKind::Dir { mode, owner } => {
-            p.tolerate_exists(
-                Step::Mkdir {
-                    path: cpath(target)?,
-                    mode: *mode,
-                },
-                format!("create {}", target.display()),
-            );
-            if let Some((uid, gid)) = owner {
-                p.push(
-                    Step::Chown {
-                        path: cpath(target)?,
-                        uid: *uid,
-                        gid: *gid,
-                    },
-                    format!("give {} to {uid}:{gid}", target.display()),
-                );
-            }
-        }
-        MountKind::Link { to } => p.tolerate_exists(
-            Step::Symlink {
-                target: cstr(to)?,
-                link: cpath(target)?,
-            },
-            format!("create link {}", target.display()),
-        ),
-    }
-    for (flags, data) in &m.then {
-        p.mount(None, target, None, *flags, data.as_deref())?;
-    }
-    Ok(())
-}
-
-fn node(p: &mut Plan, n: &Node) -> Result<(), PlanError> {
-    if let (Some(root), Some(parent)) = (&n.dirs_beneath, n.at.parent()) {
-        p.dirs(root, parent)?;
-    }
-    if n.bind {
-        p.tolerate_exists(
-            Step::CreateFile {
-                path: cpath(&n.at)?,
-                mode: 0o644,
-            },
-            format!("create {}", n.at.display()),
-        );
-        return p.mount(
-            Some(n.host.as_os_str().as_bytes()),
-            &n.at,
-            None,
-            libc::MS_BIND,
-            None,
-        );
-    }
-    p.tolerate_exists(
-        Step::Mknod {
-            path: cpath(&n.at)?,
-            mode: n.kind | (n.mode & 0o7777),
-            dev: libc::makedev(n.major, n.minor),
-        },
-        format!("create device {}", n.at.display()),
-    );
-    if (n.uid, n.gid) != (0, 0) {
-        p.push(
-            Step::Chown {
-                path: cpath(&n.at)?,
-                uid: n.uid,
-                gid: n.gid,
-            },
-            format!("give {} to {}:{}", n.at.display(), n.uid, n.gid),
-        );
-    }
-    Ok(())
-}
-
-/// The console: a log file or a pty, bound on the root's /dev/console.
-fn console(p: &mut Plan, spec: &SandboxSpec) -> Result<(), PlanError> {
-    let (fd, dev_console) = match &spec.console {
-        None => return Ok(()),
-        Some(Console::Log {
-            mount_fd,
-            dir,
-            file,
-            fd,
-            dev_console,
-        }) => {
-            p.tolerate_exists(
-                Step::Mkdir {
-                    path: cpath(dir)?,
-                    mode: 0o700,
-                },
-                format!("create {}", dir.display()),
-            );
-            p.push(
-                Step::MoveMount {
-                    fd: *mount_fd,
-                    target: cpath(dir)?,
-                },
-                format!("attach the console's tmpfs on {}", dir.display()),
-            );
-            p.push(
-                Step::Open {
-                    path: cpath(file)?,
-                    flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode: 0,
-                    fd: *fd,
-                },
-                format!("open {}", file.display()),
-            );
-            (*fd, Some(dev_console))
-        }
-        Some(Console::Pty {
-            ptmx,
-            socket,
-            slave_fd,
-            rows,
-            cols,
-            dev_console,
-        }) => {
-            p.push(
-                Step::Console {
-                    ptmx: cpath(ptmx)?,
-                    socket: *socket,
-                    slave_fd: *slave_fd,
-                    rows: *rows,
-                    cols: *cols,
-                },
-                "allocate the console pty (needs a devpts mount at /dev/pts) and send it to the console socket",
-            );
-            (*slave_fd, dev_console.as_ref())
-        }
-    };
-    if let Some(at) = dev_console {
-        p.tolerate_exists(
-            Step::CreateFile {
-                path: cpath(at)?,
-                mode: 0o600,
-            },
-            format!("create {}", at.display()),
-        );
-        let src = format!("/proc/self/fd/{fd}");
-        p.mount(Some(src.as_bytes()), at, None, libc::MS_BIND, None)?;
-    }
-    Ok(())
-}
-
-fn change_root(p: &mut Plan, root: &Root) -> Result<(), PlanError> {
-    let new_root = cpath(&root.path)?;
-    match root.change {
-        RootChange::PivotRoot => p.push(
-            Step::PivotRoot { new_root },
-            format!("pivot_root into {}", root.path.display()),
-        ),
-        RootChange::MoveRoot => p.push(
-            Step::MoveRoot { new_root },
-            "move the root onto / and chroot (--no-pivot)",
-        ),
-    }
-    if let Some(prop) = root.propagation_after {
-        // The root's own propagation, which exists as "/" only now (as runc).
-        p.mount(None, Path::new("/"), None, prop, None)?;
-    }
-    Ok(())
-}
-
-/// After the root change: masks, a read-only `/`, the umask back.
-fn after_root_change(p: &mut Plan, root: &Root) -> Result<(), PlanError> {
-    let masks = super::masks::steps(
-        Path::new("/"),
-        Path::new("/dev"),
-        root.masked.iter().map(String::as_str),
-        root.readonly_paths.iter().map(String::as_str),
-    )?;
-    for (step, what) in masks {
-        p.push(step, what);
-    }
-    if root.readonly {
-        p.mount(
-            None,
-            Path::new("/"),
-            None,
-            libc::MS_BIND | libc::MS_REMOUNT | libc::MS_RDONLY,
-            None,
-        )?;
-    }
-    p.push(Step::Umask(root.umask_after), "set the umask");
-    Ok(())
-}
-
 /// The process part, in runc's order; no_new_privs and the filter last.
 fn process(p: &mut Plan, mut pr: Process) -> Result<(), PlanError> {
     p.spawn.exec = pr.exec;
@@ -617,57 +321,4 @@ fn process(p: &mut Plan, mut pr: Process) -> Result<(), PlanError> {
         p.push(Step::Seccomp(f), "load the seccomp filter");
     }
     Ok(())
-}
-
-/// A failed spawn in words: the sandbox (`kind` "zone" or "container", its name),
-/// what it was doing ("boot step", "setup step") and what it runs ("init",
-/// "process"); the clone's errno gets the host limit it points at.
-pub fn spawn_error(
-    (kind, name): (&str, &str),
-    doing: &str,
-    runs: &str,
-    plan: &Plan,
-    e: SpawnError<crate::error::Error>,
-) -> crate::error::Error {
-    use crate::error::Error;
-    let who = format!("{kind} '{name}'");
-    match e {
-        SpawnError::Setup(e) => e,
-        SpawnError::Clone(source) => {
-            let hint = match source.raw_os_error() {
-                Some(libc::EAGAIN) => " (a process limit was reached: check kernel.pid_max, kernel.threads-max and the pids cgroup)",
-                Some(libc::ENOSPC) => " (a namespace limit was reached: check user.max_*_namespaces)",
-                Some(libc::ENOMEM) => " (out of memory)",
-                _ => "",
-            };
-            Error::Io {
-                context: format!("{who}: creating its namespaces failed{hint}"),
-                source,
-            }
-        }
-        SpawnError::Step { index, error } => Error::Io {
-            context: format!(
-                "{who}: {doing} {} ({}) failed",
-                index + 1,
-                plan.describe(index)
-            ),
-            source: error,
-        },
-        SpawnError::Exec(source) => {
-            let prog = match &plan.spawn.exec {
-                ExecTarget::Path(p) => p.to_string_lossy().into_owned(),
-                ExecTarget::Fd(_) => "warren-init".into(),
-            };
-            Error::Io {
-                context: format!(
-                    "{who}: starting {runs} {prog} failed (is it present and executable inside the {kind}?)"
-                ),
-                source,
-            }
-        }
-        SpawnError::Pipe(source) => Error::Io {
-            context: format!("{who}: talking to its new process failed"),
-            source,
-        },
-    }
 }

@@ -1,0 +1,185 @@
+//! Golden tests of a zone's sandbox (pure: descriptors are numbers).
+
+use super::*;
+use crate::cgroups::{CgroupSet, CgroupVersion};
+use crate::config::ZoneConfig;
+use crate::quota::DiskMount;
+use crate::storage::template::Bind;
+use std::path::PathBuf;
+use warren_sys::spawn::Step;
+
+/// Golden plans of a zone: with and without a user namespace, a template bind and
+/// a disk.max image. The one builder keeps the sandbox invariants (it checks them
+/// itself), and the zone's choices land where they must: every mount target in
+/// the tree is checked before it is mounted on, the parent's go comes after the
+/// root change and before the user namespace is joined, the cgroup namespace after
+/// the go, confinement last with the seccomp filter as the very last step.
+#[test]
+fn zone_plans_keep_the_invariants_and_the_zone_order() {
+    let dir = PathBuf::from("/var/lib/warren/zones/web1");
+    let root = RootMount::Overlay {
+        lower: PathBuf::from("/var/lib/warren/templates/base/rootfs"),
+        upper: dir.join("upper"),
+        work: dir.join("work"),
+        target: dir.join("root"),
+    };
+    let binds = [Bind {
+        source: PathBuf::from("/usr"),
+        target: "usr".into(),
+        readonly: true,
+    }];
+    let cgroups = CgroupSet {
+        version: CgroupVersion::V1,
+        dirs: Vec::new(),
+    };
+    let disk = DiskMount {
+        image: dir.join("disk.img"),
+        mountpoint: dir.join("disk"),
+    };
+    let config = ZoneConfig::new("base");
+    for (name, userns) in [("no user namespace", false), ("user namespace", true)] {
+        let boot = BootSpec {
+            zone: "web1",
+            config: &config,
+            root: &root,
+            binds: &binds,
+            cgroups: &cgroups,
+            console: &dir.join("console.log"),
+            init_exe: Path::new("/usr/lib/warren/warren-init"),
+            proc_root: Path::new("/proc"),
+            net: None,
+            idmap: userns.then_some(IdRange {
+                base: 200_000,
+                count: 65536,
+            }),
+            disk: Some(&disk),
+        };
+        let fds = Descriptors {
+            console_mount: 10,
+            null: 11,
+            init: Some(12),
+            disk: Some(13),
+            userns: userns.then(|| UsernsDescriptors {
+                range: IdRange {
+                    base: 200_000,
+                    count: 65536,
+                },
+                user: 14,
+                uts: Some(15),
+                ipc: Some(16),
+                net: Some(17),
+                root: 18,
+                binds: vec![19],
+            }),
+        };
+        let spec = zone_spec(&boot, &fds).unwrap();
+        let p = crate::sandbox::plan(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let steps = &p.spawn.steps;
+        let at = |want: &dyn Fn(&Step) -> bool| steps.iter().position(want);
+        let pivot = at(&|s| matches!(s, Step::PivotRoot { .. })).expect("pivot_root");
+        let go = at(&|s| matches!(s, Step::WaitParent)).expect("the parent's go");
+        let cgroup_ns = at(&|s| matches!(s, Step::Unshare(f) if *f == libc::CLONE_NEWCGROUP))
+            .expect("a cgroup namespace");
+        assert!(
+            pivot < go && go < cgroup_ns,
+            "{name}: order of pivot, go, cgroupns"
+        );
+        let user =
+            at(&|s| matches!(s, Step::Setns { nstype, .. } if *nstype == libc::CLONE_NEWUSER));
+        assert_eq!(user.is_some(), userns, "{name}: user namespace join");
+        if let Some(user) = user {
+            assert!(
+                go < user && user < cgroup_ns,
+                "{name}: user ns after the go"
+            );
+            assert!(
+                matches!(steps[user + 1], Step::BecomeRoot),
+                "{name}: becomes root of it"
+            );
+        }
+        // Each of proc, sys, dev and the template's usr is checked right before
+        // something is mounted on it.
+        for rel in ["proc", "sys", "dev", "usr"] {
+            let target = dir.join("root").join(rel);
+            let check = at(&|s| {
+                matches!(s, Step::CheckBeneath { rel: r, .. } if r.to_bytes() == rel.as_bytes())
+            })
+            .unwrap_or_else(|| panic!("{name}: no check of /{rel}"));
+            let on = |s: &Step| match s {
+                Step::Mount { target: t, .. } | Step::MoveMount { target: t, .. } => {
+                    t.to_bytes() == target.as_os_str().as_encoded_bytes()
+                }
+                _ => false,
+            };
+            assert!(
+                on(&steps[check + 1]),
+                "{name}: /{rel} mounted right after its check"
+            );
+        }
+        // The flags of the clone: a new user namespace is never made by the clone
+        // (it is joined), a new network namespace only without one.
+        let flags = p.spawn.clone_flags;
+        assert_eq!(flags & libc::CLONE_NEWUSER, 0, "{name}");
+        assert_eq!(flags & libc::CLONE_NEWNET != 0, !userns, "{name}: netns");
+        // Confinement last: bounding, capabilities, no_new_privs, the filter.
+        let n = steps.len();
+        assert!(
+            matches!(steps[n - 1], Step::Seccomp(_)),
+            "{name}: filter last"
+        );
+        assert!(matches!(steps[n - 2], Step::NoNewPrivs), "{name}");
+        assert!(matches!(steps[n - 3], Step::SetCaps(_)), "{name}");
+        // The device nodes belong to the zone's root.
+        let chowned = steps
+            .iter()
+            .filter(|s| matches!(s, Step::Chown { uid: 200_000, .. }))
+            .count();
+        assert_eq!(
+            chowned > 0,
+            userns,
+            "{name}: nodes and dirs given to the zone's root"
+        );
+        assert!(
+            matches!(p.spawn.exec, ExecTarget::Fd(12)),
+            "{name}: warren-init by fd"
+        );
+        assert_eq!(p.spawn.pass_fds, 0, "{name}");
+        assert_eq!(p.what.len(), steps.len(), "{name}: every step described");
+    }
+}
+
+/// A zone whose init or services carry a NUL byte is refused naming the zone.
+#[test]
+fn nul_in_services_is_refused_naming_the_zone() {
+    let mut config = ZoneConfig::new("base");
+    config.services = vec![crate::config::Command::Shell("sleep\0 1".into())];
+    let root = RootMount::Bind {
+        source: PathBuf::from("/z/root"),
+    };
+    let cgroups = CgroupSet {
+        version: CgroupVersion::V1,
+        dirs: Vec::new(),
+    };
+    let boot = BootSpec {
+        zone: "web2",
+        config: &config,
+        root: &root,
+        binds: &[],
+        cgroups: &cgroups,
+        console: Path::new("/z/console.log"),
+        init_exe: Path::new("/x/warren-init"),
+        proc_root: Path::new("/proc"),
+        net: None,
+        idmap: None,
+        disk: None,
+    };
+    let fds = Descriptors {
+        console_mount: 10,
+        null: 11,
+        init: Some(12),
+        disk: None,
+        userns: None,
+    };
+    let e = zone_spec(&boot, &fds).unwrap_err().to_string();
+    assert!(e.contains("web2") && e.contains("NUL"), "{e}");
+}
