@@ -28,6 +28,7 @@ use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxResources};
 use crate::cgroups::{self, CgroupSet, CgroupVersion, CreateOptions, Created, Place};
 use crate::config::{CpuSet, Limits};
 use crate::error::{Error, IoContext, Result};
+use crate::sandbox::PlanError;
 
 mod path;
 
@@ -47,18 +48,20 @@ pub fn own_path(proc_root: &Path) -> String {
 
 /// Limits from `linux.resources` (pure). Swap in OCI is memory+swap; warren's
 /// `memory_swap` is the swap on top. `memsw` says whether the host accounts swap.
-pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), String> {
+pub fn limits(
+    r: &LinuxResources,
+    memsw: bool,
+) -> std::result::Result<(Limits, Vec<String>), PlanError> {
     let mut l = Limits::default();
     let mut notes = Vec::new();
     // -1 is "unlimited" in the runtime spec; below it is no value at all (runc
     // refuses it too).
-    let below_minus_one = |field: &str, v: Option<i64>| {
-        match v {
-        Some(v) if v < -1 => Err(format!(
-            "linux.resources.{field} {v} is negative; give a limit in its unit, or -1 (or leave it out) for none"
+    let below_minus_one = |field: &str, v: Option<i64>| match v {
+        Some(v) if v < -1 => Err(PlanError::field(
+            format!("linux.resources.{field}"),
+            format!("{v} is negative; give a limit in its unit, or -1 (or leave it out) for none"),
         )),
         _ => Ok(()),
-    }
     };
     if let Some(m) = r.memory() {
         below_minus_one("memory.limit", m.limit())?;
@@ -83,8 +86,9 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
                     }
                 }
                 Some(swap) if swap > 0 => {
-                    return Err(format!(
-                        "linux.resources.memory.swap {swap} is below memory.limit {limit}; it is memory+swap and must be at least the limit (or -1)"
+                    return Err(PlanError::field(
+                        "linux.resources.memory.swap",
+                        format!("{swap} is below memory.limit {limit}; it is memory+swap and must be at least the limit (or -1)"),
                     ))
                 }
                 _ => {}
@@ -95,15 +99,16 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
         }
         if let Some(sw) = m.swappiness() {
             if sw > 100 {
-                return Err(format!(
-                    "linux.resources.memory.swappiness {sw}: expected 0-100"
+                return Err(PlanError::field(
+                    "linux.resources.memory.swappiness",
+                    format!("{sw}: expected 0-100"),
                 ));
             }
             l.memory_swappiness = Some(sw);
         }
         l.oom_kill_disable = m.disable_oom_killer().unwrap_or(false);
         if m.kernel().is_some_and(|k| k > 0) || m.kernel_tcp().is_some_and(|k| k > 0) {
-            return Err("linux.resources.memory.kernel / kernelTCP: kernel memory limits are deprecated and not supported by warren (as runc); remove them".into());
+            return Err(PlanError::field("linux.resources.memory.kernel / kernelTCP", "kernel memory limits are deprecated and not supported by warren (as runc); remove them"));
         }
     }
     let non_empty = |v: &Option<Vec<_>>| v.as_ref().is_some_and(|v: &Vec<_>| !v.is_empty());
@@ -136,12 +141,18 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
                     .map(|v| v.into_iter().map(|_| ()).collect()),
             )
     }) {
-        return Err("linux.resources.blockIO is not supported by warren yet (no io/blkio controller support); remove it".into());
+        return Err(PlanError::field(
+            "linux.resources.blockIO",
+            "not supported by warren yet (no io/blkio controller support); remove it",
+        ));
     }
     if r.network().as_ref().is_some_and(|n| {
         n.class_id().is_some() || n.priorities().as_ref().is_some_and(|p| !p.is_empty())
     }) {
-        return Err("linux.resources.network (classID, priorities) is not supported by warren (no net_cls/net_prio support); remove it".into());
+        return Err(PlanError::field(
+            "linux.resources.network (classID, priorities)",
+            "not supported by warren (no net_cls/net_prio support); remove it",
+        ));
     }
     if let Some(h) = r.hugepage_limits().as_ref().filter(|h| !h.is_empty()) {
         // Zero limits only forbid huge pages; a host that has none configured keeps
@@ -151,7 +162,7 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
                 .is_ok_and(|v| v.trim() == "0")
         });
         if h.iter().any(|x| x.limit() > 0) || !none_configured {
-            return Err("linux.resources.hugepageLimits: warren does not manage the hugetlb controller; remove them (limits of 0 are accepted on hosts without huge pages)".into());
+            return Err(PlanError::field("linux.resources.hugepageLimits", "warren does not manage the hugetlb controller; remove them (limits of 0 are accepted on hosts without huge pages)"));
         }
         notes.push("linux.resources.hugepageLimits of 0 kept: this host has no huge pages".into());
     }
@@ -175,7 +186,10 @@ pub fn limits(r: &LinuxResources, memsw: bool) -> Result<(Limits, Vec<String>), 
         }
         if let Some(cpus) = c.cpus().as_deref().filter(|s| !s.is_empty()) {
             let list = crate::config::parse_cpu_list(cpus).ok_or_else(|| {
-                format!("linux.resources.cpu.cpus {cpus:?}: expected a CPU list such as \"0-1\"")
+                PlanError::field(
+                    "linux.resources.cpu.cpus",
+                    format!("{cpus:?}: expected a CPU list such as \"0-1\""),
+                )
             })?;
             l.cpuset = Some(CpuSet(list));
         }
@@ -406,7 +420,10 @@ mod tests {
         assert!(notes[0].contains("swapaccount=1"), "{notes:?}");
         let bad: LinuxResources =
             serde_json::from_str(r#"{"memory":{"limit":100,"swap":50}}"#).unwrap();
-        assert!(limits(&bad, true).unwrap_err().contains("memory.swap"));
+        assert!(limits(&bad, true)
+            .unwrap_err()
+            .to_string()
+            .contains("memory.swap"));
         let unlimited: LinuxResources =
             serde_json::from_str(r#"{"memory":{"limit":100,"swap":-1},"pids":{"limit":0}}"#)
                 .unwrap();
@@ -419,7 +436,7 @@ mod tests {
             r#"{"cpu":{"quota":-100}}"#,
         ] {
             let r: LinuxResources = serde_json::from_str(bad).unwrap();
-            let e = limits(&r, true).unwrap_err();
+            let e = limits(&r, true).unwrap_err().to_string();
             assert!(e.contains("is negative") && e.contains("-1"), "{bad}: {e}");
         }
         let minus_one: LinuxResources =

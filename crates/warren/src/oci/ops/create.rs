@@ -111,7 +111,8 @@ fn create_in(
             .ctx(|| format!("container '{id}': chmod {}", dir.display()))?;
     }
     let resources = linux.resources().clone().unwrap_or_default();
-    let (limits, notes) = cgroup::limits(&resources, cgroup::host_has_memsw()).map_err(&inval)?;
+    let (limits, notes) =
+        cgroup::limits(&resources, cgroup::host_has_memsw()).map_err(|e| inval(e.to_string()))?;
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
