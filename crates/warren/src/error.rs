@@ -97,6 +97,14 @@ pub enum Error {
     },
     #[error("state file {}: {message}; repair it by hand or remove the zone with 'warren delete --force'", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// A zone's stored `config.toml` cannot be used as it is: missing, not UTF-8, not
+    /// TOML, or holding a value this warren refuses. The verbs that repair it work.
+    #[error("zone '{zone}': {}: {message}; fix it with 'warren config edit {zone}' or 'warren config set {zone} KEY=VALUE' (see 'warren config keys'), or remove the zone with 'warren delete --force {zone}'", path.display())]
+    BadConfigFile {
+        zone: String,
+        path: PathBuf,
+        message: String,
+    },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
     /// An operation failed and undoing it failed too: report both.
@@ -126,7 +134,7 @@ impl Error {
             Error::Unsupported(_) | Error::HostLimit { .. } => ExitCode::Unsupported,
             Error::NotRoot => ExitCode::Permission,
             Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,
-            Error::Corrupt { .. } => ExitCode::Corrupt,
+            Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } => ExitCode::Failure,
         }

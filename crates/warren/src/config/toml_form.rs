@@ -4,6 +4,9 @@ use super::*;
 
 /// Parse and validate a config table for zone `zone`.
 pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
+    if let Some(m) = duplicate_key(table) {
+        return Err(Error::config(zone, m));
+    }
     let mut entries = Vec::new();
     flatten("", table, &mut entries);
     let mut cfg = ZoneConfig::new("host");

@@ -71,7 +71,7 @@ pub fn root_of(layout: &Layout, name: &str) -> PathBuf {
 pub fn load(layout: &Layout, name: &str) -> Result<Manifest> {
     names::template(name)?;
     let path = layout.template_dir(name).join("template.toml");
-    let text = match fs::read_to_string(&path) {
+    let text = match crate::fsutil::read_text_bounded(&path, crate::fsutil::MAX_SMALL_FILE) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::NoSuchTemplate(name.into()))
