@@ -4,10 +4,10 @@
 
 mod common;
 
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::Env;
+use common::{resume, wait_stopped, ChildGuard, Env};
 
 const BAD_UTF8: &[u8] = b"template = \"host\"\nhostname = \"a\xffb\"\n";
 
@@ -209,44 +209,6 @@ fn config_from_dev_urandom_fails_quickly_and_says_why() {
     env.run(&["config", "show", "z"])
         .fails(10, "larger than 1M");
     env.ok(&["delete", "--force", "z"]);
-}
-
-/// Kills a warren child (stopped or not) if the test ends early.
-struct ChildGuard(Child);
-
-impl Drop for ChildGuard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// Wait until process `pid` is stopped (it reached its pause point).
-fn wait_stopped(pid: u32) {
-    let t = Instant::now();
-    loop {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = stat
-            .rsplit(')')
-            .next()
-            .and_then(|r| r.split_whitespace().next());
-        if state == Some("T") {
-            return;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(60),
-            "warren (pid {pid}) never reached its pause point: {stat}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn resume(pid: u32) {
-    let ok = Command::new("kill")
-        .args(["-CONT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(ok.success(), "kill -CONT {pid}");
 }
 
 #[test]
