@@ -73,13 +73,14 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
     /// A host limit leaves no room for the zone (checked at boot, before any cgroup).
-    #[error("zone '{zone}': {limit} is {current} and {tasks} tasks exist; raise it with 'warren doctor --fix' or sysctl -w {limit}={suggested}")]
+    /// (`doctor::admit`: the limit, its value, what is used and needed, the fix.)
+    #[error("zone '{zone}': {limit} is {current} {detail}; {remedy}")]
     HostLimit {
         zone: String,
-        limit: &'static str,
-        current: u64,
-        tasks: u64,
-        suggested: u64,
+        limit: String,
+        current: String,
+        detail: String,
+        remedy: String,
     },
     #[error(
         "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"

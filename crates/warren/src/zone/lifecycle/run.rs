@@ -35,15 +35,17 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     }
     let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
-    // Admission: refuse before any cgroup exists when the host has no tasks left for
-    // the zone's init and services (three small reads; see doctor::admit).
+    // Admission: refuse before any cgroup exists when a host limit leaves no room for
+    // the zone's init and services (a few small reads; see doctor::admit).
     let zone_tasks = 1 + z.config.services.len() as u64;
-    doctor::admit(
-        &z.name,
-        &doctor::snapshot::read_admit(&ctx.host.proc),
-        zone_tasks,
-    )?;
-    let (driver, _) = ctx.cgroups()?;
+    let (driver, hierarchy) = ctx.cgroups()?;
+    // Host root is exempt from RLIMIT_NPROC; a user-namespaced zone's host id is not.
+    let mut admission =
+        doctor::admit::read(&ctx.host.proc, Some(hierarchy.version), z.config.userns);
+    if let Some(l) = z.config.rlimits.get("nproc") {
+        admission.nproc = z.config.userns.then_some(l.soft).filter(|n| *n != u64::MAX);
+    }
+    doctor::admit(&z.name, &admission, zone_tasks)?;
     let mem = stats::meminfo(&ctx.host.proc);
     let get = |k: &str| mem.get(k).copied().unwrap_or(0);
     let limits = z
