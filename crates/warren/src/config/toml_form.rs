@@ -31,7 +31,10 @@ pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         Error::config(
             zone,
-            format!("config is not valid TOML: {}", e.message().trim()),
+            format!(
+                "config is not valid TOML: {}; fix the syntax (examples: 'warren config keys')",
+                e.message().trim()
+            ),
         )
     })?;
     from_table(zone, &table)
@@ -70,7 +73,7 @@ pub fn set_in_table(
             _ => {
                 return Err(Error::config(
                     zone,
-                    format!("config key '{p}' is not a table"),
+                    format!("config key '{p}' holds a value, so {key} cannot be set below it; remove '{p} = …' with 'warren config edit'"),
                 ))
             }
         };

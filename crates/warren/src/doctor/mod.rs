@@ -128,7 +128,10 @@ impl Plan {
         net: NetPlan,
     ) -> Result<Plan> {
         if zones == 0 {
-            return Err(Error::Invalid("--zones must be at least 1".into()));
+            return Err(Error::Invalid(
+                "--zones must be at least 1: give the density to plan for, e.g. --zones 1000"
+                    .into(),
+            ));
         }
         let procs = 1 + procs_per_zone;
         let threads_per_zone = threads.unwrap_or(procs);

@@ -96,7 +96,7 @@ pub fn login(
     };
     let program = resolve(&argv[0]).ok_or_else(|| {
         Error::Invalid(format!(
-            "zone '{zone}': {}: command not found in the zone's PATH",
+            "zone '{zone}': {}: command not found in the zone's PATH; give its absolute path inside the zone",
             argv[0]
         ))
     })?;

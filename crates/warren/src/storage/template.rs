@@ -119,13 +119,13 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
         Source::Busybox => Some(find_static_busybox()?),
         Source::Dir(p) if !p.is_dir() => {
             return Err(Error::Invalid(format!(
-                "--from-dir {}: not a directory",
+                "--from-dir {}: not a directory; give the directory of a root filesystem (with bin, etc, usr ...)",
                 p.display()
             )))
         }
         Source::Tar(p) if !p.is_file() => {
             return Err(Error::Invalid(format!(
-                "--from-tar {}: no such file",
+                "--from-tar {}: no such file; give the path of a tar archive of a root filesystem",
                 p.display()
             )))
         }

@@ -150,7 +150,7 @@ pub fn config_replace(
             Error::config(
                 name,
                 format!(
-                    "the edited config is not valid TOML: {}",
+                    "the edited config is not valid TOML: {}; fix it and run 'warren config edit {name}' again",
                     e.message().trim()
                 ),
             )

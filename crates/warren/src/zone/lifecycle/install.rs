@@ -16,7 +16,10 @@ pub fn create(
     let mut table = match config_file {
         Some(path) => {
             let text = read_text_bounded(path, MAX_SMALL_FILE).map_err(|e| {
-                Error::Invalid(format!("zone '{name}': --config {}: {e}", path.display()))
+                Error::Invalid(format!(
+                    "zone '{name}': --config {}: {e}; give a TOML config file (keys: 'warren config keys')",
+                    path.display()
+                ))
             })?;
             text.parse::<toml::Table>().map_err(|e| {
                 Error::config(
