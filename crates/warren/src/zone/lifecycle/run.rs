@@ -17,6 +17,20 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// What `doctor::admit` checks for zone `z`. Host root is exempt from RLIMIT_NPROC; a
+/// user-namespaced zone's host id is not, and its own `rlimit.nproc` replaces warren's.
+fn admission(
+    ctx: &Context,
+    z: &Zone,
+    version: crate::cgroups::CgroupVersion,
+) -> doctor::AdmitSnapshot {
+    let mut s = doctor::admit::read(&ctx.host.proc, Some(version), z.config.userns);
+    if let Some(l) = z.config.rlimits.get("nproc") {
+        s.nproc = z.config.userns.then_some(l.soft).filter(|n| *n != u64::MAX);
+    }
+    s
+}
+
 /// Boot a loaded, locked, reconciled zone.
 fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let t0 = Instant::now();
@@ -39,13 +53,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     // the zone's init and services (a few small reads; see doctor::admit).
     let zone_tasks = 1 + z.config.services.len() as u64;
     let (driver, hierarchy) = ctx.cgroups()?;
-    // Host root is exempt from RLIMIT_NPROC; a user-namespaced zone's host id is not.
-    let mut admission =
-        doctor::admit::read(&ctx.host.proc, Some(hierarchy.version), z.config.userns);
-    if let Some(l) = z.config.rlimits.get("nproc") {
-        admission.nproc = z.config.userns.then_some(l.soft).filter(|n| *n != u64::MAX);
-    }
-    doctor::admit(&z.name, &admission, zone_tasks)?;
+    doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
     let mem = stats::meminfo(&ctx.host.proc);
     let get = |k: &str| mem.get(k).copied().unwrap_or(0);
     let limits = z
@@ -117,7 +125,22 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
         Ok(i) => i,
-        Err(e) => return Err(undo(&rt, e)),
+        Err(e) => {
+            // A process limit hit after admission (the host filled up meanwhile): name
+            // the limit, if admission now sees which, rather than the candidates.
+            let e = match &e {
+                Error::Io { source, .. }
+                    if source.raw_os_error() == Some(warren_sys::libc::EAGAIN) =>
+                {
+                    let again = admission(ctx, z, hierarchy.version);
+                    doctor::admit(&z.name, &again, zone_tasks)
+                        .err()
+                        .unwrap_or(e)
+                }
+                _ => e,
+            };
+            return Err(undo(&rt, e));
+        }
     };
     let t_spawn = t1.elapsed();
     fault::point("boot.after-spawn");
