@@ -55,7 +55,7 @@ pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "it is larger than {} (warren reads at most that much of it); is it the right file?",
+                "it is larger than {} (warren reads at most that much of it)",
                 crate::config::format_size(limit)
             ),
         ));

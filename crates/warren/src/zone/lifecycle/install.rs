@@ -134,7 +134,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     names::zone(dst)?;
     if src == dst {
         return Err(Error::Invalid(format!(
-            "zone '{src}': cannot clone a zone onto itself"
+            "zone '{src}': cannot clone a zone onto itself; give the clone another name"
         )));
     }
     // Lock in name order so two opposite clones cannot deadlock.
