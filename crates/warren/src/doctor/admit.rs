@@ -7,14 +7,16 @@
 //! count; warren's own cgroup (pids.max against its tasks, and on v2
 //! cgroup.max.descendants); RLIMIT_NPROC, which counts the processes of the zone's
 //! host uid (a user-namespaced zone runs as an unprivileged id, which the kernel does
-//! not exempt); and memory (MemAvailable + SwapFree against what an idle zone costs).
+//! not exempt); `user.max_*_namespaces` of each kind the zone gets its own of (0
+//! disables it); the kernel's 65,535 memory cgroup ids; and memory (MemAvailable +
+//! SwapFree against what an idle zone costs).
 //! [`read`] is the reader (a handful of small files); [`admit`] the pure decision.
 
 use std::path::{Path, PathBuf};
 
 use super::assess::{suggest, PID_MAX_LIMIT, THREADS_MAX_LIMIT};
 use super::snapshot::{read_cgroup, read_sysctl, read_tasks, CgroupLimits};
-use super::ZONE_BASE_MEMORY;
+use super::{MEM_CGROUP_IDS, ZONE_BASE_MEMORY};
 use crate::cgroups::CgroupVersion;
 use crate::config::format_size;
 use crate::error::{Error, Result};
@@ -44,6 +46,10 @@ pub struct AdmitSnapshot {
     pub nproc: Option<u64>,
     /// MemAvailable + SwapFree, in bytes.
     pub memory_free: Option<u64>,
+    /// `user.max_<kind>_namespaces` of each kind of namespace the zone gets its own of.
+    pub namespaces: Vec<(String, u64)>,
+    /// Memory cgroups on the host now (/proc/cgroups, dying ones included).
+    pub memory_cgroups: Option<u64>,
 }
 
 /// Tasks left free for the host when admitting a zone (a shell to run `warren doctor --fix`).
@@ -123,6 +129,26 @@ pub fn admit(zone: &str, s: &AdmitSnapshot, zone_tasks: u64) -> Result<()> {
             );
         }
     }
+    for (key, value) in &s.namespaces {
+        if *value == 0 {
+            return refuse(
+                key.clone(),
+                "0".into(),
+                "(the zone needs one namespace of this kind; 0 disables them)".into(),
+                format!("raise it with 'warren doctor --fix' or sysctl -w {key}=15000"),
+            );
+        }
+    }
+    if let Some(now) = s.memory_cgroups {
+        if now + NEW_CGROUPS > MEM_CGROUP_IDS {
+            return refuse(
+                "memory cgroup ids".into(),
+                MEM_CGROUP_IDS.to_string(),
+                format!("and {now} memory cgroups exist, dying ones included (a boot makes up to {NEW_CGROUPS})"),
+                "the number is compiled into the kernel: delete unused zones or containers, and wait for dying cgroups to be freed as their memory is reclaimed".into(),
+            );
+        }
+    }
     if let Some(n) = s.nproc {
         let need = zone_tasks + BOOT_HELPER_TASKS;
         if need > n {
@@ -152,11 +178,13 @@ pub fn admit(zone: &str, s: &AdmitSnapshot, zone_tasks: u64) -> Result<()> {
 
 /// Read what [`admit`] checks: sysctls, the task count, warren's own cgroup (per
 /// `version`), this process's RLIMIT_NPROC (`nproc_applies`: the zone runs as a
-/// non-root host id), and /proc/meminfo.
+/// non-root host id), the namespace limits of the `namespaces` kinds the zone gets
+/// (`"pid"`, `"net"`, ...), /proc/cgroups and /proc/meminfo.
 pub fn read(
     proc_root: &Path,
     version: Option<CgroupVersion>,
     nproc_applies: bool,
+    namespaces: &[&str],
 ) -> AdmitSnapshot {
     let get = |key| read_sysctl(proc_root, key).and_then(Result::ok);
     let count = |dir: &Path, max: Option<u64>, current: Option<u64>| {
@@ -206,7 +234,20 @@ pub fn read(
         (Some(a), None) => Some(*a),
         _ => None,
     };
+    let namespaces = namespaces
+        .iter()
+        .filter_map(|kind| {
+            let key = format!("user.max_{kind}_namespaces");
+            let v = read_sysctl(proc_root, &key).and_then(Result::ok)?;
+            Some((key, v))
+        })
+        .collect();
+    let memory_cgroups = crate::fsutil::read_text_bounded(&proc_root.join("cgroups"), 1 << 16)
+        .ok()
+        .and_then(|t| super::snapshot::parse_proc_cgroups(&t, "memory"));
     AdmitSnapshot {
+        namespaces,
+        memory_cgroups,
         pid_max: get("kernel.pid_max"),
         threads_max: get("kernel.threads-max"),
         tasks: read_tasks(proc_root).ok(),
@@ -231,6 +272,8 @@ mod tests {
             cgroup_descendants: None,
             nproc: None,
             memory_free: Some(8 << 30),
+            namespaces: vec![("user.max_pid_namespaces".into(), 15000)],
+            memory_cgroups: Some(120),
         }
     }
 
@@ -319,5 +362,26 @@ mod tests {
         };
         let e = admit("a", &mem, 1).unwrap_err().to_string();
         assert!(e.contains("memory (MemAvailable + SwapFree) is"), "{e}");
+        let ns = AdmitSnapshot {
+            namespaces: vec![
+                ("user.max_pid_namespaces".into(), 15000),
+                ("user.max_user_namespaces".into(), 0),
+            ],
+            ..roomy()
+        };
+        let e = admit("a", &ns, 1).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "zone 'a': user.max_user_namespaces is 0 (the zone needs one namespace of this kind; 0 disables them); raise it with 'warren doctor --fix' or sysctl -w user.max_user_namespaces=15000"
+        );
+        let ids = AdmitSnapshot {
+            memory_cgroups: Some(MEM_CGROUP_IDS - 1),
+            ..roomy()
+        };
+        let e = admit("a", &ids, 1).unwrap_err().to_string();
+        assert!(
+            e.contains("memory cgroup ids is 65535 and 65534 memory cgroups exist"),
+            "{e}"
+        );
     }
 }

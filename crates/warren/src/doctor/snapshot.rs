@@ -527,7 +527,7 @@ Max locked memory         unlimited            unlimited            bytes
                 forwarding: None,
             }])
         );
-        let a = crate::doctor::admit::read(d.path(), Some(CgroupVersion::V1), false);
+        let a = crate::doctor::admit::read(d.path(), Some(CgroupVersion::V1), false, &[]);
         assert_eq!(
             (a.pid_max, a.threads_max, a.tasks),
             (Some(32768), Some(192724), Some(92))

@@ -24,7 +24,14 @@ fn admission(
     z: &Zone,
     version: crate::cgroups::CgroupVersion,
 ) -> doctor::AdmitSnapshot {
-    let mut s = doctor::admit::read(&ctx.host.proc, Some(version), z.config.userns);
+    let mut kinds = vec!["mnt", "pid", "uts", "ipc", "cgroup"];
+    if z.config.net != NetMode::Host {
+        kinds.push("net");
+    }
+    if z.config.userns {
+        kinds.push("user");
+    }
+    let mut s = doctor::admit::read(&ctx.host.proc, Some(version), z.config.userns, &kinds);
     if let Some(l) = z.config.rlimits.get("nproc") {
         s.nproc = z.config.userns.then_some(l.soft).filter(|n| *n != u64::MAX);
     }
