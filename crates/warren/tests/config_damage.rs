@@ -135,6 +135,43 @@ fn stored_value_warren_rejects_is_named_and_repaired_by_set_or_unset() {
 }
 
 #[test]
+fn stored_unknown_key_or_key_given_twice_is_repaired_by_unset_or_set() {
+    let env = Env::new();
+    env.ok(&["template", "create", "host", "--from", "host"]);
+    env.ok(&["create", "a"]);
+    std::fs::write(
+        config_file(&env, "a"),
+        "template = \"host\"\nfrom-the-future = 1\n[memory]\nmax = \"1G\"\n",
+    )
+    .unwrap();
+    env.run(&["config", "show", "a"])
+        .fails(10, "unknown config key 'from-the-future'");
+    env.ok(&["config", "unset", "a", "from-the-future"]);
+    assert!(env
+        .ok(&["config", "show", "a"])
+        .stdout
+        .contains("max = \"1G\""));
+    // Unknown and absent: still refused.
+    env.run(&["config", "unset", "a", "from-the-future"])
+        .fails(5, "unknown config key");
+    for (zone, repair) in [
+        ("b", vec!["config", "set", "b", "memory.max=3G"]),
+        ("c", vec!["config", "unset", "c", "memory.max"]),
+    ] {
+        env.ok(&["create", zone]);
+        std::fs::write(
+            config_file(&env, zone),
+            "template = \"host\"\n\"memory.max\" = \"1G\"\n[memory]\nmax = \"2G\"\n",
+        )
+        .unwrap();
+        env.run(&["config", "show", zone])
+            .fails(10, "memory.max is given twice");
+        env.ok(&repair);
+        env.ok(&["config", "show", zone]);
+    }
+}
+
+#[test]
 fn delete_force_removes_a_zone_whose_config_is_missing_or_garbled() {
     let env = Env::new();
     env.host_zone("gone", &[]);

@@ -61,6 +61,10 @@ pub fn set_in_table(
     if find_key(key).is_none() {
         return Err(Error::config(zone, unknown_key(key)));
     }
+    if key.contains('.') {
+        // The key in its quoted spelling ("memory.max" = …) gives way to the one set.
+        table.remove(key);
+    }
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
     let mut t = table;
@@ -82,27 +86,33 @@ pub fn set_in_table(
     Ok(())
 }
 
-/// Remove dotted `key` from `table`.
+/// Remove dotted `key` from `table`. A key this warren does not know is removed too
+/// when the table holds it (under either spelling: a stored config from another
+/// version is repaired this way); otherwise it is refused as unknown.
 pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<()> {
-    if find_key(key).is_none() {
-        return Err(Error::config(zone, unknown_key(key)));
-    }
     if key == "template" {
         return Err(Error::config(
             zone,
             "template cannot be unset; set another one instead",
         ));
     }
+    // The quoted spelling: one top-level key with dots in it.
+    let mut removed = key.contains('.') && table.remove(key).is_some();
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
-    let mut t = table;
+    let mut t = Some(&mut *table);
     for p in parts {
-        match t.get_mut(p) {
-            Some(toml::Value::Table(inner)) => t = inner,
-            _ => return Ok(()),
-        }
+        t = match t.and_then(|t| t.get_mut(p)) {
+            Some(toml::Value::Table(inner)) => Some(inner),
+            _ => None,
+        };
     }
-    t.remove(last);
+    if let Some(t) = t {
+        removed |= t.remove(last).is_some();
+    }
+    if !removed && find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
     Ok(())
 }
 
