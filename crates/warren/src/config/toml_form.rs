@@ -26,6 +26,55 @@ pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
     Ok(cfg)
 }
 
+/// The first key given twice in `table` under two spellings (a quoted dotted key such
+/// as `"memory.max"` and `max` in `[memory]`), as a message naming both and the fix.
+/// TOML itself refuses a key repeated in one spelling.
+pub(super) fn duplicate_key(table: &toml::Table) -> Option<String> {
+    fn walk(
+        path: &[&str],
+        table: &toml::Table,
+        seen: &mut Vec<(String, String)>,
+    ) -> Option<String> {
+        for (k, v) in table {
+            let mut p = path.to_vec();
+            p.push(k);
+            if let toml::Value::Table(t) = v {
+                if let Some(m) = walk(&p, t, seen) {
+                    return Some(m);
+                }
+                continue;
+            }
+            let name = p.join(".");
+            let quote = |s: &str| {
+                if !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    s.to_string()
+                } else {
+                    format!("{s:?}")
+                }
+            };
+            let last = quote(k);
+            let spelling = match path {
+                [] => last,
+                _ => format!(
+                    "{last} in [{}]",
+                    path.iter().map(|s| quote(s)).collect::<Vec<_>>().join(".")
+                ),
+            };
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                return Some(format!(
+                    "{name} is given twice, as {first} and as {spelling}; keep one of them"
+                ));
+            }
+            seen.push((name, spelling));
+        }
+        None
+    }
+    walk(&[], table, &mut Vec::new())
+}
+
 /// Parse a config file's text.
 pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
