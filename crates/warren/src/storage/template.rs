@@ -125,8 +125,13 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
         }
         Source::Tar(p) if !p.is_file() => {
             return Err(Error::Invalid(format!(
-                "--from-tar {}: no such file; give the path of a tar archive of a root filesystem",
-                p.display()
+                "--from-tar {}: {}; give the path of a tar archive of a root filesystem",
+                p.display(),
+                if p.exists() {
+                    "not a regular file"
+                } else {
+                    "no such file"
+                }
             )))
         }
         _ => None,
