@@ -57,7 +57,16 @@ fn edit_config(
             });
         }
         _tlock = Some(lock::shared(&ctx.layout, "template", &z.config.template)?);
-        template::load(&ctx.layout, &z.config.template)?;
+        let manifest = template::load(&ctx.layout, &z.config.template)?;
+        if let Some(installed) = z.lifecycle.backend.filter(|b| *b != manifest.backend) {
+            return Err(Error::config(
+                name,
+                format!(
+                    "template '{}' uses the {} backend but the zone was installed from a {installed} template; name the template it was made from (see 'warren template list')",
+                    z.config.template, manifest.backend
+                ),
+            ));
+        }
         fault::pause("config.after-template-check");
     }
     write_config(&z.dir, &z.config)?;
