@@ -291,3 +291,15 @@ fn config_set_template_holds_the_template_lock_against_template_delete() {
         .stdout
         .contains("template = \"other\""));
 }
+
+#[test]
+fn lost_config_of_an_installed_zone_is_rebuilt_by_config_set_and_it_boots() {
+    let env = Env::new();
+    env.host_zone("z", &["memory.max=256M"]);
+    std::fs::remove_file(config_file(&env, "z")).unwrap();
+    env.run(&["boot", "z"]).fails(10, "the file is missing");
+    env.ok(&["config", "set", "z", "template=host", "memory.max=256M"]);
+    env.ok(&["boot", "z"]);
+    assert_eq!(env.state("z"), "running");
+    env.ok(&["halt", "z"]);
+}
