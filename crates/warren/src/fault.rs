@@ -40,6 +40,8 @@ pub const PAUSE_ENV: &str = "WARREN_PAUSE";
 pub const PAUSE_POINTS: &[&str] = &[
     // `config set template=T`: T checked, the config not yet written.
     "config.after-template-check",
+    // `login`: the zone's namespaces opened (pinned), its cgroups not yet joined.
+    "login.before-join",
     // `login`: the zone's namespaces and cgroups joined, the command not yet forked.
     "login.before-spawn",
 ];

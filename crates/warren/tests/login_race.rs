@@ -65,3 +65,41 @@ fn login_racing_a_halt_says_init_exited_not_cannot_allocate_memory() {
     env.ok(&["boot", "z"]);
     env.ok(&["halt", "z"]);
 }
+
+#[test]
+fn login_that_opened_the_zone_before_a_whole_halt_says_init_exited() {
+    let env = Env::new();
+    env.host_zone("z", &[]);
+    env.ok(&["boot", "z"]);
+    let login = ChildGuard(
+        env.cmd()
+            .args(["login", "z", "--", "/bin/true"])
+            .env(warren::fault::PAUSE_ENV, "login.before-join")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let pid = login.0.id();
+    wait_stopped(pid);
+    // The whole halt runs while the login holds the zone's namespaces open: init
+    // exits, the cgroups are removed.
+    env.ok(&["halt", "z"]);
+    resume(pid);
+    let mut login = login;
+    let out = std::mem::replace(
+        &mut login.0,
+        std::process::Command::new("true").spawn().unwrap(),
+    )
+    .wait_with_output()
+    .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("zone 'z'")
+            && stderr.contains("its init has exited")
+            && stderr.contains("boot it again"),
+        "{stderr}"
+    );
+}

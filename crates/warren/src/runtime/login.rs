@@ -58,6 +58,7 @@ pub fn login(
         || warren_sys::proc::pidfd_wait(init_fd.as_fd(), Duration::ZERO).unwrap_or(false);
     let target =
         Target::open(proc_root, init.pid, init.start_time, &NAMESPACES).map_err(|_| gone())?;
+    crate::fault::pause("login.before-join");
     for f in cgroups.procs_files() {
         OpenOptions::new()
             .write(true)
