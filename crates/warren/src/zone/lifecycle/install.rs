@@ -25,8 +25,14 @@ pub fn create(
                 Error::config(
                     name,
                     format!(
-                        "{} is not valid TOML: {}",
+                        "{} is not valid TOML{}: {}; fix the syntax (examples: 'warren config keys')",
                         path.display(),
+                        e.span()
+                            .map(|s| format!(
+                                " (line {})",
+                                text[..s.start].matches('\n').count() + 1
+                            ))
+                            .unwrap_or_default(),
                         e.message().trim()
                     ),
                 )
