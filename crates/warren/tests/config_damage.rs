@@ -303,3 +303,62 @@ fn lost_config_of_an_installed_zone_is_rebuilt_by_config_set_and_it_boots() {
     assert_eq!(env.state("z"), "running");
     env.ok(&["halt", "z"]);
 }
+
+#[test]
+fn config_edit_refuses_when_the_file_changed_meanwhile_and_rebuilds_a_missing_one() {
+    let env = Env::new();
+    env.ok(&["template", "create", "host", "--from", "host"]);
+    env.ok(&["create", "z"]);
+    // An editor during whose run someone else changes the zone's config.
+    let script = env.root().join("racing-editor.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\n{} config set z memory.max=1G >/dev/null\nprintf 'template = \"host\"\\nhostname = \"mine\"\\n' > \"$1\"\n",
+            common::WARREN
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let out = env
+        .cmd()
+        .args(["config", "edit", "z"])
+        .env("EDITOR", &script)
+        .env_remove("VISUAL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "{stderr}");
+    assert!(
+        stderr.contains("changed while it was being edited"),
+        "{stderr}"
+    );
+    if let Some(copy) = stderr.split("kept at ").nth(1) {
+        let _ = std::fs::remove_file(copy.lines().next().unwrap_or("").trim());
+    }
+    let shown = env.ok(&["config", "show", "z"]).stdout;
+    assert!(
+        shown.contains("max = \"1G\"") && !shown.contains("mine"),
+        "{shown}"
+    );
+    // A missing file: the editor gets a note of what is needed, and its result is
+    // written.
+    std::fs::remove_file(config_file(&env, "z")).unwrap();
+    let editor = editor_writing(&env, "template = \"host\"\nhostname = \"back\"\n");
+    let out = env
+        .cmd()
+        .args(["config", "edit", "z"])
+        .env("EDITOR", &editor)
+        .env_remove("VISUAL")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(env
+        .ok(&["config", "show", "z"])
+        .stdout
+        .contains("hostname = \"back\""));
+}
