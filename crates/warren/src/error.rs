@@ -73,13 +73,14 @@ pub enum Error {
     #[error("{0}")]
     Unsupported(String),
     /// A host limit leaves no room for the zone (checked at boot, before any cgroup).
-    #[error("zone '{zone}': {limit} is {current} and {tasks} tasks exist; raise it with 'warren doctor --fix' or sysctl -w {limit}={suggested}")]
+    /// (`doctor::admit`: the limit, its value, what is used and needed, the fix.)
+    #[error("zone '{zone}': {limit} is {current} {detail}; {remedy}")]
     HostLimit {
         zone: String,
-        limit: &'static str,
-        current: u64,
-        tasks: u64,
-        suggested: u64,
+        limit: String,
+        current: String,
+        detail: String,
+        remedy: String,
     },
     #[error(
         "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
@@ -97,6 +98,14 @@ pub enum Error {
     },
     #[error("state file {}: {message}; repair it by hand or remove the zone with 'warren delete --force'", path.display())]
     Corrupt { path: PathBuf, message: String },
+    /// A zone's stored `config.toml` cannot be used as it is: missing, not UTF-8, not
+    /// TOML, or holding a value this warren refuses. The verbs that repair it work.
+    #[error("zone '{zone}': {}: {message}; fix it with 'warren config edit {zone}' or 'warren config set {zone} KEY=VALUE' (see 'warren config keys'), or remove the zone with 'warren delete --force {zone}'", path.display())]
+    BadConfigFile {
+        zone: String,
+        path: PathBuf,
+        message: String,
+    },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
     /// An operation failed and undoing it failed too: report both.
@@ -126,7 +135,7 @@ impl Error {
             Error::Unsupported(_) | Error::HostLimit { .. } => ExitCode::Unsupported,
             Error::NotRoot => ExitCode::Permission,
             Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,
-            Error::Corrupt { .. } => ExitCode::Corrupt,
+            Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } => ExitCode::Failure,
         }

@@ -5,6 +5,10 @@
 //! variable `WARREN_FAULT` names a point, warren kills itself with SIGKILL there, as a
 //! crash or an operator's `kill -9` would. Nothing else reads the variable; unset, a
 //! point costs one environment lookup.
+//!
+//! Races are tested with pause points instead: when `WARREN_PAUSE` names one, warren
+//! stops itself with SIGSTOP there; the test sees it stopped (state `T` in
+//! /proc/<pid>/stat), does the other side of the race, and resumes it with SIGCONT.
 
 /// The variable tests set.
 pub const ENV: &str = "WARREN_FAULT";
@@ -28,6 +32,30 @@ pub const POINTS: &[&str] = &[
     "uninstall.after-backend",
     "delete.after-rename",
 ];
+
+/// The variable tests set to stop warren at a pause point.
+pub const PAUSE_ENV: &str = "WARREN_PAUSE";
+
+/// Every pause point: a window in which another command can race this one.
+pub const PAUSE_POINTS: &[&str] = &[
+    // `config set template=T`: T checked, the config not yet written.
+    "config.after-template-check",
+    // `login`: the zone's namespaces opened (pinned), its cgroups not yet joined.
+    "login.before-join",
+    // `login`: the zone's namespaces and cgroups joined, the command not yet forked.
+    "login.before-spawn",
+];
+
+/// Stop here (SIGSTOP) until resumed, if the test asked for it.
+pub fn pause(name: &str) {
+    debug_assert!(
+        PAUSE_POINTS.contains(&name),
+        "unregistered pause point {name}"
+    );
+    if std::env::var_os(PAUSE_ENV).is_some_and(|v| v == name) {
+        let _ = warren_sys::proc::kill(warren_sys::getpid(), warren_sys::libc::SIGSTOP);
+    }
+}
 
 /// Die here if the test asked for it.
 pub fn point(name: &str) {

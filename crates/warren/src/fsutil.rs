@@ -2,7 +2,7 @@
 //! operations (copy, remove, measure) are [`crate::treeops`], re-exported here.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
@@ -37,6 +37,44 @@ pub fn atomic_write(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
         let _ = fs::remove_file(&tmp);
     }
     result
+}
+
+/// The most warren reads of a config, manifest or state file (1 MiB): far more than
+/// any real one, little enough that `--config /dev/urandom` fails at once.
+pub const MAX_SMALL_FILE: u64 = 1 << 20;
+
+/// Read the file at `path`, at most `limit` bytes of it. A longer file (or a device
+/// that never ends, such as /dev/urandom) is an `InvalidData` error after `limit + 1`
+/// bytes, whose message says so; every file warren reads from a path a user gave or
+/// from the state root goes through here (or [`read_text_bounded`]).
+pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let f = File::open(path)?;
+    let mut buf = Vec::new();
+    f.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is larger than {} (warren reads at most that much of it)",
+                crate::config::format_size(limit)
+            ),
+        ));
+    }
+    Ok(buf)
+}
+
+/// [`read_bounded`] for a text file: bytes that are not UTF-8 are an `InvalidData`
+/// error naming the offset of the first bad byte.
+pub fn read_text_bounded(path: &Path, limit: u64) -> io::Result<String> {
+    String::from_utf8(read_bounded(path, limit)?).map_err(|e| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "it is not UTF-8 text (byte {} is invalid)",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 /// fsync a directory, making renames and creations inside it durable.
@@ -80,6 +118,23 @@ pub fn unique_suffix() -> String {
 mod tests {
     use super::*;
     use std::os::unix::fs::{symlink, MetadataExt};
+
+    #[test]
+    fn bounded_reads_stop_at_the_limit() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("f");
+        fs::write(&p, b"12345").unwrap();
+        assert_eq!(read_bounded(&p, 5).unwrap(), b"12345");
+        let e = read_bounded(&p, 4).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("larger than"), "{e}");
+        fs::write(&p, b"ok\xff").unwrap();
+        let e = read_text_bounded(&p, 100).unwrap_err();
+        assert!(e.to_string().contains("byte 2 is invalid"), "{e}");
+        let t = std::time::Instant::now();
+        assert!(read_bounded(Path::new("/dev/urandom"), MAX_SMALL_FILE).is_err());
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+    }
 
     #[test]
     fn atomic_write_replaces_content() {

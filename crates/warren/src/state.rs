@@ -107,7 +107,7 @@ pub struct Runtime {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::fsutil::read_bounded(path, crate::fsutil::MAX_SMALL_FILE) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).ctx(|| format!("reading {}", path.display())),

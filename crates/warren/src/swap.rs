@@ -170,7 +170,7 @@ pub fn default_file(layout: &Layout) -> PathBuf {
 
 fn load_record(layout: &Layout) -> Result<Option<SwapRecord>> {
     let p = record_path(layout);
-    match fs::read(&p) {
+    match crate::fsutil::read_bounded(&p, crate::fsutil::MAX_SMALL_FILE) {
         Ok(b) => crate::state::parse_json(&p, &b).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).ctx(|| format!("reading {}", p.display())),

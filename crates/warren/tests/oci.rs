@@ -1396,7 +1396,7 @@ fn create_refuses_a_missing_version_a_relative_cwd_and_negative_limits() {
             Box::new(|v: &mut serde_json::Value| {
                 v["linux"]["resources"] = serde_json::json!({"memory": {"limit": -5}});
             }),
-            "linux.resources.memory.limit -5 is negative",
+            "linux.resources.memory.limit: -5 is negative",
         ),
     ];
     for (id, edit, needle) in cases {

@@ -72,13 +72,23 @@ pub fn record(layout: &Layout, e: &Event) -> Result<()> {
         .ctx(|| format!("appending to {}", p.display()))
 }
 
+/// The most of `events.jsonl` warren reads (64 MiB, some 200,000 events).
+pub const MAX_EVENTS_FILE: u64 = 64 << 20;
+
 /// Every recorded event, oldest first; lines that do not parse are skipped.
 pub fn read(layout: &Layout) -> Result<Vec<Event>> {
     let p = events_path(layout);
-    let text = match std::fs::read_to_string(&p) {
-        Ok(t) => t,
+    let text = match crate::fsutil::read_bounded(&p, MAX_EVENTS_FILE) {
+        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(e).ctx(|| format!("reading {}", p.display())),
+        Err(e) => {
+            return Err(e).ctx(|| {
+                format!(
+                    "reading {} (move it aside and warren starts a new one)",
+                    p.display()
+                )
+            })
+        }
     };
     Ok(text
         .lines()

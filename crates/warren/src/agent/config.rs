@@ -107,7 +107,9 @@ impl AgentConfig {
 }
 
 fn invalid(m: String) -> Error {
-    Error::Invalid(format!("agent config: {m}"))
+    Error::Invalid(format!(
+        "agent config: {m}; fix the file, or leave the key out for its default (docs/overcommit.md)"
+    ))
 }
 
 fn check(c: &AgentConfig) -> Result<()> {

@@ -130,7 +130,9 @@ fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
                 .find(|(c, _)| c.split(',').any(|x| x == "memory") || c.is_empty())
                 .map(|(_, d)| d)
                 .ok_or_else(|| {
-                    Error::Unsupported("watch = \"group\": no memory cgroup for zones".into())
+                    Error::Unsupported(
+                        "watch = \"group\": no memory cgroup for zones (the memory controller is not mounted); set watch to \"host\" or to a cgroup directory".into(),
+                    )
                 })?;
             Ok(Some(dir))
         }

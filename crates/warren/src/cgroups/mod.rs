@@ -72,7 +72,7 @@ pub enum CgroupError {
     },
     #[error("device rule {line:?}: expected \"a\" or \"c|b|a MAJOR|*:MINOR|* [rwm]\"")]
     BadDeviceRule { line: String },
-    #[error("{} still has processes after killing them; they may be stuck in the kernel (D state)", path.display())]
+    #[error("{} still has processes after killing them; they may be stuck in the kernel (D state, see its cgroup.procs and /proc/PID/stack): run the command again once they exit, or reboot the host if they never do", path.display())]
     Busy { path: PathBuf },
 }
 

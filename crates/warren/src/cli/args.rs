@@ -430,6 +430,11 @@ pub enum ConfigCmd {
         #[arg(required = true, value_name = "KEY=VALUE")]
         assignments: Vec<String>,
     },
+    /// Edit the config file in $EDITOR (on a copy; validated, then written atomically).
+    ///
+    /// Also repairs a config.toml that is missing, not UTF-8 or not valid TOML: the
+    /// copy holds what could be read. An invalid result is not written; the copy is kept.
+    Edit { zone: String },
     /// Remove keys (back to their defaults).
     Unset {
         zone: String,

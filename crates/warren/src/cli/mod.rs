@@ -274,7 +274,10 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Events => return overcommit::events_cmd(&ctx, json),
         Command::Demo { zones, net } => {
             if zones == 0 {
-                return Err(Error::Invalid("--zones must be at least 1".into()));
+                return Err(Error::Invalid(
+                    "--zones must be at least 1: give how many zones to run, e.g. --zones 100"
+                        .into(),
+                ));
             }
             let mut bars = output::Bars::new(json);
             let report = demo::run(&ctx, zones, net == "bridge", &mut bars)?;

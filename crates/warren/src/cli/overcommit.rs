@@ -184,8 +184,14 @@ pub fn agent_cmd(
     let mut cfg = match &config {
         None => AgentConfig::defaults(),
         Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .map_err(|e| Error::Invalid(format!("--config {}: {e}", p.display())))?;
+            let text = crate::fsutil::read_text_bounded(p, crate::fsutil::MAX_SMALL_FILE).map_err(
+                |e| {
+                    Error::Invalid(format!(
+                        "--config {}: {e}; give the agent's TOML config (docs/overcommit.md)",
+                        p.display()
+                    ))
+                },
+            )?;
             agent::config::parse(&text)?
         }
     };

@@ -59,7 +59,9 @@ pub fn stat(
         )));
     }
     if count == Some(0) {
-        return Err(Error::Invalid("--count must be at least 1".into()));
+        return Err(Error::Invalid(
+            "--count must be at least 1: give how many samples to take, e.g. --count 5".into(),
+        ));
     }
     let redraw = !json && std::io::stdout().is_terminal();
     let mut n = 0;

@@ -60,13 +60,26 @@ pub(super) fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> 
         }
     };
     match c {
-        ConfigCmd::Show { zone: z } => {
-            let zn = zone::load(ctx, &z)?;
-            if json {
-                output::json(&zn.config);
-            } else {
-                print!("{}", config::to_toml(&zn.config));
+        ConfigCmd::Show { zone: z } => match zone::load(ctx, &z) {
+            Ok(zn) if json => output::json(&zn.config),
+            Ok(zn) => print!("{}", config::to_toml(&zn.config)),
+            // A damaged file: show what it holds, then the error naming the bad key.
+            Err(e @ Error::BadConfigFile { .. }) => {
+                if let (false, Ok(Some(bytes))) = (json, zone::config_bytes(ctx, &z)) {
+                    print!("{}", String::from_utf8_lossy(&bytes));
+                }
+                return Err(e);
             }
+            Err(e) => return Err(e),
+        },
+        ConfigCmd::Edit { zone: z } => {
+            let (cfg, st) = config_edit(ctx, &z)?;
+            if json {
+                output::json(&cfg);
+            } else {
+                println!("zone '{z}': config written");
+            }
+            note(st);
         }
         ConfigCmd::Set {
             zone: z,
@@ -95,4 +108,71 @@ pub(super) fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> 
         }
     }
     Ok(())
+}
+
+/// `warren config edit`: the config file's text (what could be read of it) in a private
+/// copy, `$VISUAL` / `$EDITOR` (else `vi`) on the copy, then the zone layer validates
+/// and writes it. An invalid result is not written and the copy is kept for another try.
+fn config_edit(
+    ctx: &Context,
+    zone_name: &str,
+) -> Result<(config::ZoneConfig, crate::state::ZoneState)> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let original = zone::config_bytes(ctx, zone_name)?;
+    let text = match &original {
+        Some(b) => String::from_utf8_lossy(b).into_owned(),
+        None => "# config.toml was missing: name the zone's template at least, e.g.\n# template = \"host\"\n".into(),
+    };
+    let copy = std::env::temp_dir().join(format!(
+        "warren-config-{zone_name}-{}.toml",
+        crate::fsutil::unique_suffix()
+    ));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&copy)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .ctx(|| {
+            format!(
+                "zone '{zone_name}': writing the copy to edit, {}",
+                copy.display()
+            )
+        })?;
+    let editor = std::env::var("VISUAL")
+        .or_else(|_| std::env::var("EDITOR"))
+        .ok()
+        .filter(|e| !e.trim().is_empty())
+        .unwrap_or_else(|| "vi".into());
+    // Through the shell, as git and crontab do: $EDITOR may carry arguments.
+    let status = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!("{editor} \"$1\""))
+        .arg("sh")
+        .arg(&copy)
+        .status()
+        .ctx(|| format!("zone '{zone_name}': running the editor {editor:?}"))?;
+    let kept = |e: Error| {
+        eprintln!(
+            "warren: nothing was written; your edited copy is kept at {}",
+            copy.display()
+        );
+        e
+    };
+    if !status.success() {
+        return Err(kept(Error::Invalid(format!(
+            "zone '{zone_name}': the editor {editor:?} exited with {status}; set EDITOR to a working editor"
+        ))));
+    }
+    let edited =
+        crate::fsutil::read_text_bounded(&copy, crate::fsutil::MAX_SMALL_FILE).map_err(|e| {
+            kept(Error::Invalid(format!(
+                "zone '{zone_name}': the edited copy {}: {e}",
+                copy.display()
+            )))
+        })?;
+    let done = zone::config_replace(ctx, zone_name, original.as_deref(), &edited).map_err(kept)?;
+    let _ = std::fs::remove_file(&copy);
+    Ok(done)
 }

@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use super::{find_key, flatten, Limits, ZoneConfig};
+use super::{duplicate_key, find_key, flatten, Limits, ZoneConfig};
 use crate::error::{Error, Result};
 
 /// `max-processes` of a zone that sets neither it nor `max-threads`.
@@ -48,10 +48,18 @@ impl Default for Defaults {
 impl Defaults {
     /// Parse `defaults.toml`'s text (`file` names it in errors).
     pub fn parse(file: &Path, text: &str) -> Result<Defaults> {
-        let bad = |m: String| Error::Invalid(format!("{}: {m}", file.display()));
+        let bad = |m: String| {
+            Error::Invalid(format!(
+                "{}: {m}; fix the file, or remove it to use the built-in defaults",
+                file.display()
+            ))
+        };
         let table: toml::Table = text
             .parse()
             .map_err(|e: toml::de::Error| bad(format!("not valid TOML: {}", e.message().trim())))?;
+        if let Some(m) = duplicate_key(&table) {
+            return Err(bad(m));
+        }
         let mut entries = Vec::new();
         flatten("", &table, &mut entries);
         let mut scratch = ZoneConfig::new("host");
@@ -78,7 +86,7 @@ impl Defaults {
     /// The host's defaults: `<root>/defaults.toml` if present, else the built-in ones.
     pub fn load(root: &Path) -> Result<Defaults> {
         let file = root.join("defaults.toml");
-        match std::fs::read_to_string(&file) {
+        match crate::fsutil::read_text_bounded(&file, crate::fsutil::MAX_SMALL_FILE) {
             Ok(text) => Defaults::parse(&file, &text),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Defaults::default()),
             Err(e) => Err(Error::Io {

@@ -43,7 +43,7 @@ pub static KEYS: &[Key] = &[
             let n = want_size(v)?;
             if n < crate::quota::MIN_SIZE {
                 return Err(format!(
-                    "{}: at least {} is needed for the filesystem that holds the zone's writes",
+                    "{}: at least {} is needed for the filesystem that holds the zone's writes; give a size such as \"1G\"",
                     short(v),
                     format_size(crate::quota::MIN_SIZE)
                 ));
@@ -300,7 +300,7 @@ pub static KEYS: &[Key] = &[
             if let Command::Argv(argv) = &cmd {
                 if !argv[0].starts_with('/') {
                     return Err(format!(
-                        "{:?}: the program must be an absolute path inside the zone",
+                        "{:?}: the program must be an absolute path inside the zone, such as \"/bin/sleep\"",
                         argv[0]
                     ));
                 }
@@ -383,7 +383,7 @@ pub static KEYS: &[Key] = &[
             let n = want_size(v)?;
             if n < 4 << 20 {
                 return Err(format!(
-                    "{}: at least 4M is needed for a zone to start",
+                    "{}: at least 4M is needed for a zone to start; give a size such as \"512M\"",
                     short(v)
                 ));
             }

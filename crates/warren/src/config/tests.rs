@@ -362,3 +362,52 @@ fn privileges_the_host_cannot_grant_are_refused() {
     assert!(e.contains("rlimit.nofile hard limit 100000"), "{e}");
     assert!(e.contains("use at most 20000"), "{e}");
 }
+
+#[test]
+fn one_key_in_two_spellings_is_refused_naming_both() {
+    let e = p("template = \"host\"\n\"memory.max\" = \"1G\"\n[memory]\nmax = \"2G\"\n")
+        .unwrap_err()
+        .to_string();
+    // Both spellings are named (in the table's key order, not the file's).
+    assert_eq!(
+        e,
+        "zone 'web1': memory.max is given twice, as max in [memory] and as \"memory.max\"; keep one of them"
+    );
+    let e = p("template = \"host\"\n\"rlimit.nofile\" = 10\n[rlimit]\nnofile = 20\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("rlimit.nofile is given twice"), "{e}");
+    // One spelling, or distinct keys in both forms: fine.
+    p("template = \"host\"\n\"memory.max\" = \"1G\"\n[memory]\nswap = \"2G\"\n").unwrap();
+    let e = Defaults::parse(
+        std::path::Path::new("/r/defaults.toml"),
+        "max-processes = 10\n\"memory.max\" = \"1G\"\n[memory]\nmax = \"2G\"\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("/r/defaults.toml: memory.max is given twice"),
+        "{e}"
+    );
+    assert!(e.contains("remove it to use the built-in defaults"), "{e}");
+}
+
+#[test]
+fn commands_with_nul_or_the_unit_separator_are_refused() {
+    for text in [
+        "services = [\"sleep\\u0000 1\"]",
+        "services = [[\"/bin/sleep\", \"1\\u001f2\"]]",
+        "init = \"sleep\\u0000\"",
+        "init = [\"/bin/sleep\\u001f\", \"1\"]",
+    ] {
+        let e = p(&format!("template = \"host\"\n{text}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("may not contain the control character"),
+            "{text}: {e}"
+        );
+    }
+    // Other control characters reach init intact: a tab in a shell command is fine.
+    p("template = \"host\"\nservices = [\"sleep\\t1\"]\n").unwrap();
+}

@@ -4,6 +4,9 @@ use super::*;
 
 /// Parse and validate a config table for zone `zone`.
 pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
+    if let Some(m) = duplicate_key(table) {
+        return Err(Error::config(zone, m));
+    }
     let mut entries = Vec::new();
     flatten("", table, &mut entries);
     let mut cfg = ZoneConfig::new("host");
@@ -23,12 +26,64 @@ pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
     Ok(cfg)
 }
 
+/// The first key given twice in `table` under two spellings (a quoted dotted key such
+/// as `"memory.max"` and `max` in `[memory]`), as a message naming both and the fix.
+/// TOML itself refuses a key repeated in one spelling.
+pub(super) fn duplicate_key(table: &toml::Table) -> Option<String> {
+    fn walk(
+        path: &[&str],
+        table: &toml::Table,
+        seen: &mut Vec<(String, String)>,
+    ) -> Option<String> {
+        for (k, v) in table {
+            let mut p = path.to_vec();
+            p.push(k);
+            if let toml::Value::Table(t) = v {
+                if let Some(m) = walk(&p, t, seen) {
+                    return Some(m);
+                }
+                continue;
+            }
+            let name = p.join(".");
+            let quote = |s: &str| {
+                if !s.is_empty()
+                    && s.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                {
+                    s.to_string()
+                } else {
+                    format!("{s:?}")
+                }
+            };
+            let last = quote(k);
+            let spelling = match path {
+                [] => last,
+                _ => format!(
+                    "{last} in [{}]",
+                    path.iter().map(|s| quote(s)).collect::<Vec<_>>().join(".")
+                ),
+            };
+            if let Some((_, first)) = seen.iter().find(|(n, _)| *n == name) {
+                return Some(format!(
+                    "{name} is given twice, as {first} and as {spelling}; keep one of them"
+                ));
+            }
+            seen.push((name, spelling));
+        }
+        None
+    }
+    walk(&[], table, &mut Vec::new())
+}
+
 /// Parse a config file's text.
 pub fn parse(zone: &str, text: &str) -> Result<ZoneConfig> {
     let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
         Error::config(
             zone,
-            format!("config is not valid TOML: {}", e.message().trim()),
+            format!(
+                "config is not valid TOML: {}; fix the syntax (examples: 'warren config keys')",
+                e.message().trim()
+            ),
         )
     })?;
     from_table(zone, &table)
@@ -55,6 +110,10 @@ pub fn set_in_table(
     if find_key(key).is_none() {
         return Err(Error::config(zone, unknown_key(key)));
     }
+    if key.contains('.') {
+        // The key in its quoted spelling ("memory.max" = …) gives way to the one set.
+        table.remove(key);
+    }
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
     let mut t = table;
@@ -67,7 +126,7 @@ pub fn set_in_table(
             _ => {
                 return Err(Error::config(
                     zone,
-                    format!("config key '{p}' is not a table"),
+                    format!("config key '{p}' holds a value, so {key} cannot be set below it; remove '{p} = …' with 'warren config edit'"),
                 ))
             }
         };
@@ -76,27 +135,33 @@ pub fn set_in_table(
     Ok(())
 }
 
-/// Remove dotted `key` from `table`.
+/// Remove dotted `key` from `table`. A key this warren does not know is removed too
+/// when the table holds it (under either spelling: a stored config from another
+/// version is repaired this way); otherwise it is refused as unknown.
 pub fn unset_in_table(zone: &str, table: &mut toml::Table, key: &str) -> Result<()> {
-    if find_key(key).is_none() {
-        return Err(Error::config(zone, unknown_key(key)));
-    }
     if key == "template" {
         return Err(Error::config(
             zone,
             "template cannot be unset; set another one instead",
         ));
     }
+    // The quoted spelling: one top-level key with dots in it.
+    let mut removed = key.contains('.') && table.remove(key).is_some();
     let mut parts: Vec<&str> = key.split('.').collect();
     let last = parts.pop().expect("split yields at least one part");
-    let mut t = table;
+    let mut t = Some(&mut *table);
     for p in parts {
-        match t.get_mut(p) {
-            Some(toml::Value::Table(inner)) => t = inner,
-            _ => return Ok(()),
-        }
+        t = match t.and_then(|t| t.get_mut(p)) {
+            Some(toml::Value::Table(inner)) => Some(inner),
+            _ => None,
+        };
     }
-    t.remove(last);
+    if let Some(t) = t {
+        removed |= t.remove(last).is_some();
+    }
+    if !removed && find_key(key).is_none() {
+        return Err(Error::config(zone, unknown_key(key)));
+    }
     Ok(())
 }
 

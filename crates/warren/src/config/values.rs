@@ -163,22 +163,38 @@ pub(super) fn want_size(v: &toml::Value) -> std::result::Result<u64, String> {
 }
 
 pub(super) fn want_command(v: &toml::Value) -> std::result::Result<Command, String> {
-    match v {
-        toml::Value::String(s) if !s.trim().is_empty() => Ok(Command::Shell(s.clone())),
+    let cmd = match v {
+        toml::Value::String(s) if !s.trim().is_empty() => Command::Shell(s.clone()),
         toml::Value::Array(items) if !items.is_empty() => {
             let argv = items
                 .iter()
                 .map(|i| i.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
                 .ok_or_else(|| format!("{}: expected an array of strings", short(v)))?;
-            if argv.iter().any(|a| a.contains('\0')) {
-                return Err("a command may not contain NUL bytes".into());
-            }
-            Ok(Command::Argv(argv))
+            Command::Argv(argv)
         }
-        other => Err(format!(
-            "{}: expected a command string or a non-empty array of strings",
-            short(other)
-        )),
+        other => {
+            return Err(format!(
+                "{}: expected a command string or a non-empty array of strings",
+                short(other)
+            ))
+        }
+    };
+    let words: &[String] = match &cmd {
+        Command::Shell(s) => std::slice::from_ref(s),
+        Command::Argv(argv) => argv,
+    };
+    // A command reaches init in its environment, words separated by 0x1f
+    // (runtime::init::encode_services): NUL cannot be in an environment string, and
+    // 0x1f would split a word in two.
+    for w in words {
+        if let Some(c) = w.chars().find(|c| matches!(c, '\0' | '\u{1f}')) {
+            return Err(format!(
+                "{}: a command may not contain the control character {:?} (it cannot be passed to the zone's init); remove it",
+                short(v),
+                c
+            ));
+        }
     }
+    Ok(cmd)
 }

@@ -9,7 +9,7 @@ use super::{
     ZONE_BASE_MEMORY, ZONE_DISK,
 };
 use crate::config::format_size;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The largest value `kernel.pid_max` accepts on 64-bit (PID_MAX_LIMIT).
 pub const PID_MAX_LIMIT: u64 = 4_194_304;
@@ -492,43 +492,6 @@ fn memory(s: &LimitSnapshot, plan: &Plan) -> Finding {
             format_size(plan.mem_per_zone)
         ),
     )
-}
-
-/// What `warren boot` reads before admitting a zone: cheap, three small files.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct AdmitSnapshot {
-    pub pid_max: Option<u64>,
-    pub threads_max: Option<u64>,
-    /// Tasks on the host now.
-    pub tasks: Option<u64>,
-}
-
-/// Tasks left free for the host when admitting a zone (a shell to run `warren doctor --fix`).
-pub const ADMIT_HEADROOM: u64 = 64;
-
-/// Refuse to boot `zone` (which starts `zone_tasks` tasks) when the host's task limits
-/// leave no room for it plus [`ADMIT_HEADROOM`]. Values that could not be read are not
-/// checked here (`warren doctor` reports them).
-pub fn admit(zone: &str, s: &AdmitSnapshot, zone_tasks: u64) -> Result<()> {
-    let Some(tasks) = s.tasks else {
-        return Ok(());
-    };
-    let need = tasks + zone_tasks + ADMIT_HEADROOM;
-    for (limit, value, cap) in [
-        ("kernel.pid_max", s.pid_max, PID_MAX_LIMIT),
-        ("kernel.threads-max", s.threads_max, THREADS_MAX_LIMIT),
-    ] {
-        if let Some(current) = value.filter(|v| need > *v) {
-            return Err(Error::HostLimit {
-                zone: zone.to_string(),
-                limit,
-                current,
-                tasks,
-                suggested: suggest(need, cap),
-            });
-        }
-    }
-    Ok(())
 }
 
 mod isolation;

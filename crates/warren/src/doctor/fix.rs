@@ -166,7 +166,8 @@ pub fn apply(
         }
     }
     if !report.applied.is_empty() {
-        let existing = match std::fs::read_to_string(&file) {
+        let existing = match crate::fsutil::read_text_bounded(&file, crate::fsutil::MAX_SMALL_FILE)
+        {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e).ctx(|| format!("reading {}", file.display())),

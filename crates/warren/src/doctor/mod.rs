@@ -34,9 +34,10 @@
 //! `kernel.unprivileged_userns_clone`, router advertisements accepted on warren's
 //! bridges, and IPv4 forwarding beside them (`assess::isolation`).
 //!
-//! `warren boot` uses the same pieces cheaply: [`assess::admit`] refuses a zone when
-//! `kernel.pid_max` or `kernel.threads-max` leave no room for it, before any cgroup is
-//! made, and names the limit and the fix.
+//! `warren boot` uses the same knowledge cheaply: [`admit()`] refuses a zone when a host
+//! limit leaves no room for it (`kernel.pid_max`, `kernel.threads-max`, warren's own
+//! cgroup's pids.max and cgroup.max.descendants, RLIMIT_NPROC, memory), before any
+//! cgroup is made, and names the one that stops it, its value and the fix.
 //!
 //! # What a zone needs
 //!
@@ -48,6 +49,7 @@
 //! mount count plus 8, not against N × 8. On a bridge, each zone adds a neighbour entry
 //! per address family on the host side and some conntrack entries.
 
+pub mod admit;
 pub mod assess;
 pub mod fix;
 pub mod probe;
@@ -55,7 +57,8 @@ pub mod snapshot;
 
 use serde::Serialize;
 
-pub use assess::{admit, assess, AdmitSnapshot};
+pub use admit::{admit, AdmitSnapshot};
+pub use assess::assess;
 pub use snapshot::{CgroupLimits, LimitSnapshot, Reading};
 
 use crate::error::{Error, Result};
@@ -125,7 +128,10 @@ impl Plan {
         net: NetPlan,
     ) -> Result<Plan> {
         if zones == 0 {
-            return Err(Error::Invalid("--zones must be at least 1".into()));
+            return Err(Error::Invalid(
+                "--zones must be at least 1: give the density to plan for, e.g. --zones 1000"
+                    .into(),
+            ));
         }
         let procs = 1 + procs_per_zone;
         let threads_per_zone = threads.unwrap_or(procs);

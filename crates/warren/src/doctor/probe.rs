@@ -299,11 +299,13 @@ fn probe_child(
 pub fn run(ctx: &Context, kind: ProbeKind, max: u64, cap: Option<u64>) -> Result<ProbeReport> {
     ctx.require_root()?;
     if max == 0 {
-        return Err(Error::Invalid("--max must be at least 1".into()));
+        return Err(Error::Invalid(
+            "--max must be at least 1: give the most tasks to start, e.g. --max 5000".into(),
+        ));
     }
     if cap.is_some_and(|c| c < 2) {
         return Err(Error::Invalid(
-            "--cap must be at least 2: the probe process itself is one task".into(),
+            "--cap must be at least 2 (the probe process itself is one task), e.g. --cap 64".into(),
         ));
     }
     let cap = cap.unwrap_or(max.saturating_add(CAP_MARGIN));
@@ -345,7 +347,7 @@ pub fn run(ctx: &Context, kind: ProbeKind, max: u64, cap: Option<u64>) -> Result
         };
         if status == 1 {
             return Err(Error::Refused(format!(
-                "the probe process could not join {}: {}",
+                "the probe process could not join {}: {}; check 'warren info' for the cgroup warren runs in",
                 procs_path.display(),
                 std::io::Error::from_raw_os_error(errno)
             )));

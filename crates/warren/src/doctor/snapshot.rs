@@ -386,16 +386,6 @@ pub fn read(
     }
 }
 
-/// The few numbers `warren boot` checks before admitting a zone: three small reads.
-pub fn read_admit(proc_root: &Path) -> super::AdmitSnapshot {
-    let get = |key| read_sysctl(proc_root, key).and_then(Result::ok);
-    super::AdmitSnapshot {
-        pid_max: get("kernel.pid_max"),
-        threads_max: get("kernel.threads-max"),
-        tasks: read_tasks(proc_root).ok(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -537,7 +527,7 @@ Max locked memory         unlimited            unlimited            bytes
                 forwarding: None,
             }])
         );
-        let a = read_admit(d.path());
+        let a = crate::doctor::admit::read(d.path(), Some(CgroupVersion::V1), false, &[]);
         assert_eq!(
             (a.pid_max, a.threads_max, a.tasks),
             (Some(32768), Some(192724), Some(92))

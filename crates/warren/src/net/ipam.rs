@@ -109,7 +109,7 @@ pub fn path(layout: &Layout, bridge: &str) -> PathBuf {
 
 /// Load one record; `None` if there is none.
 pub fn load(path: &Path) -> Result<Option<BridgeRecord>> {
-    match std::fs::read(path) {
+    match crate::fsutil::read_bounded(path, crate::fsutil::MAX_SMALL_FILE) {
         Ok(bytes) => crate::state::parse_json(path, &bytes).map(Some),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).ctx(|| format!("reading {}", path.display())),

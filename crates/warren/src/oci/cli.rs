@@ -302,8 +302,10 @@ fn run(ctx: &Ctx, cmd: OciCmd) -> Result<i32> {
         } => {
             let mut p: oci_spec::runtime::Process = match &process {
                 Some(f) => {
-                    let text = std::fs::read_to_string(f)
-                        .ctx(|| format!("container '{id}': reading --process {}", f.display()))?;
+                    let text = crate::fsutil::read_text_bounded(f, crate::fsutil::MAX_SMALL_FILE)
+                        .ctx(|| {
+                        format!("container '{id}': reading --process {}", f.display())
+                    })?;
                     serde_json::from_str(&text).map_err(|e| {
                         Error::Invalid(format!(
                             "container '{id}': --process {}: {e}; expected a runtime-spec process",

@@ -166,7 +166,7 @@ pub fn check_id(id: &str) -> Result<()> {
 pub fn load(root: &Path, id: &str) -> Result<Record> {
     check_id(id)?;
     let path = dir(root, id).join("state.json");
-    let text = match std::fs::read_to_string(&path) {
+    let text = match crate::fsutil::read_text_bounded(&path, crate::fsutil::MAX_SMALL_FILE) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::Invalid(format!(

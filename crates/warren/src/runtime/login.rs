@@ -12,9 +12,10 @@
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use warren_sys::libc;
 use warren_sys::spawn::{ExecTarget, SpawnPlan, Step};
@@ -50,17 +51,33 @@ pub fn login(
     // This process holds the caller's terminal inside the zone's namespaces while it
     // relays: no zone process may ptrace it or open its descriptors.
     warren_sys::proc::set_undumpable().ctx(|| format!("zone '{zone}': PR_SET_DUMPABLE"))?;
+    // Opened before the start-time check in Target::open, so it is init's: a halt racing
+    // this login is then told apart from any other failure by polling it.
+    let init_fd = warren_sys::proc::pidfd_open(init.pid).map_err(|_| gone())?;
+    let init_exited =
+        || warren_sys::proc::pidfd_wait(init_fd.as_fd(), Duration::ZERO).unwrap_or(false);
     let target =
         Target::open(proc_root, init.pid, init.start_time, &NAMESPACES).map_err(|_| gone())?;
+    crate::fault::pause("login.before-join");
     for f in cgroups.procs_files() {
         OpenOptions::new()
             .write(true)
             .open(&f)
             .and_then(|mut file| file.write_all(b"0"))
-            .ctx(|| format!("zone '{zone}': joining cgroup {}", f.display()))?;
+            .map_err(|source| {
+                // A halt removes the cgroups once the zone's processes are gone.
+                if init_exited() || source.kind() == std::io::ErrorKind::NotFound {
+                    return gone();
+                }
+                Error::Io {
+                    context: format!("zone '{zone}': joining cgroup {}", f.display()),
+                    source,
+                }
+            })?;
     }
     target.enter().map_err(|e| match e {
         JoinError::Gone => gone(),
+        JoinError::Setns { .. } if init_exited() => gone(),
         JoinError::Setns { ns, source } => Error::Io {
             context: format!("zone '{zone}': joining its {ns} namespace"),
             source,
@@ -80,7 +97,7 @@ pub fn login(
     };
     let program = resolve(&argv[0]).ok_or_else(|| {
         Error::Invalid(format!(
-            "zone '{zone}': {}: command not found in the zone's PATH",
+            "zone '{zone}': {}: command not found in the zone's PATH; give its absolute path inside the zone",
             argv[0]
         ))
     })?;
@@ -95,8 +112,10 @@ pub fn login(
     if let Ok(term) = std::env::var("TERM") {
         env.push(("TERM".into(), term));
     }
+    crate::fault::pause("login.before-spawn");
     let command = Command {
         zone,
+        init_exited: &init_exited,
         program: &program,
         argv: &argv,
         env: &env,
@@ -145,6 +164,8 @@ fn cstr(s: &str) -> Result<CString> {
 /// The command to start, and the zone's confinement to start it under.
 struct Command<'a> {
     zone: &'a str,
+    /// Whether the zone's init has exited (its pidfd is readable).
+    init_exited: &'a dyn Fn() -> bool,
     program: &'a Path,
     argv: &'a [String],
     env: &'a [(String, String)],
@@ -199,6 +220,17 @@ impl Command<'_> {
         let plan = crate::sandbox::plan(spec)
             .map_err(|e| Error::Invalid(format!("zone '{zone}': {e}")))?;
         warren_sys::spawn::spawn_zone(&plan.spawn).map_err(|e| {
+            use warren_sys::spawn::SpawnError as E;
+            // Forking into a pid namespace whose init has exited (or is exiting: the
+            // kernel stops allocating pids there first) fails with ENOMEM.
+            let dying = matches!(&e, E::Clone(c) if c.raw_os_error() == Some(libc::ENOMEM));
+            if dying || (self.init_exited)() {
+                return Error::WrongState {
+                    zone: zone.into(),
+                    state: crate::state::ZoneState::Installed,
+                    remedy: "its init has exited (it was halted while this login started); boot it again".into(),
+                };
+            }
             Error::Invalid(format!(
                 "zone '{zone}': starting {}: {}",
                 self.program.display(),

@@ -112,7 +112,7 @@ pub fn choose(root: &Path, proc_root: &Path) -> Result<(BackendKind, String)> {
         };
         if kind == BackendKind::Btrfs && !on_btrfs(root) {
             return Err(Error::Unsupported(format!(
-                "WARREN_STORAGE=btrfs but the state root {} is not on btrfs",
+                "WARREN_STORAGE=btrfs but the state root {} is not on btrfs; unset WARREN_STORAGE, or give a root on btrfs with --root",
                 root.display()
             )));
         }

@@ -71,7 +71,7 @@ pub fn root_of(layout: &Layout, name: &str) -> PathBuf {
 pub fn load(layout: &Layout, name: &str) -> Result<Manifest> {
     names::template(name)?;
     let path = layout.template_dir(name).join("template.toml");
-    let text = match fs::read_to_string(&path) {
+    let text = match crate::fsutil::read_text_bounded(&path, crate::fsutil::MAX_SMALL_FILE) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Err(Error::NoSuchTemplate(name.into()))
@@ -119,14 +119,19 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
         Source::Busybox => Some(find_static_busybox()?),
         Source::Dir(p) if !p.is_dir() => {
             return Err(Error::Invalid(format!(
-                "--from-dir {}: not a directory",
+                "--from-dir {}: not a directory; give the directory of a root filesystem (with bin, etc, usr ...)",
                 p.display()
             )))
         }
         Source::Tar(p) if !p.is_file() => {
             return Err(Error::Invalid(format!(
-                "--from-tar {}: no such file",
-                p.display()
+                "--from-tar {}: {}; give the path of a tar archive of a root filesystem",
+                p.display(),
+                if p.exists() {
+                    "not a regular file"
+                } else {
+                    "no such file"
+                }
             )))
         }
         _ => None,

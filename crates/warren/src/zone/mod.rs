@@ -18,8 +18,8 @@ use serde::Serialize;
 
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, boot_autoboot, clone, config_set, config_unset, create, delete, evict, halt, install,
-    login, reboot, uninstall, BootReport, Outcome,
+    boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
+    delete, evict, halt, install, login, reboot, uninstall, BootReport, Outcome,
 };
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
@@ -125,14 +125,86 @@ pub(crate) fn config_path(dir: &Path) -> PathBuf {
     dir.join("config.toml")
 }
 
+/// A zone's `config.toml` as it is on disk, whatever its state.
+pub(crate) struct StoredConfig {
+    pub path: PathBuf,
+    /// The file's bytes; `None` when it is missing or too large to read.
+    pub bytes: Option<Vec<u8>>,
+    /// There is no file.
+    pub missing: bool,
+    /// Its table, or why there is none ([`Error::BadConfigFile`], naming the file).
+    pub table: Result<toml::Table>,
+}
+
+/// Read zone `name`'s config file, bounded ([`crate::fsutil::MAX_SMALL_FILE`]).
+/// Only an I/O error other than a missing, oversized or non-UTF-8 file is an `Err`
+/// here; a damaged file is reported in [`StoredConfig::table`].
+pub(crate) fn read_stored_config(name: &str, dir: &Path) -> Result<StoredConfig> {
+    let path = config_path(dir);
+    let bad = |message: String| Error::BadConfigFile {
+        zone: name.into(),
+        path: path.clone(),
+        message,
+    };
+    let bytes = match crate::fsutil::read_bounded(&path, crate::fsutil::MAX_SMALL_FILE) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(StoredConfig {
+                table: Err(bad("the file is missing".into())),
+                path,
+                bytes: None,
+                missing: true,
+            })
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::InvalidData => {
+            return Ok(StoredConfig {
+                table: Err(bad(e.to_string())),
+                path,
+                bytes: None,
+                missing: false,
+            })
+        }
+        Err(e) => return Err(e).ctx(|| format!("zone '{name}': reading {}", path.display())),
+    };
+    let table = match std::str::from_utf8(&bytes) {
+        Err(e) => Err(bad(format!(
+            "it is not UTF-8 text (byte {} is invalid)",
+            e.valid_up_to()
+        ))),
+        Ok(text) => text.parse::<toml::Table>().map_err(|e| {
+            let line = e
+                .span()
+                .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+                .unwrap_or_default();
+            bad(format!("not valid TOML{line}: {}", e.message().trim()))
+        }),
+    };
+    Ok(StoredConfig {
+        path,
+        bytes: Some(bytes),
+        missing: false,
+        table,
+    })
+}
+
 /// Read a zone's config table from its file.
 pub(crate) fn read_config_table(name: &str, dir: &Path) -> Result<toml::Table> {
-    let path = config_path(dir);
-    let text =
-        fs::read_to_string(&path).ctx(|| format!("zone '{name}': reading {}", path.display()))?;
-    text.parse().map_err(|e: toml::de::Error| Error::Corrupt {
-        path,
-        message: format!("not valid TOML: {}", e.message().trim()),
+    read_stored_config(name, dir)?.table
+}
+
+/// A stored config table → the config; a value this warren refuses names the file.
+pub(crate) fn config_from_stored(
+    name: &str,
+    path: &Path,
+    table: &toml::Table,
+) -> Result<ZoneConfig> {
+    config::from_table(name, table).map_err(|e| match e {
+        Error::Config { message, .. } => Error::BadConfigFile {
+            zone: name.into(),
+            path: path.to_path_buf(),
+            message,
+        },
+        e => e,
     })
 }
 
@@ -144,7 +216,7 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
         return Err(Error::NoSuchZone(name.into()));
     }
     let table = read_config_table(name, &dir)?;
-    let config = config::from_table(name, &table)?;
+    let config = config_from_stored(name, &config_path(&dir), &table)?;
     let lifecycle = state::load_lifecycle(&dir)?.ok_or_else(|| Error::Corrupt {
         path: state::state_path(&dir),
         message: "the file is missing".into(),

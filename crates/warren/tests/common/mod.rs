@@ -278,3 +278,44 @@ pub fn host_mounts_under(path: &Path) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+// Pause points (`warren::fault::PAUSE_ENV`): a warren child stopped at a chosen moment
+// while the test does the other side of a race.
+
+/// Kills a warren child (stopped or not) if the test ends early.
+pub struct ChildGuard(pub std::process::Child);
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Wait until process `pid` is stopped (it reached its pause point).
+pub fn wait_stopped(pid: u32) {
+    let t = std::time::Instant::now();
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let state = stat
+            .rsplit(')')
+            .next()
+            .and_then(|r| r.split_whitespace().next());
+        if state == Some("T") {
+            return;
+        }
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(60),
+            "warren (pid {pid}) never reached its pause point: {stat}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+pub fn resume(pid: u32) {
+    let ok = Command::new("kill")
+        .args(["-CONT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(ok.success(), "kill -CONT {pid}");
+}

@@ -103,7 +103,14 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         }
         Ok(())
     })
-    .map_err(|e| spawn_error(id, &p, e))?;
+    .map_err(|e| match e {
+        // Forking into a pid namespace whose init has exited (or is exiting: the
+        // kernel stops allocating pids there first) fails with ENOMEM.
+        SpawnError::Clone(c) if c.raw_os_error() == Some(libc::ENOMEM) => refused(format!(
+            "container '{id}': its init has exited (it stopped while this exec started); nothing can run in it any more"
+        )),
+        e => spawn_error(id, &p, e),
+    })?;
     if let Some(f) = pid_file.as_mut() {
         f.write_all(child.to_string().as_bytes())
             .ctx(|| "writing the pid file".to_string())?;

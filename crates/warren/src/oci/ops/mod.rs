@@ -43,7 +43,6 @@ const MAX_CONFIG: u64 = 4 << 20;
 
 /// Read and parse `<bundle>/config.json`.
 pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
-    use std::io::Read;
     let path = bundle.join("config.json");
     let unreadable = |e: &dyn std::fmt::Display| {
         Error::Invalid(format!(
@@ -51,13 +50,7 @@ pub fn load_spec(id: &str, bundle: &Path) -> Result<Spec> {
             path.display()
         ))
     };
-    let mut text = String::new();
-    std::fs::File::open(&path)
-        .and_then(|f| f.take(MAX_CONFIG + 1).read_to_string(&mut text))
-        .map_err(|e| unreadable(&e))?;
-    if text.len() as u64 > MAX_CONFIG {
-        return Err(unreadable(&format!("larger than {} MiB", MAX_CONFIG >> 20)));
-    }
+    let text = crate::fsutil::read_text_bounded(&path, MAX_CONFIG).map_err(|e| unreadable(&e))?;
     let malformed = |e: &dyn std::fmt::Display| {
         Error::Invalid(format!(
             "container '{id}': {} is malformed: {e}; fix it (see 'warren oci spec' for a valid one)",

@@ -7,11 +7,17 @@ pub fn update(ctx: &Ctx, id: &str, resources: &str) -> Result<()> {
     let text = if resources == "-" {
         let mut s = String::new();
         std::io::stdin()
+            .take(crate::fsutil::MAX_SMALL_FILE + 1)
             .read_to_string(&mut s)
             .ctx(|| "reading resources from stdin".to_string())?;
+        if s.len() as u64 > crate::fsutil::MAX_SMALL_FILE {
+            return Err(Error::Invalid(format!(
+                "container '{id}': --resources from stdin is larger than 1 MiB; pass linux.resources JSON"
+            )));
+        }
         s
     } else {
-        std::fs::read_to_string(resources)
+        crate::fsutil::read_text_bounded(Path::new(resources), crate::fsutil::MAX_SMALL_FILE)
             .ctx(|| format!("container '{id}': reading --resources {resources}"))?
     };
     let res: oci_spec::runtime::LinuxResources = serde_json::from_str(&text).map_err(|e| {

@@ -1,22 +1,54 @@
-//! `config set` / `config unset`: edit a zone's config atomically.
+//! `config set` / `config unset` / `config edit`: edit a zone's config atomically.
+//!
+//! They work on the stored table, not on the validated config, so they also repair a
+//! zone whose `config.toml` holds a value this warren refuses (an edit that makes the
+//! whole config valid is accepted) or is missing (set builds it from nothing; edit
+//! also takes a file that is not UTF-8 or not TOML). A template change is checked and
+//! written under the template's shared lock, so `template delete` cannot remove it
+//! in between.
 
 use super::*;
+use crate::zone::{config_path, read_stored_config, StoredConfig};
 
-/// Apply `edit` to the zone's config table, validate, and write it durably.
+/// Under the zone's lock: build the new table from the stored file with `edit`,
+/// validate it, and write it durably.
 fn edit_config(
     ctx: &Context,
     name: &str,
-    edit: impl FnOnce(&mut toml::Table) -> Result<()>,
+    edit: impl FnOnce(StoredConfig) -> Result<toml::Table>,
 ) -> Result<(ZoneConfig, ZoneState)> {
     let _lock = zone_lock(ctx, name)?;
-    let z = load(ctx, name)?;
-    let mut table = read_config_table(name, &z.dir)?;
-    edit(&mut table)?;
+    let dir = ctx.layout.zone_dir(name);
+    if !dir.is_dir() {
+        return Err(Error::NoSuchZone(name.into()));
+    }
+    let stored = read_stored_config(name, &dir)?;
+    let old_template = stored
+        .table
+        .as_ref()
+        .ok()
+        .and_then(|t| t.get("template")?.as_str().map(str::to_string));
+    let table = edit(stored)?;
     let cfg = config::from_table(name, &table)?;
     validate_for_host(ctx, name, &cfg)?;
+    let lifecycle = state::load_lifecycle(&dir)?.ok_or_else(|| Error::Corrupt {
+        path: state::state_path(&dir),
+        message: "the file is missing".into(),
+    })?;
+    let z = Zone {
+        name: name.into(),
+        runtime: state::load_runtime(&dir)?,
+        dir,
+        config: cfg,
+        lifecycle,
+    };
     let st = z.state(ctx);
-    if cfg.template != z.config.template {
-        if z.lifecycle.state != ZoneState::Configured {
+    // Held until the config is written: `template delete` takes it exclusively.
+    let mut _tlock = None;
+    if old_template.as_deref() != Some(z.config.template.as_str()) {
+        // With no readable template (a lost config.toml) any existing one may be
+        // named: the operator is telling warren which it was.
+        if old_template.is_some() && z.lifecycle.state != ZoneState::Configured {
             return Err(Error::WrongState {
                 zone: name.into(),
                 state: st,
@@ -24,10 +56,42 @@ fn edit_config(
                     .into(),
             });
         }
-        template::load(&ctx.layout, &cfg.template)?;
+        _tlock = Some(lock::shared(&ctx.layout, "template", &z.config.template)?);
+        let manifest = template::load(&ctx.layout, &z.config.template)?;
+        if let Some(installed) = z.lifecycle.backend.filter(|b| *b != manifest.backend) {
+            return Err(Error::config(
+                name,
+                format!(
+                    "template '{}' uses the {} backend but the zone was installed from a {installed} template; name the template it was made from (see 'warren template list')",
+                    z.config.template, manifest.backend
+                ),
+            ));
+        }
+        fault::pause("config.after-template-check");
     }
-    write_config(&z.dir, &cfg)?;
-    Ok((cfg, st))
+    write_config(&z.dir, &z.config)?;
+    Ok((z.config, st))
+}
+
+/// The stored table to edit with `config set`/`unset`: a missing file is an empty
+/// table; a file that cannot be parsed is refused (its message says to use `edit`).
+fn stored_table(stored: StoredConfig) -> Result<toml::Table> {
+    match stored.table {
+        Ok(t) => Ok(t),
+        Err(_) if stored.missing => Ok(toml::Table::new()),
+        Err(Error::BadConfigFile {
+            zone,
+            path,
+            message,
+        }) => Err(Error::BadConfigFile {
+            message: format!(
+                "{message}; 'config set' and 'config unset' need a readable file: use 'warren config edit {zone}'"
+            ),
+            zone,
+            path,
+        }),
+        Err(e) => Err(e),
+    }
 }
 
 /// `warren config set ZONE key=value...`. Changes apply at the next boot.
@@ -36,21 +100,69 @@ pub fn config_set(
     name: &str,
     assignments: &[String],
 ) -> Result<(ZoneConfig, ZoneState)> {
-    edit_config(ctx, name, |t| {
+    edit_config(ctx, name, |stored| {
+        let mut t = stored_table(stored)?;
         for a in assignments {
             let (k, v) = config::parse_assignment(name, a)?;
-            config::set_in_table(name, t, &k, v)?;
+            config::set_in_table(name, &mut t, &k, v)?;
         }
-        Ok(())
+        Ok(t)
     })
 }
 
 /// `warren config unset ZONE key...`.
 pub fn config_unset(ctx: &Context, name: &str, keys: &[String]) -> Result<(ZoneConfig, ZoneState)> {
-    edit_config(ctx, name, |t| {
+    edit_config(ctx, name, |stored| {
+        let mut t = stored_table(stored)?;
         for k in keys {
-            config::unset_in_table(name, t, k)?;
+            config::unset_in_table(name, &mut t, k)?;
         }
-        Ok(())
+        Ok(t)
+    })
+}
+
+/// The bytes of zone `name`'s `config.toml` as they are (`None` if it is missing),
+/// for `config edit` and `config show` of a damaged file.
+pub fn config_bytes(ctx: &Context, name: &str) -> Result<Option<Vec<u8>>> {
+    names::zone(name)?;
+    let dir = ctx.layout.zone_dir(name);
+    if !dir.is_dir() {
+        return Err(Error::NoSuchZone(name.into()));
+    }
+    match crate::fsutil::read_bounded(&config_path(&dir), MAX_SMALL_FILE) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::BadConfigFile {
+            zone: name.into(),
+            path: config_path(&dir),
+            message: e.to_string(),
+        }),
+    }
+}
+
+/// `warren config edit`'s write: replace the config with `text` if the file still
+/// holds `original` (what the editor was given; `None` = it was missing).
+pub fn config_replace(
+    ctx: &Context,
+    name: &str,
+    original: Option<&[u8]>,
+    text: &str,
+) -> Result<(ZoneConfig, ZoneState)> {
+    edit_config(ctx, name, |stored| {
+        if stored.bytes.as_deref() != original {
+            return Err(Error::Invalid(format!(
+                "zone '{name}': {} changed while it was being edited; edit it again",
+                stored.path.display()
+            )));
+        }
+        text.parse::<toml::Table>().map_err(|e| {
+            Error::config(
+                name,
+                format!(
+                    "the edited config is not valid TOML: {}; fix it and run 'warren config edit {name}' again",
+                    e.message().trim()
+                ),
+            )
+        })
     })
 }

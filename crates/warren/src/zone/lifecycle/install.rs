@@ -15,15 +15,24 @@ pub fn create(
     names::zone(name)?;
     let mut table = match config_file {
         Some(path) => {
-            let text = fs::read_to_string(path).map_err(|e| {
-                Error::Invalid(format!("zone '{name}': --config {}: {e}", path.display()))
+            let text = read_text_bounded(path, MAX_SMALL_FILE).map_err(|e| {
+                Error::Invalid(format!(
+                    "zone '{name}': --config {}: {e}; give a TOML config file (keys: 'warren config keys')",
+                    path.display()
+                ))
             })?;
             text.parse::<toml::Table>().map_err(|e| {
                 Error::config(
                     name,
                     format!(
-                        "{} is not valid TOML: {}",
+                        "{} is not valid TOML{}: {}; fix the syntax (examples: 'warren config keys')",
                         path.display(),
+                        e.span()
+                            .map(|s| format!(
+                                " (line {})",
+                                text[..s.start].matches('\n').count() + 1
+                            ))
+                            .unwrap_or_default(),
                         e.message().trim()
                     ),
                 )
@@ -131,7 +140,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     names::zone(dst)?;
     if src == dst {
         return Err(Error::Invalid(format!(
-            "zone '{src}': cannot clone a zone onto itself"
+            "zone '{src}': cannot clone a zone onto itself; give the clone another name"
         )));
     }
     // Lock in name order so two opposite clones cannot deadlock.
@@ -248,7 +257,7 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
 pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
-    let mut range = None;
+    let range;
     match load_locked(ctx, name) {
         Ok(mut z) => {
             range = z.lifecycle.idmap;
@@ -265,8 +274,15 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
             state::check(name, Verb::Delete, z.state(ctx))?;
         }
         // A zone whose files are unreadable can still be removed by force.
-        Err(Error::Corrupt { .. } | Error::Config { .. }) if force => {
+        Err(Error::Corrupt { .. } | Error::Config { .. } | Error::BadConfigFile { .. })
+            if force =>
+        {
             ctx.require_root()?;
+            // The id range, if state.json is readable (the config may be what is damaged).
+            range = state::load_lifecycle(&dir)
+                .ok()
+                .flatten()
+                .and_then(|l| l.idmap);
             if let Ok(Some(rt)) = state::load_runtime(&dir) {
                 rt.cgroups.kill_all(Duration::from_secs(5))?;
                 rt.cgroups.remove(Duration::from_secs(5))?;

@@ -8,12 +8,15 @@ use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use super::{load, read_config_table, reconcile, Context, Zone};
+use super::{load, reconcile, Context, Zone};
 use crate::cgroups::CgroupError;
 use crate::config::{self, NetMode, ZoneConfig};
 use crate::doctor;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{atomic_write, mkdir_mode, remove_tree, sync_dir, unique_suffix};
+use crate::fsutil::{
+    atomic_write, mkdir_mode, read_text_bounded, remove_tree, sync_dir, unique_suffix,
+    MAX_SMALL_FILE,
+};
 use crate::idmap::{self, IdRange};
 use crate::lock::{self, Lock};
 use crate::runtime::{self, BootSpec};
@@ -28,7 +31,7 @@ mod edit;
 mod install;
 mod run;
 
-pub use edit::{config_set, config_unset};
+pub use edit::{config_bytes, config_replace, config_set, config_unset};
 pub use install::{clone, create, delete, install, uninstall};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, evict, halt, login, reboot, BootReport};

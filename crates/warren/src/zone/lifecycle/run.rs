@@ -17,6 +17,27 @@ fn now_ms() -> u64 {
         .unwrap_or(0)
 }
 
+/// What `doctor::admit` checks for zone `z`. Host root is exempt from RLIMIT_NPROC; a
+/// user-namespaced zone's host id is not, and its own `rlimit.nproc` replaces warren's.
+fn admission(
+    ctx: &Context,
+    z: &Zone,
+    version: crate::cgroups::CgroupVersion,
+) -> doctor::AdmitSnapshot {
+    let mut kinds = vec!["mnt", "pid", "uts", "ipc", "cgroup"];
+    if z.config.net != NetMode::Host {
+        kinds.push("net");
+    }
+    if z.config.userns {
+        kinds.push("user");
+    }
+    let mut s = doctor::admit::read(&ctx.host.proc, Some(version), z.config.userns, &kinds);
+    if let Some(l) = z.config.rlimits.get("nproc") {
+        s.nproc = z.config.userns.then_some(l.soft).filter(|n| *n != u64::MAX);
+    }
+    s
+}
+
 /// Boot a loaded, locked, reconciled zone.
 fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let t0 = Instant::now();
@@ -35,15 +56,11 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     }
     let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
-    // Admission: refuse before any cgroup exists when the host has no tasks left for
-    // the zone's init and services (three small reads; see doctor::admit).
+    // Admission: refuse before any cgroup exists when a host limit leaves no room for
+    // the zone's init and services (a few small reads; see doctor::admit).
     let zone_tasks = 1 + z.config.services.len() as u64;
-    doctor::admit(
-        &z.name,
-        &doctor::snapshot::read_admit(&ctx.host.proc),
-        zone_tasks,
-    )?;
-    let (driver, _) = ctx.cgroups()?;
+    let (driver, hierarchy) = ctx.cgroups()?;
+    doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
     let mem = stats::meminfo(&ctx.host.proc);
     let get = |k: &str| mem.get(k).copied().unwrap_or(0);
     let limits = z
@@ -115,7 +132,22 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
         Ok(i) => i,
-        Err(e) => return Err(undo(&rt, e)),
+        Err(e) => {
+            // A process limit hit after admission (the host filled up meanwhile): name
+            // the limit, if admission now sees which, rather than the candidates.
+            let e = match &e {
+                Error::Io { source, .. }
+                    if source.raw_os_error() == Some(warren_sys::libc::EAGAIN) =>
+                {
+                    let again = admission(ctx, z, hierarchy.version);
+                    doctor::admit(&z.name, &again, zone_tasks)
+                        .err()
+                        .unwrap_or(e)
+                }
+                _ => e,
+            };
+            return Err(undo(&rt, e));
+        }
     };
     let t_spawn = t1.elapsed();
     fault::point("boot.after-spawn");
