@@ -52,6 +52,7 @@ pub mod assess;
 pub mod fix;
 pub mod probe;
 pub mod snapshot;
+pub mod thp;
 
 use serde::Serialize;
 
@@ -176,6 +177,9 @@ pub enum Verdict {
     /// A host setting that weakens isolation between zones, or between a zone and the
     /// host (advice; it does not change the exit code, which is about density).
     Weakens,
+    /// A host setting known to make zones misbehave (advice; exit code unchanged), e.g.
+    /// transparent huge pages "always" with swap ([`thp`]).
+    Warning,
 }
 
 impl std::fmt::Display for Verdict {
@@ -186,6 +190,7 @@ impl std::fmt::Display for Verdict {
             Verdict::WillFail => "will fail",
             Verdict::Unknown => "unknown",
             Verdict::Weakens => "weakens isolation",
+            Verdict::Warning => "warning",
         })
     }
 }
@@ -281,6 +286,8 @@ pub struct Summary {
     pub unknown: usize,
     /// Host settings that weaken isolation.
     pub weakens: usize,
+    /// Host settings known to make zones misbehave.
+    pub warnings: usize,
 }
 
 impl Summary {
@@ -293,6 +300,7 @@ impl Summary {
                 Verdict::WillFail => s.will_fail += 1,
                 Verdict::Unknown => s.unknown += 1,
                 Verdict::Weakens => s.weakens += 1,
+                Verdict::Warning => s.warnings += 1,
             }
         }
         s
