@@ -178,6 +178,21 @@ impl CgroupSet {
         }
     }
 
+    /// The directory a zone's first process is cloned into
+    /// (`clone3(CLONE_INTO_CGROUP)`, see `warren_sys::spawn`), opened: the v2 directory.
+    /// `None` for v1 sets (CLONE_INTO_CGROUP takes only a cgroup2 directory; their
+    /// processes are migrated into every hierarchy), and when
+    /// `WARREN_CLONE_INTO_CGROUP=off` asks for the migration (to measure the gain).
+    pub fn clone_target(&self) -> Result<Option<std::os::fd::OwnedFd>, CgroupError> {
+        let off = std::env::var_os("WARREN_CLONE_INTO_CGROUP").is_some_and(|v| v == "off");
+        match (self.version, self.dirs.first()) {
+            (CgroupVersion::V2, Some((_, d))) if !off => std::fs::File::open(d)
+                .map(|f| Some(f.into()))
+                .map_err(io_err("opening", d)),
+            _ => Ok(None),
+        }
+    }
+
     /// The `cgroup.procs` files a process writes itself into to join the zone.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs

@@ -182,6 +182,7 @@ impl Command<'_> {
                 .map(|(k, v)| cstr(&format!("{k}={v}")))
                 .collect::<Result<_>>()?,
             pass_fds: 0,
+            into_cgroup: None,
         };
         crate::sandbox::invariants::check(&plan, &[])
             .map_err(|e| Error::Invalid(format!("zone '{zone}': internal error: {e}")))?;

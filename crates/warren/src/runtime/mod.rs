@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use self::userns::{userns_fds, UsernsFds};
 use warren_sys::libc;
-use warren_sys::spawn::{ExecTarget, SpawnError, SpawnPlan, Step};
+use warren_sys::spawn::{ExecTarget, IntoCgroup, SpawnError, SpawnPlan, Step};
 
 use crate::cgroups::CgroupSet;
 use crate::config::{NetMode, ZoneConfig};
@@ -214,6 +214,7 @@ fn build(spec: &BootSpec<'_>, fds: &Fds) -> Result<Plan> {
             argv: argv.iter().map(|a| cs(a)).collect(),
             envp: env.iter().map(|e| cs(e)).collect(),
             pass_fds: 0,
+            into_cgroup: None,
         },
         what: Vec::new(),
     };
@@ -624,7 +625,10 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         userns,
         disk,
     };
-    let plan = build(spec, &fds)?;
+    let mut plan = build(spec, &fds)?;
+    // On v2 the init is cloned straight into its cgroup (no migration).
+    let cgroup_dir = spec.cgroups.clone_target()?;
+    plan.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
     let mut inside = vec![spec.root.target()];
     if let Some(d) = spec.disk {
         inside.push(&d.mountpoint);
@@ -638,7 +642,9 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         .map_err(|e| Error::Invalid(format!("zone '{}': internal error: {e}", spec.zone)))?;
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
-        join_cgroups(spec, &fds.procs, pid)?;
+        if !plan.spawn.placed_in_cgroup() {
+            join_cgroups(spec, &fds.procs, pid)?;
+        }
         let Some(net) = spec.net else {
             return Ok(());
         };

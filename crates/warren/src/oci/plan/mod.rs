@@ -71,6 +71,7 @@ impl Plan {
                 argv: Vec::new(),
                 envp: Vec::new(),
                 pass_fds: 0,
+                into_cgroup: None,
             },
             what: Vec::new(),
         }
