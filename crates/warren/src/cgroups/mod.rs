@@ -240,7 +240,8 @@ impl CgroupSet {
     }
 
     /// Remove the zone's cgroup directories (they must be empty of processes), then the
-    /// group directories above them if no other zone uses them.
+    /// group directories above them (on v2 the bucket and the group) if no other zone
+    /// uses them.
     pub fn remove(&self, timeout: Duration) -> Result<(), CgroupError> {
         let deadline = Instant::now() + timeout;
         for (_, d) in self.dirs.iter().rev() {
@@ -262,6 +263,13 @@ impl CgroupSet {
             if let Some(group) = d.parent() {
                 // Fails harmlessly (EBUSY / ENOTEMPTY) while other zones live there.
                 let _ = std::fs::remove_dir(group);
+                // On v2 that was the zone's bucket (see `v2`): then the group.
+                let bucket = group.file_name().and_then(|n| n.to_str());
+                if self.version == CgroupVersion::V2 && bucket.is_some_and(v2::is_bucket) {
+                    if let Some(g) = group.parent() {
+                        let _ = std::fs::remove_dir(g);
+                    }
+                }
             }
         }
         Ok(())
