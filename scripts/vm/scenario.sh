@@ -308,6 +308,37 @@ expect v2-nothing-made-undelegated "$left" ""
 rmdir $nd/session.scope $nd 2>/dev/null
 fi
 
+# v2: the init is cloned into its cgroup (clone3 CLONE_INTO_CGROUP), not migrated: the
+# kernel's cgroup_attach_task tracepoint, which every migration fires, stays silent for
+# the zone's cgroup, and fires once with WARREN_CLONE_INTO_CGROUP=off.
+if [ $CGV = v2 ]; then
+    t=/sys/kernel/tracing
+    [ -e $t/trace ] || mount -t tracefs tracefs $t 2>/dev/null
+    ev=$t/events/cgroup/cgroup_attach_task/enable
+    ci=${P}ci
+    if [ ! -e $ev ]; then
+        result v2-init-cloned-into-cgroup fail "no cgroup_attach_task tracepoint in $t (tracefs not mounted or CONFIG_FTRACE off)"
+    elif run create-ci $W create $ci --template bb && run install-ci $W install $ci; then
+        for mode in on off; do
+            echo > $t/trace
+            echo 1 > $ev
+            WARREN_CLONE_INTO_CGROUP=$mode $W boot $ci 2>&1 | log
+            echo 0 > $ev
+            n=$(grep -c "dst_path=[^ ]*/$ci " $t/trace)
+            grep cgroup_attach_task $t/trace | log
+            $W halt $ci 2>&1 | log
+            if [ $mode = on ]; then
+                expect v2-init-cloned-into-cgroup "$n" 0
+            else
+                expect v2-init-migrated-when-off "$n" 1
+            fi
+        done
+        $W delete $ci 2>&1 | log
+    else
+        result v2-init-cloned-into-cgroup fail "could not create zone $ci"
+    fi
+fi
+
 # Boot latency with clone3(CLONE_INTO_CGROUP) and with the migration it replaces
 # (WARREN_CLONE_INTO_CGROUP=off), interleaved rounds of `bench density` in a state root
 # of their own; each round prints its boot median (ms). Under TCG emulation.
