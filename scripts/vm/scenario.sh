@@ -359,8 +359,31 @@ if [ -n "$WARREN_VM_MEASURE_ROUNDS" ]; then
     done
     rm -rf /var/lib/warren/bench-on /var/lib/warren/bench-off
 fi
+# The same, one `warren boot` process per boot (as from the CLI or a service), the two
+# ways alternating boot by boot; the time is the one `boot` prints.
+if [ -n "$WARREN_VM_MEASURE_BOOTS" ] && run create-mz $W create ${P}mz --template bb && run install-mz $W install ${P}mz; then
+    for i in $(seq "$WARREN_VM_MEASURE_BOOTS"); do
+        for mode in on off; do
+            out=$(WARREN_CLONE_INTO_CGROUP=$mode $W boot ${P}mz 2>&1)
+            ms=$(echo "$out" | sed -n 's/.*booted in \([0-9.]*\) ms.*/\1/p')
+            echo "WARREN-VM-MEASURE cli clone-into-cgroup=$mode boot_ms=${ms:-?} $out" | head -1
+            $W halt ${P}mz >/dev/null 2>&1
+        done
+    done
+    $W delete ${P}mz 2>&1 | log
+fi
+# v2: a cgroup left in a bucket (as a crash between mkdir and boot leaves one) is
+# swept by gc, with its bucket.
+stray=
+if [ $CGV = v2 ]; then
+    stray=${svc:-${CG_SEARCH%% *}}/$GROUP/@memory-pids/${P}stray
+    mkdir -p "$stray"
+fi
 run halt $W halt --all
 run gc $W gc
+if [ -n "$stray" ]; then
+    if [ -e "$stray" ]; then result v2-gc-sweeps-buckets fail "$stray left"; else result v2-gc-sweeps-buckets ok "$stray removed"; fi
+fi
 run swap-disable $W swap disable
 if [ -n "$svc" ]; then
     left=$(find $svc -mindepth 1 -type d | grep -v -e '/warren-supervisor$' | tr '\n' ' ')

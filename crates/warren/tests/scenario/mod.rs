@@ -82,12 +82,14 @@ pub const REQUIRED: &[&str] = &[
 
 /// Checks only a cgroup v2 run reports: what a zone's `cgroup.controllers` holds, the
 /// init born in its cgroup (clone3 `CLONE_INTO_CGROUP` takes only a cgroup2 directory),
-/// and a session whose parent withholds the controllers (v1 has no delegation).
+/// gc in buckets, and a session whose parent withholds the controllers (v1 has no
+/// delegation).
 pub const V2_ONLY: &[&str] = &[
     "v2-init-cloned-into-cgroup",
     "v2-init-migrated-when-off",
     "v2-only-needed-controllers",
     "v2-cpu-zone-controllers",
+    "v2-gc-sweeps-buckets",
     "v2-refused-undelegated",
     "v2-nothing-made-undelegated",
 ];
