@@ -264,6 +264,9 @@ if run oci-spec $W oci spec --bundle $TMPD/bundle; then
         expect oci-frozen "$(cat $cg/$frz 2>&1)" "$(v1v2 FROZEN 1)"
         run oci-resume $O resume $c2
         expect oci-thawed "$(cat $cg/$frz 2>&1)" "$(v1v2 THAWED 0)"
+        run oci-update $O update --pids-limit 33 $c2
+        pcg=$(find $CG_SEARCH -type d -name "default-$c2" | while read -r d; do [ -e "$d/pids.max" ] && echo "$d" && break; done)
+        expect oci-updated-pids "$(cat $pcg/pids.max 2>&1)" 33
     fi
     $O delete --force $c2 2>&1 | log
 fi

@@ -72,6 +72,8 @@ pub const REQUIRED: &[&str] = &[
     "oci-cgroups-path",
     "oci-frozen",
     "oci-thawed",
+    "oci-update",
+    "oci-updated-pids",
     "doctor-probe",
     "unit-warren-autoboot-ExecStart",
     "login-at-limit",
