@@ -153,7 +153,10 @@ fn cgroup_v2_from_a_service_cgroup_on_debian_kernels() {
                 c.detail
             );
         }
-        for m in console.lines().filter(|l| l.starts_with("WARREN-VM-MEASURE")) {
+        for m in console
+            .lines()
+            .filter(|l| l.starts_with("WARREN-VM-MEASURE"))
+        {
             eprintln!("[{kernel} {version}] {m}");
         }
         failures.extend(scenario::failures(&version, &checks, true));
