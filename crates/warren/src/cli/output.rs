@@ -430,8 +430,13 @@ pub fn doctor_report(r: &doctor::Report, verbose: bool) {
     } else {
         String::new()
     };
+    let warnings = if s.warnings > 0 {
+        format!(", {} warning(s) (see notes)", s.warnings)
+    } else {
+        String::new()
+    };
     println!(
-        "{} ok, {} tight, {} will fail, {} unknown{weakens}{advice}",
+        "{} ok, {} tight, {} will fail, {} unknown{weakens}{warnings}{advice}",
         s.ok, s.tight, s.will_fail, s.unknown
     );
 }

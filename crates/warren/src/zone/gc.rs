@@ -162,38 +162,66 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
 fn sweep_cgroups(ctx: &Context, zones: &[String], report: &mut GcReport) -> Result<()> {
     let (driver, _) = ctx.cgroups()?;
     for (_, group) in driver.parents() {
-        let Ok(entries) = fs::read_dir(&group) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if !e.file_type().is_ok_and(|t| t.is_dir()) {
-                continue;
+        // On v2 zones sit in buckets of the group (see cgroups::v2): swept first, so
+        // the group can go after them.
+        let buckets = sweep_zone_cgroups(ctx, &**driver, &group, zones, report)?;
+        for bucket in buckets {
+            sweep_zone_cgroups(ctx, &**driver, &bucket, zones, report)?;
+            if fs::remove_dir(&bucket).is_ok() {
+                report.removed.push(format!("cgroup {}", bucket.display()));
             }
-            let name = e.file_name().to_string_lossy().into_owned();
-            let path = e.path();
-            let claimed = zones.contains(&name) && {
-                let _lock = lock::exclusive(&ctx.layout, "zone", &name)?;
-                load(ctx, &name)
-                    .ok()
-                    .and_then(|z| z.runtime)
-                    .is_some_and(|rt| rt.cgroups.dirs.iter().any(|(_, d)| d == &path))
-            };
-            if claimed {
-                continue;
-            }
-            let set = crate::cgroups::CgroupSet {
-                version: driver.version(),
-                dirs: vec![(String::new(), path.clone())],
-            };
-            set.kill_all(Duration::from_secs(5))?;
-            set.remove(Duration::from_secs(5))?;
-            report.removed.push(format!("cgroup {}", path.display()));
         }
         if fs::remove_dir(&group).is_ok() {
             report.removed.push(format!("cgroup {}", group.display()));
         }
     }
     Ok(())
+}
+
+/// Remove the zone cgroups in `dir` that no live zone claims; returns the v2 buckets
+/// found there instead.
+fn sweep_zone_cgroups(
+    ctx: &Context,
+    driver: &dyn crate::cgroups::CgroupDriver,
+    dir: &Path,
+    zones: &[String],
+    report: &mut GcReport,
+) -> Result<Vec<PathBuf>> {
+    let mut buckets = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Ok(buckets);
+    };
+    for e in entries.flatten() {
+        if !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = e.path();
+        if driver.version() == crate::cgroups::CgroupVersion::V2
+            && crate::cgroups::v2::is_bucket(&name)
+        {
+            buckets.push(path);
+            continue;
+        }
+        let claimed = zones.contains(&name) && {
+            let _lock = lock::exclusive(&ctx.layout, "zone", &name)?;
+            load(ctx, &name)
+                .ok()
+                .and_then(|z| z.runtime)
+                .is_some_and(|rt| rt.cgroups.dirs.iter().any(|(_, d)| d == &path))
+        };
+        if claimed {
+            continue;
+        }
+        let set = crate::cgroups::CgroupSet {
+            version: driver.version(),
+            dirs: vec![(String::new(), path.clone())],
+        };
+        set.kill_all(Duration::from_secs(5))?;
+        set.remove(Duration::from_secs(5))?;
+        report.removed.push(format!("cgroup {}", path.display()));
+    }
+    Ok(buckets)
 }
 
 /// Lock files of objects that no longer exist (taken first, so no holder is robbed).
