@@ -106,9 +106,28 @@ pub enum Error {
         primary: Box<Error>,
         cleanup: Box<Error>,
     },
+    /// A lock wait bounded by `--wait` expired.
+    #[error("gave up after {waited_s}s waiting for {what}'s lock ({}), held by {holder}; wait for that command to finish and retry, raise --wait, or stop the holder if it is stuck ({})", path.display(), kill_hint(pids))]
+    LockTimeout {
+        what: String,
+        holder: String,
+        pids: Vec<i32>,
+        waited_s: f64,
+        path: PathBuf,
+    },
     /// Several zones were acted on and some failed.
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+}
+
+fn kill_hint(pids: &[i32]) -> String {
+    match pids {
+        [] => "find it with 'grep -l lock: /proc/*/fdinfo/*'".into(),
+        ps => format!(
+            "kill {}",
+            ps.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+        ),
+    }
 }
 
 impl Error {
@@ -120,9 +139,10 @@ impl Error {
             }
             Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
             Error::WrongState { .. } => ExitCode::WrongState,
-            Error::ZoneExists(_) | Error::TemplateExists(_) | Error::TemplateInUse { .. } => {
-                ExitCode::Conflict
-            }
+            Error::ZoneExists(_)
+            | Error::TemplateExists(_)
+            | Error::TemplateInUse { .. }
+            | Error::LockTimeout { .. } => ExitCode::Conflict,
             Error::Unsupported(_) | Error::HostLimit { .. } => ExitCode::Unsupported,
             Error::NotRoot => ExitCode::Permission,
             Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,

@@ -21,6 +21,7 @@ pub const POINTS: &[&str] = &[
     "boot.after-cgroups",
     "boot.after-lease",
     "boot.after-runtime",
+    "boot.holder-alive",
     "boot.after-spawn",
     "halt.after-shutting-down",
     "halt.after-stop",

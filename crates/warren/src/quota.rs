@@ -249,7 +249,8 @@ pub fn shift_image(zone: &str, zone_dir: &Path, to: crate::idmap::IdRange) -> Re
             d.image.display()
         )
     })?;
-    let pid = warren_sys::proc::fork().ctx(|| "fork".to_string())?;
+    // The helper holds none of warren's descriptors (so no zone lock) and dies with it.
+    let pid = warren_sys::proc::fork_helper().ctx(|| "fork".to_string())?;
     if pid == 0 {
         let r = (|| -> std::io::Result<()> {
             warren_sys::loopdev::unshare(warren_sys::libc::CLONE_NEWNS)?;

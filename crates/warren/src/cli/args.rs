@@ -82,6 +82,11 @@ pub struct Cli {
     /// containers beside the zones, kind `oci`.
     #[arg(long, global = true, env = "WARREN_OCI_ROOT", default_value = crate::oci::DEFAULT_ROOT, value_name = "DIR")]
     pub oci_root: PathBuf,
+    /// Wait at most this many seconds for a zone's or template's lock (held by another
+    /// command), then fail naming the holder (exit 6). Unset: wait as long as it takes,
+    /// saying who holds the lock after 3 seconds.
+    #[arg(long, global = true, env = "WARREN_WAIT", value_name = "SECONDS", value_parser = parse_wait)]
+    pub wait: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -438,4 +443,18 @@ pub enum ConfigCmd {
     },
     /// List the config keys with an example and what each does.
     Keys,
+}
+
+/// `--wait`: a number of seconds, 0 or more (fractions allowed).
+fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds; use e.g. --wait 30 or --wait 0.5"))?;
+    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+        return Err(format!(
+            "{s:?} is out of range; use 0 (do not wait) up to 1000000000 seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }

@@ -117,6 +117,9 @@ fn targets(
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    if let Some(limit) = cli.wait {
+        crate::lock::set_wait_limit(limit);
+    }
     let layout = Layout::new(cli.root.clone());
     if warren_sys::geteuid() == 0 {
         layout.secure().ctx(|| {
