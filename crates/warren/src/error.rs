@@ -95,7 +95,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("state file {}: {message}; repair it by hand or remove the zone with 'warren delete --force'", path.display())]
+    /// A state file that cannot be read as what it should be; the remedy is derived
+    /// from which file it is ([`remedy_for`]), so every such error says what works.
+    #[error("state file {}: {message}; {}", path.display(), remedy_for(path))]
     Corrupt { path: PathBuf, message: String },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
@@ -118,6 +120,45 @@ pub enum Error {
     /// Several zones were acted on and some failed.
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+}
+
+/// What an operator can do about a damaged state file at `path`, by its place in the
+/// state root (docs/recovery.md has the whole table).
+pub fn remedy_for(path: &std::path::Path) -> String {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+    let parent = path.parent();
+    let owner = parent
+        .and_then(|p| p.file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    let area = parent
+        .and_then(|p| p.parent())
+        .and_then(|p| p.file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    match (area, owner, file) {
+        ("zones", z, "runtime.json") => format!(
+            "the next command on zone '{z}' treats it as stale (its cgroups are found by name); run 'warren halt {z}' or 'warren gc'"
+        ),
+        ("zones", z, "config.toml") => format!(
+            "repair it by hand, or remove the zone with 'warren delete --force {z}'"
+        ),
+        ("zones", z, _) => format!(
+            "repair it by hand (docs/recovery.md), or remove the zone with 'warren delete --force {z}'"
+        ),
+        ("templates", t, _) => format!(
+            "delete the template with 'warren template delete {t}' (refused while zones use it) and create it again, or repair it by hand"
+        ),
+        (_, "locks", _) => format!(
+            "move it aside (e.g. 'mv {} {}.bad'); warren makes a new lock file",
+            path.display(),
+            path.display()
+        ),
+        (_, "net", _) => format!(
+            "halt the zones on this bridge, then move {file} aside: the next boot starts a new lease file"
+        ),
+        _ => "repair it by hand or move it aside (docs/recovery.md)".into(),
+    }
 }
 
 fn kill_hint(pids: &[i32]) -> String {

@@ -184,6 +184,20 @@ fn open(path: &Path) -> Result<File> {
         }
         other => other,
     };
+    // A lock path replaced by a directory: an empty one is taken away (nothing of
+    // warren's is a directory there), anything else is the operator's to move.
+    let file = match file {
+        Err(e) if e.raw_os_error() == Some(warren_sys::libc::EISDIR) => {
+            if std::fs::remove_dir(path).is_err() {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    message: "a directory where warren's lock file should be".into(),
+                });
+            }
+            opts()
+        }
+        other => other,
+    };
     let file = file.ctx(|| format!("opening lock file {}", path.display()))?;
     // A lock file made by an older warren (0644) is tightened on first use.
     let meta = file

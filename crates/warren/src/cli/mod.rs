@@ -234,7 +234,14 @@ fn run(cli: Cli) -> Result<i32> {
                 for i in &report.incomplete {
                     println!("incomplete: {i}");
                 }
-                if report.removed.is_empty() && report.incomplete.is_empty() {
+                // Reported, not fatal: gc went on past it (and autoboot must go on too).
+                for d in &report.damaged {
+                    eprintln!("warren: gc: damaged: {d}");
+                }
+                if report.removed.is_empty()
+                    && report.incomplete.is_empty()
+                    && report.damaged.is_empty()
+                {
                     println!("nothing to collect");
                 }
             }

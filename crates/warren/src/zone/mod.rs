@@ -111,6 +111,9 @@ pub struct Zone {
     pub config: ZoneConfig,
     pub lifecycle: Lifecycle,
     pub runtime: Option<Runtime>,
+    /// `runtime.json` exists but cannot be parsed (empty or torn): why. Stale; the
+    /// next locked command cleans up by the zone's name ([`reconcile`]).
+    pub torn_runtime: Option<String>,
 }
 
 impl Zone {
@@ -149,20 +152,50 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
         path: state::state_path(&dir),
         message: "the file is missing".into(),
     })?;
-    let runtime = state::load_runtime(&dir)?;
+    let (runtime, torn_runtime) = match state::load_runtime_or_torn(&dir)? {
+        state::RuntimeRecord::Absent => (None, None),
+        // A record naming another zone's cgroups (a copied zone directory) is not
+        // this zone's: acting on it would stop the other zone. Treated as stale.
+        state::RuntimeRecord::Present(rt) => match foreign_cgroups(name, &rt) {
+            Some(why) => (None, Some(why)),
+            None => (Some(rt), None),
+        },
+        state::RuntimeRecord::Torn(why) => (None, Some(why)),
+    };
     Ok(Zone {
         name: name.to_string(),
         dir,
         config,
         lifecycle,
         runtime,
+        torn_runtime,
     })
+}
+
+/// Why a runtime record is not zone `name`'s own (its cgroups are named after another
+/// zone), or `None`.
+fn foreign_cgroups(name: &str, rt: &Runtime) -> Option<String> {
+    let other = rt
+        .cgroups
+        .dirs
+        .iter()
+        .find(|(_, d)| d.file_name() != Some(std::ffi::OsStr::new(name)))?;
+    Some(format!(
+        "it names cgroup {}, which is not zone '{name}''s (a copied zone directory?); ignored",
+        other.1.display()
+    ))
 }
 
 /// Repair what an interrupted or crashed command left, under the zone's lock: a stale
 /// runtime record (init gone, host rebooted, or a boot that never finished) has its
 /// cgroups killed and removed and is deleted.
 pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
+    if zone.torn_runtime.is_some() {
+        clean_by_name(ctx, &zone.name)?;
+        state::remove_runtime(&zone.dir)?;
+        zone.torn_runtime = None;
+        return Ok(());
+    }
     let Some(rt) = &zone.runtime else {
         return Ok(());
     };
@@ -178,6 +211,34 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
         }
         state::remove_runtime(&zone.dir)?;
         zone.runtime = None;
+    }
+    Ok(())
+}
+
+/// The cgroups named after zone `name` in this root's group, in every hierarchy:
+/// what its runtime record would list (used when the record is torn or unreadable).
+pub(crate) fn cgroups_by_name(ctx: &Context, name: &str) -> Result<crate::cgroups::CgroupSet> {
+    let (driver, _) = ctx.cgroups()?;
+    let dirs = driver
+        .parents()
+        .into_iter()
+        .map(|(c, parent)| (c, parent.join(name)))
+        .filter(|(_, d)| d.is_dir())
+        .collect();
+    Ok(crate::cgroups::CgroupSet {
+        version: driver.version(),
+        dirs,
+    })
+}
+
+/// Kill and remove the cgroups named after zone `name` (its record being unusable).
+/// Its address lease, if any, is freed by `warren gc` (a lease whose zone is not
+/// running is stale).
+pub(crate) fn clean_by_name(ctx: &Context, name: &str) -> Result<()> {
+    let set = cgroups_by_name(ctx, name)?;
+    if !set.dirs.is_empty() {
+        set.kill_all(std::time::Duration::from_secs(10))?;
+        set.remove(std::time::Duration::from_secs(5))?;
     }
     Ok(())
 }
