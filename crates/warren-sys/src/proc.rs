@@ -150,8 +150,13 @@ pub fn fork_helper() -> io::Result<i32> {
         // touches nothing of the parent's. prctl and getppid take integers only.
         let ok = unsafe {
             libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0) == 0
-                && libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0)
-                    == 0
+                && libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == 0
                 && libc::getppid() == parent
         };
         if !ok {

@@ -151,7 +151,13 @@ extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
             && (a.extra == 0 || step(libc::unshare(a.extra) as libc::c_long));
         // Die with warren. Set after the id changes, which clear it (commit_creds);
         // then, if warren died before the prctl, go now.
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong, 0, 0, 0) != 0
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
             || libc::getppid() != a.parent
         {
             libc::syscall(libc::SYS_exit, 1);

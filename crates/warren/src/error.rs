@@ -166,7 +166,10 @@ fn kill_hint(pids: &[i32]) -> String {
         [] => "find it with 'grep -l lock: /proc/*/fdinfo/*'".into(),
         ps => format!(
             "kill {}",
-            ps.iter().map(ToString::to_string).collect::<Vec<_>>().join(" ")
+            ps.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
         ),
     }
 }

@@ -65,7 +65,10 @@ fn lock_wait_names_the_holder_and_wait_bounds_it() {
     f.lock().unwrap();
     let t = Instant::now();
     let r = env.run(&["--wait", "0.5", "boot", "z"]);
-    assert!(t.elapsed() < Duration::from_secs(5), "the wait was not bounded");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the wait was not bounded"
+    );
     let me = std::process::id();
     r.fails(6, &format!("held by pid {me}"));
     // Unbounded, it says whose lock it waits for after a few seconds, then goes on.
@@ -149,7 +152,10 @@ impl Drop for SmallRoot {
         for d in self.env.group_dirs() {
             common::force_remove_cgroup(&d);
         }
-        let _ = Command::new("umount").arg("-l").arg(self.env.root()).status();
+        let _ = Command::new("umount")
+            .arg("-l")
+            .arg(self.env.root())
+            .status();
     }
 }
 
@@ -167,10 +173,17 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
         let what = if inodes { "inodes" } else { "blocks" };
         let r = env.run(&["halt", "a", "--timeout", "1"]);
         assert_eq!(r.code, 0, "halt with no free {what}: {}", r.stderr);
-        assert!(!alive(pa), "zone a still runs after halt with no free {what}");
+        assert!(
+            !alive(pa),
+            "zone a still runs after halt with no free {what}"
+        );
         assert_eq!(env.state("a"), "installed");
         let r = env.run(&["delete", "--force", "b"]);
-        assert_eq!(r.code, 0, "delete --force with no free {what}: {}", r.stderr);
+        assert_eq!(
+            r.code, 0,
+            "delete --force with no free {what}: {}",
+            r.stderr
+        );
         assert!(!alive(pb), "zone b still runs after delete --force");
         assert!(!env.root().join("zones/b").exists());
         let r = env.run(&["gc"]);
@@ -266,7 +279,11 @@ fn one_damaged_shared_file_does_not_stop_gc() {
     assert_eq!(gc.code, 0, "gc stopped: {} {}", gc.stdout, gc.stderr);
     assert!(!leftover.exists(), "gc collected nothing: {}", gc.stdout);
     for needle in ["garbled", "wbr9.json", "userns"] {
-        assert!(gc.stderr.contains(needle), "gc did not report {needle}: {}", gc.stderr);
+        assert!(
+            gc.stderr.contains(needle),
+            "gc did not report {needle}: {}",
+            gc.stderr
+        );
     }
     // The remedies offered work.
     let bad = env.run(&["boot", "z"]);
@@ -297,7 +314,11 @@ fn delete_force_removes_a_zone_whatever_its_files() {
     env.host_zone("z", &[]);
     env.ok(&["boot", "z"]);
     let pid = env.init_pid("z");
-    std::fs::write(env.root().join("zones/z/state.json"), b"{\"version\": 1, \"sta").unwrap();
+    std::fs::write(
+        env.root().join("zones/z/state.json"),
+        b"{\"version\": 1, \"sta",
+    )
+    .unwrap();
     let r = env.run(&["halt", "z"]);
     assert_eq!(r.code, 10, "{}", r.stderr);
     assert!(r.stderr.contains("delete --force z"), "{}", r.stderr);

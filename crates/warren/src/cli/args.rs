@@ -447,11 +447,10 @@ pub enum ConfigCmd {
 
 /// `--wait`: a number of seconds, 0 or more (fractions allowed).
 fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
-    let secs: f64 = s
-        .trim()
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number of seconds; use e.g. --wait 30 or --wait 0.5"))?;
-    if !secs.is_finite() || secs < 0.0 || secs > 1e9 {
+    let secs: f64 = s.trim().parse().map_err(|_| {
+        format!("{s:?} is not a number of seconds; use e.g. --wait 30 or --wait 0.5")
+    })?;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
         return Err(format!(
             "{s:?} is out of range; use 0 (do not wait) up to 1000000000 seconds"
         ));

@@ -272,7 +272,10 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
         Err(e) if force && dir.symlink_metadata().is_ok() => {
             ctx.require_root()?;
             force_stop_unreadable(ctx, name, &dir).map_err(|c| e.with_cleanup(Some(c)))?;
-            range = state::load_lifecycle(&dir).ok().flatten().and_then(|l| l.idmap);
+            range = state::load_lifecycle(&dir)
+                .ok()
+                .flatten()
+                .and_then(|l| l.idmap);
         }
         Err(e) => return Err(e),
     }
