@@ -476,7 +476,10 @@ mod tests {
     #[test]
     fn a_root_other_than_the_default_starts_elsewhere_and_wraps() {
         let start = first_slot(&Layout::new("/tmp/some-root"));
-        assert!(start >= FIRST_BASE && start.is_multiple_of(RANGE), "{start}");
+        assert!(
+            start >= FIRST_BASE && start.is_multiple_of(RANGE),
+            "{start}"
+        );
         assert_eq!(
             first_slot(&Layout::new(crate::layout::DEFAULT_ROOT)),
             FIRST_BASE

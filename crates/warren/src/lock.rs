@@ -67,8 +67,11 @@ pub fn holders(proc_root: &Path, path: &Path) -> Vec<Holder> {
             continue;
         };
         let holds = fds.flatten().any(|fd| {
-            std::fs::metadata(fd.path())
-                .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+            // The link's text first: stat-ing every descriptor on the host through its
+            // link could block on an unrelated hung filesystem.
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.file_name() == path.file_name())
+                && std::fs::metadata(fd.path())
+                    .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
                 && std::fs::read_to_string(p.path().join("fdinfo").join(fd.file_name()))
                     .is_ok_and(|t| fdinfo_holds_lock(&t))
         });
