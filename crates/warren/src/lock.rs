@@ -96,7 +96,8 @@ pub fn holders(proc_root: &Path, path: &Path) -> Vec<Holder> {
     out
 }
 
-fn describe(holders: &[Holder]) -> String {
+/// The holders, for a message: "pid 1234 (warren boot web1)".
+pub fn describe(holders: &[Holder]) -> String {
     match holders {
         [] => "a process that could not be identified".into(),
         hs => hs

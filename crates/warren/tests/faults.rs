@@ -394,3 +394,31 @@ fn copied_zone_dir_cannot_stop_the_original() {
     assert!(alive(pid), "deleting the copy stopped the original");
     env.ok(&["halt", "a"]);
 }
+
+#[test]
+fn gc_never_waits_for_a_zone_another_command_holds() {
+    let env = Env::new();
+    env.host_zone("z", &[]);
+    env.ok(&["boot", "z"]);
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(lock_path(&env, "z"))
+        .unwrap();
+    f.lock().unwrap();
+    let t = Instant::now();
+    let gc = env.ok(&["gc"]);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "gc waited for the lock"
+    );
+    let me = std::process::id();
+    assert!(
+        gc.stdout
+            .contains(&format!("zone 'z': its lock is held by pid {me}")),
+        "{}",
+        gc.stdout
+    );
+    assert_eq!(env.state("z"), "running", "gc touched a busy zone");
+    drop(f);
+    env.ok(&["halt", "z"]);
+}

@@ -238,9 +238,13 @@ fn run(cli: Cli) -> Result<i32> {
                 for d in &report.damaged {
                     eprintln!("warren: gc: damaged: {d}");
                 }
+                for s in &report.skipped {
+                    println!("skipped (busy): {s}");
+                }
                 if report.removed.is_empty()
                     && report.incomplete.is_empty()
                     && report.damaged.is_empty()
+                    && report.skipped.is_empty()
                 {
                     println!("nothing to collect");
                 }

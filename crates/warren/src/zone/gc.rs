@@ -46,6 +46,8 @@ pub struct GcReport {
     pub incomplete: Vec<String>,
     /// What gc could not read or collect, each with its remedy; gc went on past it.
     pub damaged: Vec<String>,
+    /// Zones busy with another command (their lock held), with the holder: not waited for.
+    pub skipped: Vec<String>,
 }
 
 /// The prefixes of warren's temporary directory and file names that carry the
@@ -194,9 +196,20 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
     Ok(report)
 }
 
-/// One zone's part: stale records, interrupted halts, incomplete installs.
+/// One zone's part: stale records, interrupted halts, incomplete installs. A zone
+/// whose lock is held is busy with another command, which repairs it itself: gc never
+/// waits for it (so gc, and the autoboot unit that runs it, cannot hang on a stuck
+/// holder) and reports who holds it.
 fn gc_zone(ctx: &Context, name: &str, report: &mut GcReport) -> Result<()> {
-    let _lock = lock::exclusive(&ctx.layout, "zone", name)?;
+    let path = ctx.layout.lock_file("zone", name);
+    let Some(_lock) = lock::try_exclusive_path(&path)? else {
+        let holders = lock::holders(&ctx.host.proc, &path);
+        report.skipped.push(format!(
+            "zone '{name}': its lock is held by {}; run 'warren gc' again once that command is done",
+            lock::describe(&holders)
+        ));
+        return Ok(());
+    };
     let mut z = match load(ctx, name) {
         Ok(z) => z,
         Err(e) => {
@@ -248,16 +261,18 @@ fn sweep_cgroups(ctx: &Context, zones: &[String], report: &mut GcReport) {
             }
             let name = e.file_name().to_string_lossy().into_owned();
             let path = e.path();
+            // A zone busy with another command keeps its cgroups (never waited for).
+            let lock_path = ctx.layout.lock_file("zone", &name);
             let claimed = zones.contains(&name)
-                && match lock::exclusive(&ctx.layout, "zone", &name) {
-                    Ok(_lock) => match load(ctx, &name) {
+                && match lock::try_exclusive_path(&lock_path) {
+                    Ok(Some(_lock)) => match load(ctx, &name) {
                         Ok(z) => z
                             .runtime
                             .is_some_and(|rt| rt.cgroups.dirs.iter().any(|(_, d)| d == &path)),
                         // Unreadable files: keep what may be the zone's (reported above).
                         Err(_) => true,
                     },
-                    Err(_) => true,
+                    Ok(None) | Err(_) => true,
                 };
             if claimed {
                 continue;

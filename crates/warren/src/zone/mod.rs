@@ -12,6 +12,7 @@ mod prepare;
 use std::cell::OnceCell;
 use std::fs;
 use std::net::Ipv4Addr;
+use std::ops::Not;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -156,7 +157,7 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
         state::RuntimeRecord::Absent => (None, None),
         // A record naming another zone's cgroups (a copied zone directory) is not
         // this zone's: acting on it would stop the other zone. Treated as stale.
-        state::RuntimeRecord::Present(rt) => match foreign_cgroups(name, &rt) {
+        state::RuntimeRecord::Present(rt) => match foreign_record(ctx, name, &rt) {
             Some(why) => (None, Some(why)),
             None => (Some(rt), None),
         },
@@ -172,18 +173,51 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
     })
 }
 
-/// Why a runtime record is not zone `name`'s own (its cgroups are named after another
-/// zone), or `None`.
-fn foreign_cgroups(name: &str, rt: &Runtime) -> Option<String> {
-    let other = rt
+/// Why a runtime record is not zone `name`'s own, or `None`: its cgroups are named
+/// after another zone, or its init (alive, start time matching) is in none of them.
+fn foreign_record(ctx: &Context, name: &str, rt: &Runtime) -> Option<String> {
+    if let Some((_, other)) = rt
         .cgroups
         .dirs
         .iter()
-        .find(|(_, d)| d.file_name() != Some(std::ffi::OsStr::new(name)))?;
-    Some(format!(
-        "it names cgroup {}, which is not zone '{name}''s (a copied zone directory?); ignored",
-        other.1.display()
-    ))
+        .find(|(_, d)| d.file_name() != Some(std::ffi::OsStr::new(name)))
+    {
+        return Some(format!(
+            "it names cgroup {}, which is not zone '{name}''s (a copied zone directory?); ignored",
+            other.display()
+        ));
+    }
+    let init = rt.init?;
+    if ctx.init_fact(rt) != Some(InitFact::Alive) {
+        return None;
+    }
+    let path = ctx.host.proc.join(init.pid.to_string()).join("cgroup");
+    let text = fs::read_to_string(path).ok()?;
+    init_in_cgroups(&text, &rt.cgroups.dirs).not().then(|| {
+        format!(
+            "its init, pid {}, is not in the zone's cgroups (another zone's process?); ignored",
+            init.pid
+        )
+    })
+}
+
+/// Whether a `/proc/<pid>/cgroup` text puts the process in (or below) one of `dirs`.
+fn init_in_cgroups(proc_cgroup: &str, dirs: &[(String, PathBuf)]) -> bool {
+    proc_cgroup.lines().any(|l| {
+        let p = l
+            .splitn(3, ':')
+            .nth(2)
+            .unwrap_or("")
+            .trim_start_matches('/');
+        !p.is_empty()
+            && dirs.iter().any(|(_, d)| {
+                let rel = Path::new(p);
+                d.ends_with(rel)
+                    || rel
+                        .ancestors()
+                        .any(|a| !a.as_os_str().is_empty() && d.ends_with(a))
+            })
+    })
 }
 
 /// Repair what an interrupted or crashed command left, under the zone's lock: a stale
@@ -442,5 +476,35 @@ fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
             bundle: s.record.bundle,
             created: s.record.created,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn init_of_another_zone_is_not_in_this_zones_cgroups() {
+        let dirs = vec![
+            (
+                "memory".to_string(),
+                PathBuf::from("/sys/fs/cgroup/memory/user.slice/warren-1/web1"),
+            ),
+            (
+                "pids".to_string(),
+                PathBuf::from("/sys/fs/cgroup/pids/user.slice/warren-1/web1"),
+            ),
+        ];
+        let mine = "12:pids:/user.slice/warren-1/web1\n4:memory:/user.slice/warren-1/web1/svc\n1:name=systemd:/user.slice\n";
+        let other = "12:pids:/user.slice/warren-1/web2\n4:memory:/user.slice/warren-1/web2\n1:name=systemd:/user.slice\n";
+        assert!(init_in_cgroups(mine, &dirs));
+        assert!(!init_in_cgroups(other, &dirs));
+        let v2 = vec![(
+            String::new(),
+            PathBuf::from("/sys/fs/cgroup/system.slice/warren/web1"),
+        )];
+        assert!(init_in_cgroups("0::/system.slice/warren/web1\n", &v2));
+        assert!(!init_in_cgroups("0::/system.slice/warren/web10\n", &v2));
+        assert!(!init_in_cgroups("0::/\n", &v2));
     }
 }

@@ -286,7 +286,15 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
     let _ = sync_dir(&zones);
     fault::point("delete.after-rename");
     super::super::gc::remove_leftover(&trash)?;
-    idmap::release(&ctx.layout, name, range)
+    // The zone is gone; a range that cannot be freed now (a damaged `userns/`) is
+    // freed by 'warren gc' (ranges of vanished zones).
+    if let Err(e) = idmap::release(&ctx.layout, name, range) {
+        eprintln!(
+            "warren: zone '{name}': deleted, but freeing its id range failed ({e}); 'warren gc' frees it once {} is repaired",
+            ctx.layout.root().join("userns").display()
+        );
+    }
+    Ok(())
 }
 
 /// Stop whatever zone `name` runs when its files cannot be loaded: by its runtime
