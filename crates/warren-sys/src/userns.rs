@@ -107,8 +107,9 @@ struct HoldArgs {
     parent: libc::pid_t,
 }
 
-/// Close every descriptor from 3 up except `keep` (raw syscalls, allocation-free):
-/// the holder's copy of warren's table, so it holds no lock file, pipe or namespace.
+/// Close every descriptor except `keep` (raw syscalls, allocation-free): the holder's
+/// copy of warren's table, so it holds no lock file, namespace, or pipe — not even
+/// warren's stdout and stderr, which a caller waiting for their end would wait on.
 /// Returns false if `close_range` failed (the caller gives up: a holder that might
 /// hold warren's lock must not exist).
 ///
@@ -121,7 +122,7 @@ unsafe fn close_all_but(keep: RawFd) -> bool {
         lo > hi || unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0
     };
     let keep = keep as libc::c_uint;
-    (keep <= 3 || close(3, keep - 1)) && close(keep.max(2) + 1, libc::c_uint::MAX)
+    (keep == 0 || close(0, keep - 1)) && close(keep + 1, libc::c_uint::MAX)
 }
 
 /// The throwaway: become the owner ids, create the user namespace (so its owner, and
