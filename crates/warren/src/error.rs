@@ -25,7 +25,8 @@ pub enum ExitCode {
     WrongState = 4,
     /// Bad input: a name, a config key or value, a path.
     InvalidInput = 5,
-    /// The name is taken, or the object is in use (template used by zones).
+    /// The name is taken, or the object is in use (template used by zones, a lock
+    /// held past `--wait`).
     Conflict = 6,
     /// Something the host lacks: a package, a kernel feature, a cgroup controller.
     Unsupported = 7,

@@ -14,6 +14,7 @@ pub const POINTS: &[&str] = &[
     "create.after-mkdir",
     "create.after-config",
     "install.after-incomplete",
+    "install.after-disk-image",
     "install.after-backend",
     "clone.after-mkdir",
     "clone.after-copy",

@@ -168,6 +168,7 @@ pub fn create_image(zone: &str, zone_dir: &Path, size: u64, owner: u32) -> Resul
             )));
         }
         set_image_owner(&tmp, owner)?;
+        crate::fault::point("install.after-disk-image");
         File::open(&tmp)
             .and_then(|f| f.sync_all())
             .ctx(|| format!("syncing {}", tmp.display()))?;

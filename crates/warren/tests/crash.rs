@@ -15,6 +15,12 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
     env.ok(&["template", "create", "host", "--from", "host"]);
     match verb {
         "create" => (vec!["create", "z"], &["absent"]),
+        // A disk.max install stages its image beside the zone (`.disk-img-*`,
+        // `.disk-stage-*`): gc must know those names too.
+        "install" if point == "install.after-disk-image" => {
+            env.ok(&["create", "z", "--set", "disk.max=64M"]);
+            (vec!["install", "z"], &["incomplete"])
+        }
         "install" => {
             env.ok(&["create", "z"]);
             (vec!["install", "z"], &["incomplete"])

@@ -176,20 +176,38 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
     for inodes in [false, true] {
         let small = SmallRoot::new();
         let env = &small.env;
-        env.host_zone("a", &[]);
-        env.host_zone("b", &[]);
-        env.ok(&["boot", "a"]);
-        env.ok(&["boot", "b"]);
-        let (pa, pb) = (env.init_pid("a"), env.init_pid("b"));
+        for z in ["a", "b", "c"] {
+            env.host_zone(z, &[]);
+            env.ok(&["boot", z]);
+        }
+        let (pa, pb, pc) = (env.init_pid("a"), env.init_pid("b"), env.init_pid("c"));
         small.fill(inodes);
         let what = if inodes { "inodes" } else { "blocks" };
         let r = env.run(&["halt", "a", "--timeout", "1"]);
         assert_eq!(r.code, 0, "halt with no free {what}: {}", r.stderr);
         assert!(
+            r.stderr
+                .contains("recording shutting_down before the stop failed"),
+            "the halt did not meet the full disk: {}",
+            r.stderr
+        );
+        assert!(
             !alive(pa),
             "zone a still runs after halt with no free {what}"
         );
         assert_eq!(env.state("a"), "installed");
+        // reboot's halt stops the zone whatever its boot then does (the halt frees the
+        // record it wrote, which may be room enough for the new one, or not).
+        let r = env.run(&["reboot", "c", "--timeout", "1"]);
+        assert!(
+            !alive(pc),
+            "zone c's old init survived reboot with no free {what}"
+        );
+        let state = env.state("c");
+        match r.code {
+            0 => assert_eq!(state, "running", "{}", r.stderr),
+            _ => assert_eq!(state, "installed", "{}", r.stderr),
+        }
         let r = env.run(&["delete", "--force", "b"]);
         assert_eq!(
             r.code, 0,

@@ -10,11 +10,11 @@ Exit codes:
   3  the zone or template does not exist
   4  the zone is in the wrong state for the verb
   5  invalid input: a name, a config key or value
-  6  the name is taken, or the template is in use
+  6  the name is taken, the template is in use, or a lock wait (--wait) expired
   7  the host lacks something (a package, a kernel feature, a cgroup controller)
   8  not running as root
   9  the kernel or filesystem refused an operation
- 10  a state file is corrupt
+ 10  a state file is corrupt (the message names it and the remedy; docs/recovery.md)
 'warren login' exits with the status of the command it ran.
 
 Examples:
