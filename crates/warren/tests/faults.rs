@@ -125,15 +125,19 @@ impl SmallRoot {
     fn fill(&self, inodes: bool) {
         let dir = self.env.root().join("filler");
         std::fs::create_dir_all(&dir).unwrap();
+        // Fresh names each time: filling again after a command freed something.
+        let n = std::fs::read_dir(&dir).unwrap().count();
         if inodes {
-            for i in 0.. {
+            for i in n.. {
                 if std::fs::File::create(dir.join(i.to_string())).is_err() {
                     break;
                 }
             }
         } else {
             use std::io::Write;
-            let mut f = std::fs::File::create(dir.join("blocks")).unwrap();
+            let Ok(mut f) = std::fs::File::create(dir.join(format!("blocks-{n}"))) else {
+                return;
+            };
             let chunk = vec![7u8; 1 << 20];
             while f.write_all(&chunk).is_ok() {}
         }
@@ -180,7 +184,17 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
             env.host_zone(z, &[]);
             env.ok(&["boot", z]);
         }
+        env.host_zone("e", &["priority=best-effort"]);
+        env.ok(&["boot", "e"]);
         let (pa, pb, pc) = (env.init_pid("a"), env.init_pid("b"), env.init_pid("c"));
+        let pe = env.init_pid("e");
+        // Thresholds every host crosses at once, no grace: one eviction, of "e".
+        let cfg = env.root().join("agent.toml");
+        std::fs::write(
+            &cfg,
+            "interval-ms = 50\nwindow-s = 0.5\nhalt-timeout-s = 1\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n",
+        )
+        .unwrap();
         small.fill(inodes);
         let what = if inodes { "inodes" } else { "blocks" };
         let r = env.run(&["halt", "a", "--timeout", "1"]);
@@ -196,6 +210,16 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
             "zone a still runs after halt with no free {what}"
         );
         assert_eq!(env.state("a"), "installed");
+        small.fill(inodes);
+        let r = env.run(&["agent", "--once", "--config", cfg.to_str().unwrap()]);
+        assert!(
+            !alive(pe),
+            "the agent did not evict with no free {what}: {} {}",
+            r.stdout,
+            r.stderr
+        );
+        assert_eq!(env.state("e"), "installed");
+        small.fill(inodes);
         // reboot's halt stops the zone whatever its boot then does (the halt frees the
         // record it wrote, which may be room enough for the new one, or not).
         let r = env.run(&["reboot", "c", "--timeout", "1"]);
@@ -208,6 +232,7 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
             0 => assert_eq!(state, "running", "{}", r.stderr),
             _ => assert_eq!(state, "installed", "{}", r.stderr),
         }
+        small.fill(inodes);
         let r = env.run(&["delete", "--force", "b"]);
         assert_eq!(
             r.code, 0,
@@ -216,6 +241,7 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
         );
         assert!(!alive(pb), "zone b still runs after delete --force");
         assert!(!env.root().join("zones/b").exists());
+        small.fill(inodes);
         let r = env.run(&["gc"]);
         assert_eq!(r.code, 0, "gc with no free {what}: {}", r.stderr);
         small.unfill();
