@@ -478,3 +478,28 @@ fn gc_never_waits_for_a_zone_another_command_holds() {
     drop(f);
     env.ok(&["halt", "z"]);
 }
+
+#[test]
+fn runtime_record_naming_another_zones_init_cannot_stop_it() {
+    let env = Env::new();
+    env.host_zone("a", &[]);
+    env.host_zone("b", &[]);
+    env.ok(&["boot", "a"]);
+    env.ok(&["boot", "b"]);
+    let (pa, pb) = (env.init_pid("a"), env.init_pid("b"));
+    // b's record, its own cgroups kept, but a's init (pid and start time).
+    let mut rt = env.runtime("b");
+    rt["init"] = env.runtime("a")["init"].clone();
+    std::fs::write(
+        env.root().join("zones/b/runtime.json"),
+        serde_json::to_vec(&rt).unwrap(),
+    )
+    .unwrap();
+    env.ok(&["halt", "b"]);
+    assert!(
+        alive(pa),
+        "halting b stopped a through a record naming a's init"
+    );
+    assert!(!alive(pb), "b's own processes survived its unusable record");
+    env.ok(&["halt", "a"]);
+}

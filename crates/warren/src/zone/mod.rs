@@ -12,7 +12,6 @@ mod prepare;
 use std::cell::OnceCell;
 use std::fs;
 use std::net::Ipv4Addr;
-use std::ops::Not;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -174,7 +173,10 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
 }
 
 /// Why a runtime record is not zone `name`'s own, or `None`: its cgroups are named
-/// after another zone, or its init (alive, start time matching) is in none of them.
+/// after another zone, or its init (alive, start time matching) sits in another zone's
+/// cgroup of this state root. Conservative: an init whose cgroups cannot be read or
+/// name no zone of this root is not called foreign (a wrong verdict would have the
+/// zone's own cgroups cleaned as stale).
 fn foreign_record(ctx: &Context, name: &str, rt: &Runtime) -> Option<String> {
     if let Some((_, other)) = rt
         .cgroups
@@ -193,31 +195,34 @@ fn foreign_record(ctx: &Context, name: &str, rt: &Runtime) -> Option<String> {
     }
     let path = ctx.host.proc.join(init.pid.to_string()).join("cgroup");
     let text = fs::read_to_string(path).ok()?;
-    init_in_cgroups(&text, &rt.cgroups.dirs).not().then(|| {
-        format!(
-            "its init, pid {}, is not in the zone's cgroups (another zone's process?); ignored",
-            init.pid
-        )
-    })
+    let other = init_in_other_zone(&text, &ctx.layout.cgroup_group(), name)?;
+    Some(format!(
+        "its init, pid {}, belongs to zone '{other}' (its cgroup); ignored",
+        init.pid
+    ))
 }
 
-/// Whether a `/proc/<pid>/cgroup` text puts the process in (or below) one of `dirs`.
-fn init_in_cgroups(proc_cgroup: &str, dirs: &[(String, PathBuf)]) -> bool {
-    proc_cgroup.lines().any(|l| {
-        let p = l
-            .splitn(3, ':')
-            .nth(2)
-            .unwrap_or("")
-            .trim_start_matches('/');
-        !p.is_empty()
-            && dirs.iter().any(|(_, d)| {
-                let rel = Path::new(p);
-                d.ends_with(rel)
-                    || rel
-                        .ancestors()
-                        .any(|a| !a.as_os_str().is_empty() && d.ends_with(a))
-            })
-    })
+/// The other zone of this root's cgroup `group` that a `/proc/<pid>/cgroup` text puts
+/// the process in, if it is in no cgroup of zone `name` and in one of another zone.
+fn init_in_other_zone(proc_cgroup: &str, group: &str, name: &str) -> Option<String> {
+    // Every component that follows one named `group` (warren's own cgroup may carry
+    // the same name higher up the path), for every hierarchy.
+    let zones: Vec<&str> = proc_cgroup
+        .lines()
+        .filter_map(|l| l.splitn(3, ':').nth(2))
+        .flat_map(|p| {
+            let parts: Vec<&str> = p.split('/').collect();
+            parts
+                .windows(2)
+                .filter(|w| w[0] == group && !w[1].is_empty())
+                .map(|w| w[1])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    if zones.contains(&name) {
+        return None;
+    }
+    zones.last().map(|z| z.to_string())
 }
 
 /// Repair what an interrupted or crashed command left, under the zone's lock: a stale
@@ -485,26 +490,33 @@ mod tests {
 
     #[test]
     fn init_of_another_zone_is_not_in_this_zones_cgroups() {
-        let dirs = vec![
-            (
-                "memory".to_string(),
-                PathBuf::from("/sys/fs/cgroup/memory/user.slice/warren-1/web1"),
-            ),
-            (
-                "pids".to_string(),
-                PathBuf::from("/sys/fs/cgroup/pids/user.slice/warren-1/web1"),
-            ),
-        ];
         let mine = "12:pids:/user.slice/warren-1/web1\n4:memory:/user.slice/warren-1/web1/svc\n1:name=systemd:/user.slice\n";
         let other = "12:pids:/user.slice/warren-1/web2\n4:memory:/user.slice/warren-1/web2\n1:name=systemd:/user.slice\n";
-        assert!(init_in_cgroups(mine, &dirs));
-        assert!(!init_in_cgroups(other, &dirs));
-        let v2 = vec![(
-            String::new(),
-            PathBuf::from("/sys/fs/cgroup/system.slice/warren/web1"),
-        )];
-        assert!(init_in_cgroups("0::/system.slice/warren/web1\n", &v2));
-        assert!(!init_in_cgroups("0::/system.slice/warren/web10\n", &v2));
-        assert!(!init_in_cgroups("0::/\n", &v2));
+        assert_eq!(init_in_other_zone(mine, "warren-1", "web1"), None);
+        assert_eq!(
+            init_in_other_zone(other, "warren-1", "web1").as_deref(),
+            Some("web2")
+        );
+        let v2 = "0::/system.slice/warren/web10\n";
+        assert_eq!(
+            init_in_other_zone(v2, "warren", "web1").as_deref(),
+            Some("web10")
+        );
+        assert_eq!(
+            init_in_other_zone("0::/system.slice/warren/web1\n", "warren", "web1"),
+            None
+        );
+        // warren's own cgroup named like the group.
+        assert_eq!(
+            init_in_other_zone("0::/warren/warren/web1/x\n", "warren", "web1"),
+            None
+        );
+        assert_eq!(
+            init_in_other_zone("0::/warren/warren/web2\n", "warren", "web1").as_deref(),
+            Some("web2")
+        );
+        // Not in any zone of this root: not called foreign.
+        assert_eq!(init_in_other_zone("0::/\n", "warren", "web1"), None);
+        assert_eq!(init_in_other_zone("", "warren", "web1"), None);
     }
 }
