@@ -309,5 +309,5 @@ fn force_stop_unreadable(ctx: &Context, name: &str, dir: &Path) -> Result<()> {
             }
         }
     }
-    crate::zone::clean_by_name(ctx, name)
+    crate::zone::records::clean_by_name(ctx, name)
 }
