@@ -150,6 +150,7 @@ pub fn remedy_for(path: &std::path::Path) -> String {
         ("templates", t, _) => format!(
             "delete the template with 'warren template delete {t}' (refused while zones use it) and create it again, or repair it by hand"
         ),
+        (_, _, "userns") => "move it aside; 'warren gc' then re-records every zone's range from its state.json".into(),
         (_, "locks", _) => format!(
             "move it aside (e.g. 'mv {} {}.bad'); warren makes a new lock file",
             path.display(),

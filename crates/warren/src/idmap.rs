@@ -186,6 +186,12 @@ pub fn read_all(layout: &Layout) -> Result<Vec<(u32, String)>> {
     let entries = match fs::read_dir(&d) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::Corrupt {
+                path: d,
+                message: "not a directory (the index of zones' id ranges)".into(),
+            })
+        }
         Err(e) => return Err(e).ctx(|| format!("reading {}", d.display())),
     };
     let mut out = Vec::new();

@@ -241,10 +241,14 @@ fn run(cli: Cli) -> Result<i32> {
                 for s in &report.skipped {
                     println!("skipped (busy): {s}");
                 }
+                for r in &report.repaired {
+                    println!("repaired {r}");
+                }
                 if report.removed.is_empty()
                     && report.incomplete.is_empty()
                     && report.damaged.is_empty()
                     && report.skipped.is_empty()
+                    && report.repaired.is_empty()
                 {
                     println!("nothing to collect");
                 }

@@ -48,6 +48,8 @@ pub struct GcReport {
     pub damaged: Vec<String>,
     /// Zones busy with another command (their lock held), with the holder: not waited for.
     pub skipped: Vec<String>,
+    /// Records put right (an id range re-recorded from the zone's own state).
+    pub repaired: Vec<String>,
 }
 
 /// The prefixes of warren's temporary directory and file names that carry the
@@ -189,7 +191,7 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
     }
     let idmap = crate::idmap::reconcile(ctx, &zones);
     if let Some(found) = note(&mut report, idmap) {
-        report.removed.extend(found.rerecorded);
+        report.repaired.extend(found.rerecorded);
         report.damaged.extend(found.conflicts);
     }
     sweep_locks(ctx, &zones, &templates, &mut report);
