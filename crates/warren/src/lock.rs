@@ -109,7 +109,9 @@ pub fn describe(holders: &[Holder]) -> String {
 }
 
 /// Take the lock on `file` (exclusive or shared), saying who holds it after
-/// [`NOTICE_AFTER`] and giving up after the `--wait` limit.
+/// [`NOTICE_AFTER`] and giving up after the `--wait` limit. Until then it polls
+/// (`LOCK_NB`, 1 ms doubling to 20 ms): a blocking `flock` could not be bounded or
+/// interrupted to speak without a signal handler.
 fn wait_for(file: &File, path: &Path, what: &str, shared: bool) -> Result<()> {
     let start = Instant::now();
     let mut noticed = false;
@@ -145,9 +147,18 @@ fn wait_for(file: &File, path: &Path, what: &str, shared: bool) -> Result<()> {
                 "warren: waiting for {what}'s lock, held by {} (bound the wait with --wait SECONDS)",
                 describe(&holders)
             );
+            if WAIT_LIMIT.get().is_none() {
+                // Said; unbounded: queue in the kernel (no polling, no latency).
+                let got = if shared {
+                    file.lock_shared()
+                } else {
+                    file.lock()
+                };
+                return got.ctx(|| format!("locking {}", path.display()));
+            }
         }
         std::thread::sleep(pause);
-        pause = (pause * 2).min(Duration::from_millis(50));
+        pause = (pause * 2).min(Duration::from_millis(20));
     }
 }
 
