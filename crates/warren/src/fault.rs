@@ -29,6 +29,9 @@ pub const POINTS: &[&str] = &[
     "uninstall.after-incomplete",
     "uninstall.after-backend",
     "delete.after-rename",
+    // Any atomic write, between its temp file and the rename (crash.rs: the first
+    // write of a boot, runtime.json): the temp file is gc's to collect.
+    "write.after-temp",
 ];
 
 /// Die here if the test asked for it.

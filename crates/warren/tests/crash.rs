@@ -33,6 +33,12 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
             env.host_zone("z", &[]);
             (vec!["boot", "z"], &["installed", "running"])
         }
+        // An atomic write killed before its rename: the first one of a boot
+        // (runtime.json) leaves `.runtime.json.tmp-<pid>` and the zone's cgroups.
+        "write" => {
+            env.host_zone("z", &[]);
+            (vec!["boot", "z"], &["installed"])
+        }
         "halt" => {
             env.host_zone("z", &[]);
             env.ok(&["boot", "z"]);
