@@ -223,6 +223,9 @@ pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRa
             return Ok(IdRange::new(*b));
         }
     }
+    // Zones whose index entry was lost: their own records say (and are re-recorded).
+    let lost = rederive(layout, &taken, zone)?;
+    let taken = [taken, lost].concat();
     let mut all = taken.clone();
     // Ranges mapped on the host now by other state roots' zones or other tools.
     all.extend(
@@ -242,6 +245,39 @@ pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRa
         remove(&d, old, zone)?;
     }
     Ok(IdRange::new(base))
+}
+
+/// The ranges of zones (other than `except`) that have no entry in the index, read
+/// from their own `state.json` and recorded again: what a lost `userns/` file hid.
+/// Only those zones' files are read (one readdir of `zones/` otherwise), so an
+/// allocation stays O(zones) in names, as before. A range that overlaps an indexed
+/// one (a copied zone directory) is not recorded: it is taken already, and recording
+/// it would make the original's boot refuse too; gc reports the pair. Caller holds
+/// the ranges lock.
+fn rederive(
+    layout: &Layout,
+    indexed: &[(u32, String)],
+    except: &str,
+) -> Result<Vec<(u32, String)>> {
+    let mut out: Vec<(u32, String)> = Vec::new();
+    for z in crate::zone::names_in(layout)? {
+        if z == except || indexed.iter().any(|(_, n)| *n == z) {
+            continue;
+        }
+        let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(&z)) else {
+            continue;
+        };
+        let Some(r) = lc.idmap else { continue };
+        let clash = indexed
+            .iter()
+            .chain(out.iter())
+            .any(|(b, _)| IdRange::new(*b).overlaps(&r));
+        if !clash {
+            record(layout, &z, r.base)?;
+            out.push((r.base, z));
+        }
+    }
+    Ok(out)
 }
 
 fn file_name(base: u32, zone: &str) -> String {
@@ -354,7 +390,11 @@ pub fn reconcile(ctx: &crate::zone::Context, zones: &[String]) -> Result<Reconci
     let taken = read_all(layout)?;
     let mut out = Reconciled::default();
     let mut recorded: Vec<(String, IdRange)> = Vec::new();
-    for z in zones {
+    // Zones the index names first: of two zones claiming one range (a copied
+    // directory), the one the index knows keeps it and the other is reported.
+    let mut order: Vec<&String> = zones.iter().collect();
+    order.sort_by_key(|z| !taken.iter().any(|(_, n)| n == *z));
+    for z in order {
         let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(z)) else {
             continue;
         };

@@ -415,6 +415,25 @@ fn lost_userns_record_is_rederived_not_reused() {
 }
 
 #[test]
+fn lost_userns_record_of_a_halted_zone_is_not_handed_out_again() {
+    let env = Env::new();
+    env.host_zone("a", &[]);
+    let a = idmap_base(&env, "a");
+    let record = env.root().join(format!("userns/{a}-a"));
+    std::fs::remove_file(&record).unwrap();
+    env.host_zone("b", &[]);
+    assert_ne!(
+        a,
+        idmap_base(&env, "b"),
+        "zone b got halted zone a's host ids"
+    );
+    assert!(
+        record.exists(),
+        "the allocation did not re-record zone a's range"
+    );
+}
+
+#[test]
 fn two_state_roots_do_not_hand_out_the_same_host_ids() {
     let (one, two) = (Env::new(), Env::new());
     one.host_zone("a", &[]);
@@ -446,6 +465,17 @@ fn copied_zone_dir_cannot_stop_the_original() {
     let r = env.run(&["boot", "b"]);
     assert_ne!(r.code, 0, "the copy booted with the original's host ids");
     assert!(r.stderr.contains("zone 'a'"), "{}", r.stderr);
+    // gc and a later allocation report the pair and keep the range the original's.
+    let gc = env.run(&["gc"]);
+    assert!(
+        gc.stderr.contains("overlapping host id ranges"),
+        "{}",
+        gc.stderr
+    );
+    env.host_zone("c", &[]);
+    env.ok(&["halt", "a"]);
+    env.ok(&["boot", "a"]);
+    let pid = env.init_pid("a");
     env.ok(&["delete", "--force", "b"]);
     assert!(alive(pid), "deleting the copy stopped the original");
     env.ok(&["halt", "a"]);
