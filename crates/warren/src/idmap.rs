@@ -20,7 +20,8 @@
 //! (`/proc/*/uid_map`: running zones of other state roots, other tools' containers),
 //! and a root other than the default starts its search at a slot derived from its
 //! path ([`first_slot`]), so two roots' zones do not pile onto the same first ranges
-//! even while halted. The zone's own record is the truth and `userns/` its index: a
+//! even while halted. The zone's own record is the truth and `userns/` its index: an
+//! allocation reads the records of the zones the index lacks and re-records them, a
 //! boot re-records its range if the index lost it and refuses a range another zone's
 //! index entry overlaps ([`check_at_boot`]); `warren gc` re-records every zone's range
 //! and reports overlapping records ([`reconcile`]). docs/recovery.md, "Id ranges".
