@@ -334,7 +334,12 @@ fn one_damaged_shared_file_does_not_stop_gc() {
     let gc = env.run(&["gc"]);
     assert_eq!(gc.code, 0, "gc stopped: {} {}", gc.stdout, gc.stderr);
     assert!(!leftover.exists(), "gc collected nothing: {}", gc.stdout);
-    for needle in ["garbled", "wbr9.json", "userns"] {
+    for needle in [
+        "garbled",
+        "bare/template.toml is missing",
+        "wbr9.json",
+        "userns",
+    ] {
         assert!(
             gc.stderr.contains(needle),
             "gc did not report {needle}: {}",

@@ -153,8 +153,13 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
     let templates = template_names(ctx);
     for t in &templates {
         sweep_temp(ctx, &layout.template_dir(t), &mut report);
-        if let Err(e) = crate::storage::template::load(layout, t) {
-            report.damaged.push(format!("template '{t}': {e}"));
+        match crate::storage::template::load(layout, t) {
+            Ok(_) => {}
+            Err(crate::error::Error::NoSuchTemplate(_)) => report.damaged.push(format!(
+                "template '{t}': {} is missing (an interrupted or damaged template); remove it with 'warren template delete {t}' and create it again",
+                layout.template_dir(t).join("template.toml").display()
+            )),
+            Err(e) => report.damaged.push(format!("template '{t}': {e}")),
         }
     }
 
