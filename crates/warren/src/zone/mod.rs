@@ -175,7 +175,10 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
 
 /// Repair what an interrupted or crashed command left, under the zone's lock: a stale
 /// runtime record (init gone, host rebooted, or a boot that never finished) has its
-/// cgroups killed and removed and is deleted.
+/// cgroups killed and removed and is deleted. A torn or foreign record is stale, and
+/// so is a missing one whose zone still has cgroups (removed by hand, or lost between
+/// a boot's cgroups and its first record): the cgroups named after the zone are
+/// cleaned ([`records::clean_by_name`]).
 pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
     if zone.torn_runtime.is_some() {
         records::clean_by_name(ctx, &zone.name)?;
@@ -184,6 +187,12 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
         return Ok(());
     }
     let Some(rt) = &zone.runtime else {
+        // Where cgroups cannot be discovered (a verb that needs none), nothing to do.
+        if let Ok(set) = records::cgroups_by_name(ctx, &zone.name) {
+            if !set.dirs.is_empty() {
+                records::clean_by_name(ctx, &zone.name)?;
+            }
+        }
         return Ok(());
     };
     let fact = ctx.init_fact(rt);
