@@ -21,6 +21,9 @@ use crate::layout::Layout;
 /// How long a command waits for a lock before it says who holds it.
 pub const NOTICE_AFTER: Duration = Duration::from_secs(3);
 
+/// `warren gc`'s bound on a shared lock's wait when `--wait` is not given.
+pub const GC_WAIT: Duration = Duration::from_secs(60);
+
 static WAIT_LIMIT: OnceLock<Duration> = OnceLock::new();
 
 /// Bound every later lock wait of this process (`--wait S`); unset, waits are unbounded.

@@ -84,7 +84,8 @@ pub struct Cli {
     pub oci_root: PathBuf,
     /// Wait at most this many seconds for a zone's or template's lock (held by another
     /// command), then fail naming the holder (exit 6). Unset: wait as long as it takes,
-    /// saying who holds the lock after 3 seconds.
+    /// saying who holds the lock after 3 seconds (gc: at most 60 s, and never for a
+    /// zone another command holds: it skips it).
     #[arg(long, global = true, env = "WARREN_WAIT", value_name = "SECONDS", value_parser = parse_wait)]
     pub wait: Option<std::time::Duration>,
     #[command(subcommand)]

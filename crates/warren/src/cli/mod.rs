@@ -117,7 +117,10 @@ fn targets(
 }
 
 fn run(cli: Cli) -> Result<i32> {
-    if let Some(limit) = cli.wait {
+    // gc never hangs: it skips busy zones without waiting, and bounds the waits for
+    // the shared locks (id ranges, leases) even when --wait is not given.
+    let gc_bound = matches!(cli.command, Command::Gc).then_some(crate::lock::GC_WAIT);
+    if let Some(limit) = cli.wait.or(gc_bound) {
         crate::lock::set_wait_limit(limit);
     }
     let layout = Layout::new(cli.root.clone());
