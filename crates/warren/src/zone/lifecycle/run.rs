@@ -189,8 +189,12 @@ pub(in crate::zone) fn halt_locked(
     let Some(mut rt) = z.runtime.take() else {
         return Ok(true);
     };
+    // Stopping never depends on writing first (a full state filesystem must not keep
+    // anyone from stopping zones to make room): `shutting_down` is recorded if it can
+    // be; if not, the record still says running, and once init is gone the next
+    // command sees it stale and cleans up after it.
     rt.state = ZoneState::ShuttingDown;
-    state::save_runtime(&z.dir, &rt)?;
+    let recorded = state::save_runtime(&z.dir, &rt);
     fault::point("halt.after-shutting-down");
     let timeout = timeout
         .or(z.config.stop_timeout.map(Duration::from_secs))
@@ -203,11 +207,26 @@ pub(in crate::zone) fn halt_locked(
         &z.dir.join("console.log"),
     )?;
     fault::point("halt.after-stop");
+    if let Err(e) = recorded {
+        warn(&z.name, "recording shutting_down before the stop", &e);
+    }
     if let Some(net) = &rt.net {
-        crate::net::release(&ctx.layout, &z.name, net)?;
+        // Writes the lease file: on a full disk the lease stays, and gc frees it (a
+        // lease whose zone is not running is stale).
+        if let Err(e) = crate::net::release(&ctx.layout, &z.name, net) {
+            warn(&z.name, "releasing its network lease", &e);
+        }
     }
     state::remove_runtime(&z.dir)?;
     Ok(outcome.graceful)
+}
+
+/// A step after a zone was stopped that could not be recorded: the zone is stopped
+/// all the same, and the next command (or `warren gc`) repairs the record.
+pub(in crate::zone) fn warn(zone: &str, what: &str, e: &Error) {
+    eprintln!(
+        "warren: zone '{zone}': {what} failed ({e}); the zone is stopped; 'warren gc' repairs the record once the state filesystem has room"
+    );
 }
 
 /// `warren halt`: running → installed. Returns whether init stopped gracefully.
@@ -240,7 +259,11 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
         .map_or(timeout, |t| t.min(timeout));
     let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
     z.lifecycle.evicted = Some(reason.to_string());
-    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    // The eviction is done; its reason is recorded if there is room (events.jsonl, the
+    // agent's log, has it too).
+    if let Err(e) = state::save_lifecycle(&z.dir, &z.lifecycle) {
+        warn(name, "recording the eviction's reason", &e);
+    }
     Ok(Some(graceful))
 }
 
