@@ -454,6 +454,71 @@ fn two_state_roots_do_not_hand_out_the_same_host_ids() {
     two.ok(&["halt", "a"]);
 }
 
+/// Two state roots whose zones pin the same host id range (what two roots' searches
+/// meeting would give): the host-wide registry of running ranges lets one run at a
+/// time, naming the other root and zone, and frees the range at halt.
+#[test]
+fn two_roots_cannot_run_zones_with_the_same_host_ids() {
+    let (one, two) = (Env::new(), Env::new());
+    let shared = tempfile::tempdir().unwrap();
+    let base = 65536 * (40_000 + std::process::id() % 1000);
+    let pin = format!("userns-base={base}");
+    one.host_zone("a", &[&pin]);
+    two.host_zone("b", &[&pin]);
+    let run = |env: &Env, args: &[&str]| {
+        let o = env
+            .cmd()
+            .env("WARREN_RUN_DIR", shared.path())
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            o.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    assert_eq!(run(&one, &["boot", "a"]).0, 0);
+    let (code, err) = run(&two, &["boot", "b"]);
+    assert_ne!(code, 0, "both zones run with host ids {base}+");
+    assert!(
+        err.contains("in use by running zone 'a'")
+            && err.contains(&one.root().display().to_string())
+            && err.contains("userns-base"),
+        "{err}"
+    );
+    assert_eq!(two.state("b"), "installed", "a refused boot leaves nothing");
+    assert_eq!(run(&one, &["halt", "a"]).0, 0);
+    assert_eq!(run(&two, &["boot", "b"]), (0, String::new()));
+    // A claim whose holder died (a crashed warren, an init gone without a halt) is
+    // stale and taken over.
+    let pid = two.init_pid("b");
+    kill9(pid);
+    let t = Instant::now();
+    while alive(pid) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (code, err) = run(&one, &["boot", "a"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(run(&one, &["halt", "a"]).0, 0);
+    let _ = run(&two, &["halt", "b"]);
+    let left: Vec<_> = std::fs::read_dir(shared.path().join("userns"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .filter(|n| n != ".lock")
+        .collect();
+    assert!(left.is_empty(), "claims left after both halts: {left:?}");
+}
+
+/// SIGKILL `pid` (a zone's init, from the host).
+fn kill9(pid: i32) {
+    let st = Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
 #[test]
 fn copied_zone_dir_cannot_stop_the_original() {
     let env = Env::new();

@@ -131,6 +131,7 @@ fn the_vm_scenario_on_this_host() {
     let mut cmd = Command::new("sh");
     cmd.arg(repo().join("scripts/vm/scenario.sh"))
         .env("WARREN_ROOT", env.root())
+        .env("WARREN_RUN_DIR", env.root().join("run"))
         .env("WARREN_OCI_ROOT", env.root().join("oci"))
         .env_remove("WARREN_CGROUP")
         .env_remove("WARREN_STORAGE")

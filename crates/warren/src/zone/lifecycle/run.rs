@@ -129,10 +129,22 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         idmap,
         disk: disk.as_ref(),
     };
+    // Host-wide: no running zone of any state root holds this range (idmap::running).
+    if let Some(r) = idmap {
+        if let Err(e) = idmap::running::claim(&ctx.host, &ctx.layout, &z.name, r) {
+            return Err(undo(&rt, e));
+        }
+    }
+    let release_claim = || {
+        if let Some(r) = idmap {
+            let _ = idmap::running::release(&ctx.host, &ctx.layout, &z.name, r);
+        }
+    };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {
         Ok(i) => i,
         Err(e) => {
+            release_claim();
             // A process limit hit after admission (the host filled up meanwhile): name
             // the limit, if admission now sees which, rather than the candidates.
             let e = match &e {
@@ -155,7 +167,19 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     rt.init = Some(init);
     rt.booted_at_ms = now_ms();
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
+        release_claim();
         return Err(undo(&rt, e));
+    }
+    if let Some(r) = idmap {
+        // Best effort: a claim still naming this warren is found live through the
+        // runtime record just written.
+        if let Err(e) = idmap::running::hold(&ctx.host, &ctx.layout, &z.name, r, init) {
+            warn(
+                &z.name,
+                "recording its init in the host's id-range registry",
+                &e,
+            );
+        }
     }
     z.runtime = Some(rt);
     if z.lifecycle.evicted.take().is_some() {
@@ -215,6 +239,15 @@ pub(in crate::zone) fn halt_locked(
         // lease whose zone is not running is stale).
         if let Err(e) = crate::net::release(&ctx.layout, &z.name, net) {
             warn(&z.name, "releasing its network lease", &e);
+        }
+    }
+    if let Some(r) = z.lifecycle.idmap {
+        if let Err(e) = idmap::running::release(&ctx.host, &ctx.layout, &z.name, r) {
+            warn(
+                &z.name,
+                "releasing its claim in the host's id-range registry",
+                &e,
+            );
         }
     }
     state::remove_runtime(&z.dir)?;

@@ -24,11 +24,15 @@
 //! allocation reads the records of the zones the index lacks and re-records them, a
 //! boot re-records its range if the index lost it and refuses a range another zone's
 //! index entry overlaps ([`check_at_boot`]); `warren gc` re-records every zone's range
-//! and reports overlapping records ([`reconcile`]). docs/recovery.md, "Id ranges".
+//! and reports overlapping records ([`reconcile`]); and the *running* zones of every
+//! state root are kept apart by a host-wide registry of claims ([`running`]).
+//! docs/recovery.md, "Id ranges".
 //!
 //! [`shift_tree`] moves the owners of a private layer from one range to another (a
 //! clone's copy of its source's upper directory, or a zone installed before user
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
+
+pub mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};
