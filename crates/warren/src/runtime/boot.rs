@@ -73,6 +73,10 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         }
         None => None,
     };
+    let views = match spec.views {
+        Some(dir) => crate::procviews::open(spec.zone, dir)?,
+        None => Vec::new(),
+    };
     let mut fds = Fds {
         procs,
         console,
@@ -80,6 +84,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         init,
         userns,
         disk,
+        views,
     };
     let plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
         .map_err(|e| Error::config(spec.zone, e.to_string()))?;

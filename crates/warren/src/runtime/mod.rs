@@ -61,6 +61,9 @@ pub struct BootSpec<'a> {
     /// `disk.max`: the image holding the overlay's upper and work directories,
     /// mounted (from a loop device) before the overlay.
     pub disk: Option<&'a crate::quota::DiskMount>,
+    /// `proc-views`: the lxcfs mount whose views are bound over the zone's /proc
+    /// (`crate::procviews`).
+    pub views: Option<&'a Path>,
 }
 
 /// Descriptors the child needs; they must stay open until the spawn returns.
@@ -74,6 +77,8 @@ struct Fds {
     /// A `disk.max` image's loop device (autoclear: detached when its last mount goes)
     /// and its ext4 filesystem, mounted by the parent as a detached mount.
     disk: Option<(warren_sys::loopdev::LoopDevice, std::os::fd::OwnedFd)>,
+    /// lxcfs's views as detached read-only binds, with their paths in the zone's root.
+    views: Vec<(&'static str, std::os::fd::OwnedFd)>,
 }
 
 /// Overlay mount options, refusing paths the option syntax cannot carry.
