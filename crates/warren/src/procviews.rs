@@ -113,6 +113,33 @@ impl Status {
     }
 }
 
+/// The status as a `warren doctor` finding: ok when active or turned off, tight when
+/// lxcfs is not mounted (zones boot, seeing the host's values), will fail when it is
+/// mounted but dead (running zones' views fail, `proc-views = true` zones do not boot).
+pub fn finding(s: &Status) -> crate::doctor::Finding {
+    use crate::doctor::{Current, Finding, Fix, Unit, Verdict};
+    let (verdict, fix) = match s {
+        Status::Disabled | Status::Active { .. } => (Verdict::Ok, None),
+        Status::NotMounted { .. } => (
+            Verdict::Tight,
+            Some("start lxcfs: systemctl enable --now lxcfs (docs/proc-views.md)"),
+        ),
+        Status::Unreachable { .. } => (
+            Verdict::WillFail,
+            Some("systemctl restart lxcfs, then reboot the zones booted before"),
+        ),
+    };
+    Finding {
+        limit: "/proc views (lxcfs)".into(),
+        current: Current::Value(u64::from(s.is_active())),
+        needed: 1,
+        unit: Unit::Count,
+        verdict,
+        fix: fix.map(|t| Fix::Advice { text: t.into() }),
+        note: s.describe(),
+    }
+}
+
 /// The filesystem type of the topmost mount whose mount point is `dir`, from
 /// mountinfo's text (pure; the mount point's octal escapes decoded).
 pub fn fstype_at(mountinfo: &str, dir: &Path) -> Option<String> {

@@ -213,6 +213,7 @@ pub fn host_info(i: &HostInfo) {
     if let Some(fix) = &u.fix {
         println!("  fix:           {fix}");
     }
+    println!("proc views:      {}", i.proc_views);
     println!("cpus:            {}", i.online_cpus);
     println!(
         "memory:          {} (swap {})",
