@@ -28,6 +28,9 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 # tests/bench.rs compares against LXC and runs PostgreSQL + pgbench in zones; their
 # recommends (lxcfs, dnsmasq, ...) would start host daemons, so they are left out.
 command -v lxc-start >/dev/null 2>&1 || need+=(lxc)
+# tests/proc_views.rs starts private lxcfs instances (on a systemd host the package also
+# starts lxcfs.service at /var/lib/lxcfs, the mount zones use by default).
+command -v lxcfs >/dev/null 2>&1 || need+=(lxcfs)
 ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
 # tests/oci.rs and tests/containerd.rs drive warren-oci with real clients (private
 # stores, temp roots); podman is installed with its recommends (catatonit,

@@ -161,6 +161,23 @@ pub fn fstype_at(mountinfo: &str, dir: &Path) -> Option<String> {
     found
 }
 
+/// How many lxcfs mounts are stacked on `point` in mountinfo's text (pure): a zone's
+/// views, in its init's mountinfo (mount points relative to the zone's root).
+pub fn lxcfs_mounts_at(mountinfo: &str, point: &Path) -> usize {
+    let Some(want) = point.to_str() else {
+        return 0;
+    };
+    mountinfo
+        .lines()
+        .filter(|line| {
+            let mut fields = line.split(' ');
+            let at = fields.nth(4).map(unescape);
+            let mut rest = fields.skip_while(|f| *f != "-");
+            at.as_deref() == Some(want) && rest.nth(1) == Some(LXCFS_FSTYPE)
+        })
+        .count()
+}
+
 /// mountinfo's `\040`-style escapes decoded.
 fn unescape(s: &str) -> String {
     let b = s.as_bytes();
@@ -276,6 +293,11 @@ mod tests {
         );
         assert_eq!(fstype_at(INFO, Path::new("/var/lib")), None);
         assert_eq!(fstype_at(INFO, Path::new("/")).as_deref(), Some("ext4"));
+        assert_eq!(lxcfs_mounts_at(INFO, Path::new("/tmp/a b")), 1);
+        assert_eq!(lxcfs_mounts_at(INFO, Path::new("/var/lib/lxcfs")), 1);
+        let twice = format!("{INFO}49 48 0:45 / /tmp/a\\040b rw - fuse.lxcfs lxcfs rw\n");
+        assert_eq!(lxcfs_mounts_at(&twice, Path::new("/tmp/a b")), 2);
+        assert_eq!(lxcfs_mounts_at(INFO, Path::new("/")), 0);
     }
 
     #[test]

@@ -271,7 +271,7 @@ fn a_zone_sees_its_own_limits_and_one_without_sees_the_host() {
 }
 
 #[test]
-fn a_running_zone_keeps_working_when_lxcfs_reloads_or_dies() {
+fn a_running_zone_keeps_working_when_lxcfs_reloads_dies_or_restarts() {
     let (mut lx, env) = with_lxcfs();
     env.host_zone("pv-run", &["memory.max=48M"]);
     env.ok(&["boot", "pv-run"]);
@@ -317,8 +317,36 @@ fn a_running_zone_keeps_working_when_lxcfs_reloads_or_dies() {
         "proc-views = true, but the host's /proc views are broken",
     );
 
-    // lxcfs back (unmounted and started, as its unit does): the running zone's
-    // views stay dead until it reboots; a reboot gets the new mount.
+    // While lxcfs is down, --refresh gives the zone the host's files back: it works
+    // again, with the host's values.
+    let r = env.ok(&["proc-views"]).stdout;
+    assert!(r.contains("dead (ENOTCONN"), "{r}");
+    let r = env.ok(&["proc-views", "--refresh"]).stdout;
+    assert!(r.contains("none (the host's files)"), "{r}");
+    assert_eq!(mem_total(&env, "pv-run"), host_mem_total());
+
+    // lxcfs back (unmounted and started, as its unit does): a running zone keeps the
+    // binds it has until --refresh (the unit drop-in's ExecStartPost) attaches the new
+    // mount's views, without a reboot.
+    lx.kill();
+    lx.unmount();
+    lx.spawn();
+    let r = env.ok(&["proc-views", "--refresh", "--json"]).stdout;
+    let v: serde_json::Value = serde_json::from_str(&r).unwrap();
+    let run = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|z| z["zone"] == "pv-run")
+        .unwrap_or_else(|| panic!("{r}"));
+    assert_eq!(run["before"], "none", "{r}");
+    assert_eq!(run["after"], "live", "{r}");
+    assert_eq!(mem_total(&env, "pv-run"), 48 * 1024);
+    assert_eq!(env.init_pid("pv-run"), init, "the same boot");
+
+    // Killed again with the views attached: dead, then repaired by --refresh after
+    // the restart.
+    lx.kill();
     lx.unmount();
     lx.spawn();
     let r = env.sh("pv-run", "head -1 /proc/meminfo");
@@ -326,9 +354,14 @@ fn a_running_zone_keeps_working_when_lxcfs_reloads_or_dies() {
         r.stderr.contains("Transport endpoint is not connected"),
         "{r:?}"
     );
-    env.ok(&["halt", "pv-run"]);
-    env.ok(&["boot", "pv-run"]);
+    env.ok(&["proc-views", "--refresh"]);
     assert_eq!(mem_total(&env, "pv-run"), 48 * 1024);
+    let mounts = env
+        .sh("pv-run", "grep -c fuse.lxcfs /proc/self/mountinfo")
+        .ok()
+        .stdout;
+    assert_eq!(mounts.trim(), "8", "the dead binds are gone, 8 new ones");
+    // And the zones that booted meanwhile: the required one now boots.
     env.ok(&["boot", "pv-must"]);
     assert_eq!(mem_total(&env, "pv-must"), 48 * 1024);
 }
