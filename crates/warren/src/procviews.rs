@@ -22,10 +22,12 @@
 //!
 //! Failure mode: the views are only as alive as the daemon. If lxcfs dies, every read
 //! of a viewed file in a running zone fails with ENOTCONN ("Transport endpoint is not
-//! connected") until the zone reboots; the zone, its processes and every other file
-//! keep working, and zones booted after lxcfs is back get the new mount. lxcfs's own
-//! upgrade path (`systemctl reload lxcfs`: SIGUSR1 reloads its library behind the same
-//! mount) keeps running zones' views working; tests/proc_views.rs proves both.
+//! connected"); the zone, its processes and every other file keep working.
+//! `warren proc-views --refresh` (`zone::proc_views`, run by the contrib unit drop-in
+//! when lxcfs starts) swaps the dead binds for the new mount's, or for the host's files
+//! while lxcfs is down. lxcfs's own upgrade path (`systemctl reload lxcfs`: SIGUSR1
+//! reloads its library behind the same mount) keeps running zones' views working;
+//! tests/proc_views.rs proves each case.
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -100,7 +102,7 @@ impl Status {
                 dir.display()
             ),
             Status::Unreachable { dir, error } => format!(
-                "broken: lxcfs at {} does not answer ({error}); restart it (systemctl restart lxcfs), then reboot the zones booted before",
+                "broken: lxcfs at {} does not answer ({error}); restart it (systemctl restart lxcfs), then repair running zones' views: warren proc-views --refresh",
                 dir.display()
             ),
             Status::Active { dir } => format!("active: lxcfs at {}", dir.display()),
@@ -126,7 +128,7 @@ pub fn finding(s: &Status) -> crate::doctor::Finding {
         ),
         Status::Unreachable { .. } => (
             Verdict::WillFail,
-            Some("systemctl restart lxcfs, then reboot the zones booted before"),
+            Some("systemctl restart lxcfs, then warren proc-views --refresh"),
         ),
     };
     Finding {

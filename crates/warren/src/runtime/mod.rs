@@ -19,6 +19,7 @@ pub mod login;
 mod spec;
 mod stop;
 mod userns;
+mod views;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ use crate::storage::RootMount;
 
 pub use boot::boot;
 pub use stop::{stop, StopOutcome};
+pub use views::reattach_views;
 
 /// The environment every zone process starts with.
 pub const ZONE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";

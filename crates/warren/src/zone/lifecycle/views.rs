@@ -2,19 +2,16 @@
 //! `--refresh`, which repairs them after lxcfs came back from a crash or restart.
 //!
 //! A zone keeps the binds of the lxcfs mount it booted with; when that daemon dies,
-//! its viewed files fail with ENOTCONN (docs/proc-views.md). Refresh enters the zone's
-//! mount namespace (a forked helper: `setns` to the namespace of the zone's init, which
-//! belongs to the host's user namespace) and detaches the dead binds; if lxcfs answers
+//! its viewed files fail with ENOTCONN (docs/proc-views.md). Refresh
+//! (`runtime::reattach_views`) enters the zone's mount namespace (a forked helper:
+//! `setns` to the namespace of the zone's init, which belongs to the host's user
+//! namespace) and detaches the dead binds; if lxcfs answers
 //! again and the zone wants views, it attaches new ones, opened on the host's mount
 //! as at boot. A zone that wants no views, or whose views are live, is left alone; a
 //! zone whose views died while lxcfs is still down gets the host's files back (it works
 //! again, with the host's values). The contrib unit drop-in runs it after lxcfs starts.
 
-use std::os::fd::AsFd;
-
 use serde::Serialize;
-
-use std::path::PathBuf;
 
 use super::*;
 use crate::procviews::{self, Want};
@@ -91,7 +88,7 @@ pub fn proc_views(ctx: &Context, refresh: bool) -> Result<Vec<ZoneViews>> {
                 if before == ViewState::None && dir.is_none() {
                     Some(before)
                 } else {
-                    reattach(ctx, &name, init, dir.as_deref())?;
+                    crate::runtime::reattach_views(&name, &ctx.host.proc, init, dir.as_deref())?;
                     Some(observe(&ctx.host.proc, init.pid))
                 }
             }
@@ -106,64 +103,4 @@ pub fn proc_views(ctx: &Context, refresh: bool) -> Result<Vec<ZoneViews>> {
         });
     }
     Ok(out)
-}
-
-/// In the zone's mount namespace: detach every lxcfs bind over a view, then attach
-/// those of lxcfs at `dir` (none: the host's files stay).
-fn reattach(ctx: &Context, zone: &str, init: state::InitId, dir: Option<&Path>) -> Result<()> {
-    let pid = init.pid;
-    let ns_path = ctx.host.proc.join(format!("{pid}/ns/mnt"));
-    let ns =
-        fs::File::open(&ns_path).ctx(|| format!("zone '{zone}': opening {}", ns_path.display()))?;
-    // The descriptor is the zone's only if its init is still the one recorded.
-    if stats::proc_start_time(&ctx.host.proc, pid) != Some(init.start_time) {
-        return Err(Error::Refused(format!(
-            "zone '{zone}': its init (pid {pid}) exited while its /proc views were refreshed; boot it again"
-        )));
-    }
-    let info = crate::fsutil::read_text_bounded(
-        &ctx.host.proc.join(format!("{pid}/mountinfo")),
-        crate::fsutil::MAX_SMALL_FILE * 16,
-    )
-    .unwrap_or_default();
-    let stacked: Vec<(PathBuf, usize)> = procviews::VIEWS
-        .iter()
-        .map(|rel| {
-            let at = Path::new("/").join(rel);
-            let n = procviews::lxcfs_mounts_at(&info, &at);
-            (at, n)
-        })
-        .collect();
-    let fresh = match dir {
-        Some(d) => procviews::open(zone, d)?,
-        None => Vec::new(),
-    };
-    let child = warren_sys::proc::fork()
-        .ctx(|| format!("zone '{zone}': forking to refresh its /proc views"))?;
-    if child == 0 {
-        let r = (|| -> std::io::Result<()> {
-            warren_sys::proc::setns(ns.as_fd())?;
-            for (at, n) in &stacked {
-                for _ in 0..*n {
-                    warren_sys::fs::umount2(at, warren_sys::libc::MNT_DETACH)?;
-                }
-            }
-            for (rel, fd) in &fresh {
-                warren_sys::fs::move_mount_onto(fd.as_fd(), &Path::new("/").join(rel))?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = &r {
-            eprintln!("warren: zone '{zone}': refreshing its /proc views: {e}");
-        }
-        warren_sys::exit_now(i32::from(r.is_err()));
-    }
-    let status = warren_sys::proc::waitpid_blocking(child)
-        .ctx(|| format!("zone '{zone}': waiting for the /proc views helper"))?;
-    if status.code() != 0 {
-        return Err(Error::Refused(format!(
-            "zone '{zone}': refreshing its /proc views failed (see above); reboot the zone to get them back"
-        )));
-    }
-    Ok(())
 }
