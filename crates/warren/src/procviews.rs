@@ -222,14 +222,24 @@ pub fn probe(proc_root: &Path, defaults: &Defaults) -> Status {
     }
 }
 
-/// The lxcfs directory a boot of `zone` binds views from, or `None` for the host's
-/// files; `Required` without a working lxcfs is an error naming the fix.
+/// Where a boot's views come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// lxcfs's mount.
+    pub dir: PathBuf,
+    /// `proc-views = true`: a view that cannot be opened fails the boot; otherwise the
+    /// zone boots with the host's files (lxcfs died between the probe and the open).
+    pub required: bool,
+}
+
+/// The lxcfs mount a boot of `zone` binds views from, or `None` for the host's files;
+/// `Required` without a working lxcfs is an error naming the fix.
 pub fn for_boot(
     zone: &str,
     config: &ZoneConfig,
     defaults: &Defaults,
     proc_root: &Path,
-) -> Result<Option<PathBuf>> {
+) -> Result<Option<Source>> {
     let want = want(config, defaults);
     if want == Want::Off {
         return Ok(None);
@@ -240,12 +250,24 @@ pub fn for_boot(
         ..defaults.clone()
     };
     match (probe(proc_root, &host), want) {
-        (Status::Active { dir }, _) => Ok(Some(dir)),
+        (Status::Active { dir }, w) => Ok(Some(Source {
+            dir,
+            required: w == Want::Required,
+        })),
         (_, Want::IfAvailable | Want::Off) => Ok(None),
         (status, Want::Required) => Err(Error::Unsupported(format!(
             "zone '{zone}': proc-views = true, but the host's /proc views are {}; or set proc-views = false (or unset it: views when lxcfs is there)",
             status.describe()
         ))),
+    }
+}
+
+/// [`open`] for a boot: a zone that only wants views when they are there boots with
+/// the host's files if they cannot be opened.
+pub fn open_for_boot(zone: &str, src: &Source) -> Result<Vec<(&'static str, OwnedFd)>> {
+    match open(zone, &src.dir) {
+        Err(_) if !src.required => Ok(Vec::new()),
+        r => r,
     }
 }
 
@@ -327,6 +349,24 @@ mod tests {
         };
         let mut c = ZoneConfig::new("host");
         assert_eq!(for_boot("z", &c, &d, tmp.path()).unwrap(), None);
+        let gone = Source {
+            dir: PathBuf::from("/nowhere"),
+            required: false,
+        };
+        assert!(open_for_boot("z", &gone).unwrap().is_empty());
+        let e = open_for_boot(
+            "z",
+            &Source {
+                required: true,
+                ..gone
+            },
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("zone 'z'") && e.contains("/nowhere/proc/meminfo"),
+            "{e}"
+        );
         c.proc_views = Some(true);
         let e = for_boot("z", &c, &d, tmp.path()).unwrap_err().to_string();
         assert!(

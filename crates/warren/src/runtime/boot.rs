@@ -74,7 +74,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         None => None,
     };
     let views = match spec.views {
-        Some(dir) => crate::procviews::open(spec.zone, dir)?,
+        Some(src) => crate::procviews::open_for_boot(spec.zone, src)?,
         None => Vec::new(),
     };
     let mut fds = Fds {

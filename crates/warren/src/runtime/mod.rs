@@ -65,7 +65,7 @@ pub struct BootSpec<'a> {
     pub disk: Option<&'a crate::quota::DiskMount>,
     /// `proc-views`: the lxcfs mount whose views are bound over the zone's /proc
     /// (`crate::procviews`).
-    pub views: Option<&'a Path>,
+    pub views: Option<&'a crate::procviews::Source>,
 }
 
 /// Descriptors the child needs; they must stay open until the spawn returns.

@@ -131,7 +131,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         net: rt.net.as_ref(),
         idmap,
         disk: disk.as_ref(),
-        views: views.as_deref(),
+        views: views.as_ref(),
     };
     let t1 = Instant::now();
     let init = match runtime::boot(&spec) {

@@ -84,7 +84,8 @@ pub fn proc_views(ctx: &Context, refresh: bool) -> Result<Vec<ZoneViews>> {
         let after = match (refresh, before) {
             (true, ViewState::Dead | ViewState::None) => {
                 let dir = procviews::for_boot(&name, &z.config, &defaults, &ctx.host.proc)
-                    .unwrap_or(None);
+                    .unwrap_or(None)
+                    .map(|s| s.dir);
                 if before == ViewState::None && dir.is_none() {
                     Some(before)
                 } else {
