@@ -213,10 +213,22 @@ fn a_zone_sees_its_own_limits_and_one_without_sees_the_host() {
         "the zone's loadavg counts its own tasks: {load}"
     );
 
+    // The zone's root can neither remove nor cover nor write its views.
+    let cannot_touch = |zone: &str| {
+        let r = env.sh(
+            zone,
+            "umount /proc/meminfo; umount -l /proc/meminfo; echo 1 > /tmp/f; mount --bind /tmp/f /proc/meminfo; echo x > /proc/meminfo; true",
+        );
+        assert!(r.stderr.contains("meminfo"), "{zone}: {r:?}");
+        assert_eq!(mem_total(&env, zone), 48 * 1024, "{zone}: {r:?}");
+    };
+    cannot_touch("pv-cap");
+
     // Without a user namespace too.
     env.host_zone("pv-host-ids", &["memory.max=48M", "userns=false"]);
     env.ok(&["boot", "pv-host-ids"]);
     assert_eq!(mem_total(&env, "pv-host-ids"), 48 * 1024);
+    cannot_touch("pv-host-ids");
 
     // cpu.max = 0.5: lxcfs (--enable-cfs) shows one CPU in cpuinfo and cpu/online,
     // which getconf (glibc) reads; nproc asks sched_getaffinity, which only a
