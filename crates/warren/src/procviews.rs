@@ -303,6 +303,9 @@ mod tests {
 46 27 0:42 / /var/lib/lxcfs rw,nosuid,nodev,relatime shared:30 - fuse.lxcfs lxcfs rw,user_id=0,group_id=0,allow_other
 47 22 0:43 / /tmp/a\\040b rw - tmpfs tmpfs rw
 48 47 0:44 / /tmp/a\\040b rw - fuse.lxcfs lxcfs rw
+garbage
+1 2 3 / /var/lib/lxcfs
+50 1 0:9 / /var/lib/lxcfs\\ rw -
 ";
 
     #[test]
