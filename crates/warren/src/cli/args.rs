@@ -205,6 +205,17 @@ pub enum Command {
     Memstat,
     /// The host as warren sees it: kernel, cgroups, storage backend and why.
     Info,
+    /// Each running zone's /proc views (lxcfs's meminfo, cpuinfo, uptime…): live, dead
+    /// or none; --refresh repairs dead ones.
+    #[command(
+        name = "proc-views",
+        after_help = "A zone keeps the binds of the lxcfs it booted with: if lxcfs died, its views fail with ENOTCONN. --refresh detaches them and attaches lxcfs's new mount (or, while lxcfs is down, leaves the host's files). docs/proc-views.md\n\nExamples:\n  warren proc-views\n  warren proc-views --refresh --json"
+    )]
+    ProcViews {
+        /// Repair the views of running zones: re-attach dead ones (as root).
+        #[arg(long)]
+        refresh: bool,
+    },
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
     /// records, orphaned cgroups, unused lock files.
     Gc,

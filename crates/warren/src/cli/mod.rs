@@ -284,6 +284,14 @@ fn run(cli: Cli) -> Result<i32> {
                 output::host_info(&info);
             }
         }
+        Command::ProcViews { refresh } => {
+            let views = crate::zone::proc_views(&ctx, refresh)?;
+            if json {
+                output::json(&views);
+            } else {
+                output::proc_views(&views);
+            }
+        }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
         Command::Swap(c) => overcommit::swap_cmd(&ctx, json, c)?,
         Command::Agent {

@@ -76,6 +76,10 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         }
         None => None,
     };
+    let views = match spec.views {
+        Some(src) => crate::procviews::open_for_boot(spec.zone, src)?,
+        None => Vec::new(),
+    };
     let mut fds = Fds {
         procs,
         console,
@@ -83,6 +87,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         init,
         userns,
         disk,
+        views,
     };
     let mut plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
         .map_err(|e| Error::config(spec.zone, e.to_string()))?;

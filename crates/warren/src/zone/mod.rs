@@ -22,6 +22,7 @@ pub use lifecycle::{
     boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
     delete, evict, halt, install, login, reboot, uninstall, BootReport, Outcome,
 };
+pub use lifecycle::{proc_views, ViewState, ZoneViews};
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
 use crate::config::{self, ZoneConfig};

@@ -30,11 +30,13 @@ use super::prepare::{disk_for_boot, host_privileges, own_upper, prepare_idmap, u
 mod edit;
 mod install;
 mod run;
+mod views;
 
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
 pub use install::{clone, create, delete, install, uninstall};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, evict, halt, login, reboot, BootReport};
+pub use views::{proc_views, ViewState, ZoneViews};
 
 /// What a verb did.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -63,11 +63,14 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
     let mem = stats::meminfo(&ctx.host.proc);
     let get = |k: &str| mem.get(k).copied().unwrap_or(0);
+    let defaults = crate::config::Defaults::load(ctx.layout.root())?;
     let limits = z
         .config
         .limits
         .with_swap_allowance(get("MemTotal"), get("SwapTotal"))
-        .with_defaults(&crate::config::Defaults::load(ctx.layout.root())?);
+        .with_defaults(&defaults);
+    // Before any cgroup exists: a zone requiring /proc views without lxcfs is refused.
+    let views = crate::procviews::for_boot(&z.name, &z.config, &defaults, &ctx.host.proc)?;
     let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
         CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
             Error::Cgroup(e)
@@ -128,6 +131,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         net: rt.net.as_ref(),
         idmap,
         disk: disk.as_ref(),
+        views: views.as_ref(),
     };
     // Host-wide: no running zone of any state root holds this range (idmap::running).
     if let Some(r) = idmap {
