@@ -118,6 +118,10 @@ pub enum Error {
     /// Several zones were acted on and some failed.
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+    #[error("profile '{0}' does not exist; create it with 'warren profile create {0} KEY=VALUE...' (see 'warren profile list')")]
+    NoSuchProfile(String),
+    #[error("profile '{0}' already exists; change it with 'warren profile set {0} KEY=VALUE' or delete it first")]
+    ProfileExists(String),
 }
 
 impl Error {
@@ -138,6 +142,8 @@ impl Error {
             Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } => ExitCode::Failure,
+            Error::NoSuchProfile(_) => ExitCode::NotFound,
+            Error::ProfileExists(_) => ExitCode::Conflict,
         }
     }
 

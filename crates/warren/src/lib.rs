@@ -34,6 +34,7 @@ pub mod measure;
 pub mod names;
 pub mod net;
 pub mod oci;
+pub mod profile;
 pub mod quota;
 pub mod runtime;
 pub mod sandbox;

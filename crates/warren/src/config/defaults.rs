@@ -11,9 +11,11 @@
 //! memory.max = "2G"
 //! ```
 //!
-//! The defaults are applied at boot to the limits the config leaves unset; they are
-//! not written into the zone's config, so a changed host default reaches every zone
-//! at its next boot. There is no default disk cap: the only mechanism warren has
+//! That file is also the `default` profile (`warren profile set default KEY=VALUE`,
+//! see `crate::profile`): one file, one mechanism. Any zone key may be in it; all of
+//! them are copied into each new zone's config at create. Its two limits are also
+//! applied at boot to a zone whose config leaves them unset (a zone made before the
+//! file had them, or one that unset them), so no zone ever boots without a cap. There is no default disk cap: the only mechanism warren has
 //! (`disk.max`, a loop-mounted ext4 image per zone) costs a loop device and a journal
 //! thread per zone, too much to impose on thousands of zones (docs/isolation.md).
 
@@ -60,19 +62,7 @@ impl Defaults {
         if let Some(m) = duplicate_key(&table) {
             return Err(bad(m));
         }
-        let mut entries = Vec::new();
-        flatten("", &table, &mut entries);
-        let mut scratch = ZoneConfig::new("host");
-        for (name, value) in &entries {
-            if !DEFAULT_KEYS.contains(&name.as_str()) {
-                return Err(bad(format!(
-                    "{name}: only {} have host defaults",
-                    DEFAULT_KEYS.join(" and ")
-                )));
-            }
-            let key = find_key(name).expect("default keys are zone keys");
-            (key.apply)(&mut scratch, value).map_err(|m| bad(format!("{name} {m}")))?;
-        }
+        let scratch = check_partial(&table).map_err(bad)?;
         let builtin = Defaults::default();
         Ok(Defaults {
             max_processes: scratch
@@ -95,6 +85,23 @@ impl Defaults {
             }),
         }
     }
+}
+
+/// Check a partial config table (a profile, `defaults.toml`): every key known and
+/// every value valid, without the rules that involve several keys (the zone's own
+/// config may complete them). The result is a scratch config holding the values.
+pub fn check_partial(table: &toml::Table) -> std::result::Result<ZoneConfig, String> {
+    if let Some(m) = duplicate_key(table) {
+        return Err(m);
+    }
+    let mut entries = Vec::new();
+    flatten("", table, &mut entries);
+    let mut scratch = ZoneConfig::new("host");
+    for (name, value) in &entries {
+        let key = find_key(name).ok_or_else(|| super::unknown_key(name))?;
+        (key.apply)(&mut scratch, value).map_err(|m| format!("{name} {m}"))?;
+    }
+    Ok(scratch)
 }
 
 impl Limits {
@@ -139,9 +146,13 @@ mod tests {
         assert_eq!(d.max_processes, 4096);
         assert_eq!(d.memory_max, 2 << 30);
         assert_eq!(Defaults::parse(f, "").unwrap(), Defaults::default());
-        let e = Defaults::parse(f, "cpu.max = 1").unwrap_err().to_string();
+        // The default profile may hold any zone key; only the two limits are defaults
+        // at boot.
+        let d = Defaults::parse(f, "cpu.max = 1\nmax-processes = 7").unwrap();
+        assert_eq!(d.max_processes, 7);
+        let e = Defaults::parse(f, "mem.max = 1").unwrap_err().to_string();
         assert!(
-            e.contains("/r/defaults.toml") && e.contains("cpu.max"),
+            e.contains("/r/defaults.toml") && e.contains("memory.max"),
             "{e}"
         );
         let e = Defaults::parse(f, "memory.max = \"12X\"")

@@ -245,16 +245,16 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     }
     let l = &c.limits;
     if let Some(n) = l.max_processes {
-        put("max-processes", int(n));
+        put("max-processes", int_or_max(n));
     }
     if let Some(n) = l.max_threads {
-        put("max-threads", int(n));
+        put("max-threads", int_or_max(n));
     }
     if let Some(n) = l.memory_max {
-        put("memory.max", format_size(n).into());
+        put("memory.max", size_or_max(n));
     }
     if let Some(n) = l.memory_swap {
-        put("memory.swap", format_size(n).into());
+        put("memory.swap", size_or_max(n));
     }
     if let Some(n) = l.memory_request {
         put("memory.request", format_size(n).into());
