@@ -83,7 +83,7 @@ pub enum Error {
         remedy: String,
     },
     #[error(
-        "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
+        "warren must run as root (it creates namespaces, mounts and cgroups, and its state root is root's alone, so reading verbs such as 'list' need it too); run it with sudo"
     )]
     NotRoot,
     /// The kernel refused an operation; the message names it and the remedy.

@@ -196,8 +196,19 @@ pub fn unset(layout: &Layout, name: &str, keys: &[String]) -> Result<toml::Table
             }
             config::unset_in_table(name, &mut t, k).map_err(|e| profile_err(name, e))?;
         }
+        prune_empty(&mut t);
         Ok(t)
     })
+}
+
+/// Drop the tables an unset left empty (`[cpu]` once `cpu.max` is gone).
+fn prune_empty(t: &mut toml::Table) {
+    for (_, v) in t.iter_mut() {
+        if let toml::Value::Table(inner) = v {
+            prune_empty(inner);
+        }
+    }
+    t.retain(|_, v| !matches!(v, toml::Value::Table(inner) if inner.is_empty()));
 }
 
 /// `warren profile delete NAME`. Zones made with it keep their config.

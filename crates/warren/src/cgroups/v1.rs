@@ -53,7 +53,7 @@ pub fn writes(
             n.to_string()
         }
     };
-    let memsw = |max: u64, swap: u64| mem(max.checked_add(swap).unwrap_or(u64::MAX));
+    let memsw = |max: u64, swap: u64| mem(max.saturating_add(swap));
     let mut w = Vec::new();
     if let Some(n) = limits.pids_max() {
         w.push(("pids", "pids.max", crate::config::limit_text(n)));

@@ -179,8 +179,10 @@ pub enum Command {
         /// Only zones whose name matches: a name, or a glob with * and ?.
         #[arg(value_name = "NAME|GLOB")]
         pattern: Option<String>,
-        /// Only zones in this state (configured, installed, running, ...); repeatable.
-        #[arg(long, value_name = "STATE")]
+        /// Only zones in this state (see below); repeatable.
+        #[arg(long, value_name = "STATE", value_parser = [
+            "configured", "incomplete", "installed", "ready", "running", "shutting_down", "evicted",
+        ])]
         state: Vec<String>,
         /// table (for people), json (the API objects, as --json) or csv.
         #[arg(long, value_name = "FORMAT", value_parser = ["table", "json", "csv"])]

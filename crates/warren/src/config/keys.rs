@@ -623,7 +623,7 @@ pub(super) fn find_key(name: &str) -> Option<&'static Key> {
 
 /// Names people reach for from cgroup files, other runtimes and zonecfg, and the key
 /// each means here: "did you mean" by meaning where spelling is too far off.
-const SYNONYMS: &[(&str, &str)] = &[
+pub(super) const SYNONYMS: &[(&str, &str)] = &[
     ("mem.max", "memory.max"),
     ("mem", "memory.max"),
     ("memory", "memory.max"),
@@ -680,10 +680,11 @@ const SYNONYMS: &[(&str, &str)] = &[
 ];
 
 /// The known key `name` most likely means, for "did you mean": a synonym by meaning
-/// (any case, `_` as `-`), else the nearest spelling within 3 edits.
+/// (any case; `_`, `.` and `-` alike), else the nearest spelling within 3 edits.
 pub fn suggest(name: &str) -> Option<&'static str> {
+    let loose = |s: &str| s.trim().to_ascii_lowercase().replace(['_', '.'], "-");
     let norm = name.trim().to_ascii_lowercase().replace('_', "-");
-    if let Some((_, k)) = SYNONYMS.iter().find(|(s, _)| s.replace('_', "-") == norm) {
+    if let Some((_, k)) = SYNONYMS.iter().find(|(s, _)| loose(s) == loose(name)) {
         return Some(k);
     }
     KEYS.iter()
