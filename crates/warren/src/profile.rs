@@ -15,9 +15,13 @@
 //! profile leaves its zones intact. To change existing zones, use `config set`.
 //!
 //! Where they live: `<root>/profiles/<name>.toml`, except `default`, which is the
-//! host's `<root>/defaults.toml` (see `config::defaults`): its `max-processes` and
-//! `memory.max` are also the caps at boot of a zone whose config sets none.
-//! Changes take the profile's lock and are written atomically.
+//! host's `<root>/defaults.toml` (`config::defaults`): one file for both, not two
+//! mechanisms. Its keys are copied like any profile's, except the host's two caps,
+//! `max-processes` and `memory.max`: those stay what `defaults.toml` always was, the
+//! caps applied *at boot* to every zone whose config sets none, so raising them
+//! reaches every such zone at its next boot and a zone that sets `max-threads` is not
+//! also given a `max-processes` it did not ask for. In a named profile they are copied
+//! like any key. Changes take the profile's lock and are written atomically.
 
 use std::path::PathBuf;
 
@@ -240,14 +244,25 @@ pub fn merged(layout: &Layout, names: &[String]) -> Result<(toml::Table, Vec<Str
             }
             return Err(Error::NoSuchProfile(name.into()));
         };
+        let mut t = t;
+        if name == DEFAULT {
+            // The host's caps stay live defaults, applied at boot (see the module doc).
+            for k in config::DEFAULT_KEYS {
+                config::unset_in_table(name, &mut t, k)?;
+            }
+        }
         overlay(name, &mut table, &t)?;
         applied.push(name.to_string());
     }
     Ok((table, applied))
 }
 
-/// Set every key of `top` in `base` (dotted keys, either TOML spelling).
+/// Set every key of `top` in `base` (dotted keys, either TOML spelling). A key given
+/// twice in `top`, in two spellings, is refused naming both (as `config::from_table`).
 pub fn overlay(what: &str, base: &mut toml::Table, top: &toml::Table) -> Result<()> {
+    if let Some(m) = config::duplicate_key(top) {
+        return Err(Error::config(what, m));
+    }
     let mut entries = Vec::new();
     config::flatten_table(top, &mut entries);
     for (k, v) in entries {
@@ -265,7 +280,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let layout = Layout::new(dir.path());
         std::fs::create_dir_all(layout.locks()).unwrap();
-        create(&layout, DEFAULT, &["memory.max=64M".into()]).unwrap();
+        create(
+            &layout,
+            DEFAULT,
+            &["memory.max=64M".into(), "net=host".into()],
+        )
+        .unwrap();
         create(
             &layout,
             "web",
@@ -277,6 +297,10 @@ mod tests {
         let cfg = config::check_partial(&t).unwrap();
         assert_eq!(cfg.limits.memory_max, Some(128 << 20));
         assert_eq!(cfg.limits.cpu_max, Some(0.5));
+        assert_eq!(cfg.net, config::NetMode::Host);
+        // The default profile's caps are boot-time defaults, not copied.
+        let (t, _) = merged(&layout, &[]).unwrap();
+        assert_eq!(config::check_partial(&t).unwrap().limits.memory_max, None);
         assert_eq!(list(&layout).unwrap(), ["default", "web"]);
         assert!(layout.root().join("defaults.toml").is_file());
         let e = set(&layout, "web", &["mem.max=1G".into()])

@@ -299,6 +299,7 @@ fn profiles_are_copied_at_create_in_order_and_recorded() {
         "default",
         "memory.max=96M",
         "max-processes=200",
+        "stop-timeout=7",
     ]);
     env.ok(&[
         "profile",
@@ -322,8 +323,11 @@ fn profiles_are_copied_at_create_in_order_and_recorded() {
     env.ok(&["create", "p1", "-p", "small", "--profile", "wide"]);
     env.ok(&["create", "p2", "-p", "small", "--set", "memory.max=32M"]);
     let get = |z: &str, k: &str| env.ok(&["config", "get", z, k]).stdout.trim().to_string();
-    assert_eq!(get("p0", "memory.max"), "96M");
-    assert_eq!(get("p0", "max-processes"), "200");
+    // The default profile's caps are the host's, applied at boot, not copied; its
+    // other keys are copied.
+    assert_eq!(get("p0", "memory.max"), "96M (default; not set)");
+    assert_eq!(get("p0", "max-processes"), "200 (default; not set)");
+    assert_eq!(get("p0", "stop-timeout"), "7");
     assert_eq!(get("p1", "memory.max"), "48M");
     assert_eq!(get("p1", "cpu.max"), "0.25");
     assert_eq!(get("p1", "max-processes"), "max");
@@ -357,10 +361,15 @@ fn profiles_are_copied_at_create_in_order_and_recorded() {
     assert_eq!(get("p1", "memory.max"), "48M");
     env.run(&["profile", "show", "small"])
         .fails(3, "does not exist");
-    // The profile's caps are what the zone boots with.
+    // A named profile's caps are copied: what the zone boots with.
     env.ok(&["install", "p1"]);
     env.ok(&["boot", "p1"]);
     assert_eq!(env.cgroup_file("p1", "pids", "pids.max"), "max");
+    // The default profile's caps reach a zone that sets none at its next boot.
+    env.ok(&["profile", "set", "default", "max-processes=150"]);
+    env.ok(&["install", "p0"]);
+    env.ok(&["boot", "p0"]);
+    assert_eq!(env.cgroup_file("p0", "pids", "pids.max"), "150");
 }
 
 #[test]

@@ -188,11 +188,26 @@ fn config_get(ctx: &Context, json: bool, zone_name: &str, key: &str) -> Result<(
         });
         return Ok(());
     }
+    // Strings bare, as a script wants them ("512M", not "\"512M\"").
+    let bare = |v: &toml::Value| match v {
+        toml::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
     match value {
-        // Strings bare, as a script wants them ("512M", not "\"512M\"").
-        Some(toml::Value::String(s)) => println!("{s}"),
-        Some(v) => println!("{v}"),
-        None => println!("{} (default; not set)", k.default),
+        Some(v) => println!("{}", bare(&v)),
+        None => {
+            // The host's caps: what the zone boots with (the default profile's, or
+            // the built-in ones).
+            let d = config::Defaults::load(ctx.layout.root())?;
+            let shown = match key {
+                "memory.max" => config::format_size(d.memory_max),
+                "max-processes" if z.config.limits.max_threads.is_none() => {
+                    d.max_processes.to_string()
+                }
+                _ => k.default.trim_matches('"').to_string(),
+            };
+            println!("{shown} (default; not set)");
+        }
     }
     Ok(())
 }

@@ -12,10 +12,8 @@
 //! ```
 //!
 //! That file is also the `default` profile (`warren profile set default KEY=VALUE`,
-//! see `crate::profile`): one file, one mechanism. Any zone key may be in it; all of
-//! them are copied into each new zone's config at create. Its two limits are also
-//! applied at boot to a zone whose config leaves them unset (a zone made before the
-//! file had them, or one that unset them), so no zone ever boots without a cap. There is no default disk cap: the only mechanism warren has
+//! see `crate::profile`): one file, one mechanism. Any zone key may be in it; the
+//! others are copied into each new zone's config at create, these two are not. There is no default disk cap: the only mechanism warren has
 //! (`disk.max`, a loop-mounted ext4 image per zone) costs a loop device and a journal
 //! thread per zone, too much to impose on thousands of zones (docs/isolation.md).
 
@@ -28,7 +26,8 @@ use crate::error::{Error, Result};
 pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
 /// `memory.max` of a zone that sets none.
 pub const DEFAULT_MEMORY_MAX: u64 = 512 << 20;
-/// The keys `defaults.toml` may set.
+/// The keys of `defaults.toml` (the `default` profile) that are applied at boot
+/// rather than copied at create.
 pub const DEFAULT_KEYS: [&str; 2] = ["max-processes", "memory.max"];
 
 /// The host's defaults for unset limits.

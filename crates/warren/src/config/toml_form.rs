@@ -29,7 +29,7 @@ pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
 /// The first key given twice in `table` under two spellings (a quoted dotted key such
 /// as `"memory.max"` and `max` in `[memory]`), as a message naming both and the fix.
 /// TOML itself refuses a key repeated in one spelling.
-pub(super) fn duplicate_key(table: &toml::Table) -> Option<String> {
+pub fn duplicate_key(table: &toml::Table) -> Option<String> {
     fn walk(
         path: &[&str],
         table: &toml::Table,
