@@ -19,7 +19,7 @@ pub enum ExitCode {
     Failure = 1,
     /// Bad command line (unknown flag, missing argument); printed by the parser.
     Usage = 2,
-    /// The zone or template named does not exist.
+    /// The zone, template or profile named does not exist.
     NotFound = 3,
     /// The zone is in the wrong state for this verb (e.g. boot of a configured zone).
     WrongState = 4,

@@ -7,7 +7,7 @@ Exit codes:
   0  success (also when the zone already was where the verb takes it)
   1  failure of another kind, or some of several zones failed
   2  usage error (bad flags or arguments)
-  3  the zone or template does not exist
+  3  the zone, template or profile does not exist
   4  the zone is in the wrong state for the verb
   5  invalid input: a name, a config key or value
   6  the name is taken, or the template is in use
@@ -24,6 +24,8 @@ Examples:
   warren login web1 -- ps ax
   warren clone web1 web2
   warren list -v
+  warren ls 'web*' --state running -c name,address,memory
+  warren profile create small memory.max=64M && warren create web3 --profile small
   warren stat --interval 2 --sort mem
   warren halt web1 && warren uninstall web1 && warren delete web1
   warren demo --zones 100
