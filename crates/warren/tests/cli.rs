@@ -430,3 +430,47 @@ fn completions_for_three_shells_and_man_pages() {
         "{list}"
     );
 }
+
+#[test]
+fn a_rename_killed_midway_leaves_one_working_zone() {
+    use std::os::unix::process::ExitStatusExt;
+    for (point, survivor, gone) in [
+        ("rename.after-record", "kill-a", "kill-b"),
+        ("rename.after-dir", "kill-b", "kill-a"),
+    ] {
+        let env = Env::new();
+        env.host_zone("kill-a", &[]);
+        let base = json(&env.ok(&["info", "kill-a", "--json"]).stdout)["idmap"]["base"]
+            .as_u64()
+            .unwrap();
+        let out = env
+            .cmd()
+            .args(["rename", "kill-a", "kill-b"])
+            .env(warren::fault::ENV, point)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.signal(), Some(9), "{point}: {out:?}");
+        assert_eq!(env.state(survivor), "installed", "{point}");
+        assert_eq!(env.state(gone), "absent", "{point}");
+        let records = || -> Vec<String> {
+            let mut v: Vec<String> = std::fs::read_dir(env.root().join("userns"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            v.sort();
+            v
+        };
+        // Both names hold the range until gc frees the one without a zone.
+        assert_eq!(
+            records(),
+            [format!("{base}-kill-a"), format!("{base}-kill-b")],
+            "{point}"
+        );
+        env.ok(&["gc"]);
+        assert_eq!(records(), [format!("{base}-{survivor}")], "{point}");
+        env.ok(&["boot", survivor]);
+        let v = json(&env.ok(&["info", survivor, "--json"]).stdout);
+        assert_eq!(v["idmap"]["base"].as_u64(), Some(base), "{point}");
+        assert_eq!(env.sh(survivor, "id -u").stdout, "0\n", "{point}");
+    }
+}

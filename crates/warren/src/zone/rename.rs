@@ -8,9 +8,10 @@
 //!
 //! Order, so that a crash at any step leaves a zone that works under one of the two
 //! names: the new name's id range record is written first, then the directory is
-//! renamed (the one atomic switch), then the old record is removed and the lease
-//! moved. A crash in between leaves an extra record that `warren gc` frees, or a lease
-//! under the old name that the next boot replaces.
+//! renamed (the one atomic switch), then the old record is removed and any lease moved
+//! (halt releases a zone's lease, so a halted zone normally has none). A crash in
+//! between leaves an extra record that `warren gc` frees (fault points
+//! `rename.after-record` and `rename.after-dir`, tests/cli.rs and tests/crash.rs).
 
 use std::fs;
 
@@ -67,6 +68,7 @@ pub fn rename(ctx: &Context, old: &str, new: &str) -> Result<()> {
     if let Some(r) = z.lifecycle.idmap {
         idmap::record_also(&ctx.layout, new, r)?;
     }
+    crate::fault::point("rename.after-record");
     fs::rename(&z.dir, &to).ctx(|| {
         format!(
             "zone '{old}': renaming {} to {}",
@@ -75,6 +77,7 @@ pub fn rename(ctx: &Context, old: &str, new: &str) -> Result<()> {
         )
     })?;
     crate::fsutil::sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
+    crate::fault::point("rename.after-dir");
     idmap::release(&ctx.layout, old, z.lifecycle.idmap)?;
     move_leases(ctx, old, new)
 }
