@@ -29,6 +29,11 @@ fn misspelt_zone_names_and_keys_get_a_suggestion() {
         .fails(3, "did you mean zone 'web1'?");
     env.run(&["info", "db"])
         .fails(3, "did you mean zone 'db1'?");
+    // Each zone of a verb on several gets its own.
+    env.ok(&["install", "web1"]);
+    env.run(&["boot", "web1", "wbe2"])
+        .fails(1, "1 of 2 zone(s) failed")
+        .fails(1, "did you mean zone 'web2'?");
     // Nothing near: no guess.
     let r = env.run(&["boot", "qqqqqqqq"]).fails(3, "does not exist");
     assert!(!r.stderr.contains("did you mean"), "{}", r.stderr);

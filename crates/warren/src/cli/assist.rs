@@ -38,21 +38,31 @@ pub(super) fn nearest<'a>(name: &str, known: &'a [String]) -> Option<&'a str> {
         .map(|(_, k)| k)
 }
 
+/// The state root whose names "did you mean" draws from: set by `main` when running
+/// as root (a non-root caller may not learn the names), so every printed error gets
+/// its hint, also each one of a verb on several zones.
+static SUGGEST_FROM: std::sync::OnceLock<Layout> = std::sync::OnceLock::new();
+
+pub(super) fn suggest_from(root: &Path) {
+    let _ = SUGGEST_FROM.set(Layout::new(root));
+}
+
 /// "did you mean" for an error naming a zone, template or profile that does not exist.
-pub(super) fn hint(ctx: &Context, e: &Error) -> Option<String> {
+pub(super) fn hint(e: &Error) -> Option<String> {
+    let layout = SUGGEST_FROM.get()?;
     let (what, name, known) = match e {
-        Error::NoSuchZone(n) => ("zone", n, zone::names_in(&ctx.layout).ok()?),
+        Error::NoSuchZone(n) => ("zone", n, zone::names_in(layout).ok()?),
         Error::NoSuchTemplate(n) => (
             "template",
             n,
-            template::list(&ctx.layout)
+            template::list(layout)
                 .ok()?
                 .into_iter()
                 .map(|m| m.name)
                 .collect(),
         ),
-        Error::NoSuchProfile(n) => ("profile", n, crate::profile::list(&ctx.layout).ok()?),
-        Error::WithCleanup { primary, .. } => return hint(ctx, primary),
+        Error::NoSuchProfile(n) => ("profile", n, crate::profile::list(layout).ok()?),
+        Error::WithCleanup { primary, .. } => return hint(primary),
         _ => return None,
     };
     nearest(name, &known).map(|k| format!("did you mean {what} '{k}'?"))

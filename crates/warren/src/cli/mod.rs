@@ -58,18 +58,14 @@ pub fn main() -> i32 {
             };
         }
     };
-    let root = cli.root.clone();
+    // Only as root: a non-root caller may not learn the zones' names.
+    if warren_sys::geteuid() == 0 {
+        assist::suggest_from(&cli.root);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             output::print_error(&e);
-            // Only as root: a non-root caller may not learn the zones' names.
-            if warren_sys::geteuid() == 0 {
-                let ctx = Context::new(Layout::new(root), HostPaths::default());
-                if let Some(h) = assist::hint(&ctx, &e) {
-                    eprintln!("warren: {h}");
-                }
-            }
             e.exit_code() as i32
         }
     }

@@ -21,6 +21,9 @@ pub fn print_error(e: &Error) {
         source = s.source();
         n += 1;
     }
+    if let Some(h) = super::assist::hint(e) {
+        eprintln!("warren: {h}");
+    }
 }
 
 pub fn json<T: Serialize + ?Sized>(v: &T) {
