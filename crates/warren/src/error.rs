@@ -19,7 +19,7 @@ pub enum ExitCode {
     Failure = 1,
     /// Bad command line (unknown flag, missing argument); printed by the parser.
     Usage = 2,
-    /// The zone or template named does not exist.
+    /// The zone, template or profile named does not exist.
     NotFound = 3,
     /// The zone is in the wrong state for this verb (e.g. boot of a configured zone).
     WrongState = 4,
@@ -84,7 +84,7 @@ pub enum Error {
         remedy: String,
     },
     #[error(
-        "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
+        "warren must run as root (it creates namespaces, mounts and cgroups, and its state root is root's alone, so reading verbs such as 'list' need it too); run it with sudo"
     )]
     NotRoot,
     /// The kernel refused an operation; the message names it and the remedy.
@@ -130,6 +130,10 @@ pub enum Error {
     /// Several zones were acted on and some failed.
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+    #[error("profile '{0}' does not exist; create it with 'warren profile create {0} KEY=VALUE...' (see 'warren profile list')")]
+    NoSuchProfile(String),
+    #[error("profile '{0}' already exists; change it with 'warren profile set {0} KEY=VALUE' or delete it first")]
+    ProfileExists(String),
 }
 
 /// What an operator can do about a damaged state file at `path`, by its place in the
@@ -204,6 +208,8 @@ impl Error {
             Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } => ExitCode::Failure,
+            Error::NoSuchProfile(_) => ExitCode::NotFound,
+            Error::ProfileExists(_) => ExitCode::Conflict,
         }
     }
 

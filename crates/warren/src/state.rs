@@ -67,6 +67,11 @@ pub struct Lifecycle {
     /// The host ids of the zone's user namespace (see `idmap`), once allocated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idmap: Option<crate::idmap::IdRange>,
+    /// The profiles the zone's config was made from at create, in the order applied
+    /// (`default` first when it exists; see `profile`). A record: changing a profile
+    /// later does not change the zone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<String>,
 }
 
 pub const STATE_VERSION: u32 = 1;
@@ -80,6 +85,7 @@ impl Lifecycle {
             incomplete_op: None,
             evicted: None,
             idmap: None,
+            profiles: Vec::new(),
         }
     }
 }

@@ -7,7 +7,7 @@ Exit codes:
   0  success (also when the zone already was where the verb takes it)
   1  failure of another kind, or some of several zones failed
   2  usage error (bad flags or arguments)
-  3  the zone or template does not exist
+  3  the zone, template or profile does not exist
   4  the zone is in the wrong state for the verb
   5  invalid input: a name, a config key or value
   6  the name is taken, the template is in use, or a lock wait (--wait) expired
@@ -24,6 +24,8 @@ Examples:
   warren login web1 -- ps ax
   warren clone web1 web2
   warren list -v
+  warren ls 'web*' --state running -c name,address,memory
+  warren profile create small memory.max=64M && warren create web3 --profile small
   warren stat --interval 2 --sort mem
   warren halt web1 && warren uninstall web1 && warren delete web1
   warren demo --zones 100
@@ -112,6 +114,10 @@ pub enum Command {
         /// Set a config key, e.g. --set memory.max=512M (repeatable; see 'warren config keys').
         #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Copy a profile's keys into the config, after the default profile and
+        /// before --config and --set (repeatable, applied in order).
+        #[arg(long = "profile", short = 'p', value_name = "PROFILE")]
+        profiles: Vec<String>,
     },
     /// Show or change a zone's config (warren's zonecfg).
     #[command(subcommand)]
@@ -125,6 +131,7 @@ pub enum Command {
     Clone { src: String, new: String },
     /// Boot zones (installed → running).
     #[command(
+        visible_alias = "start",
         after_help = "--autoboot boots every installed zone with autoboot = true (the systemd unit contrib/warren-autoboot.service runs it at host start)."
     )]
     Boot {
@@ -135,6 +142,7 @@ pub enum Command {
         autoboot: bool,
     },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
+    #[command(visible_alias = "stop")]
     Halt {
         #[command(flatten)]
         targets: Targets,
@@ -165,6 +173,7 @@ pub enum Command {
         zones: Vec<String>,
     },
     /// Delete zones (must be configured, unless --force).
+    #[command(visible_alias = "rm")]
     Delete {
         #[arg(required = true)]
         zones: Vec<String>,
@@ -173,7 +182,22 @@ pub enum Command {
         force: bool,
     },
     /// List zones and their states.
+    #[command(visible_alias = "ls", after_help = listing::LIST_HELP)]
     List {
+        /// Only zones whose name matches: a name, or a glob with * and ?.
+        #[arg(value_name = "NAME|GLOB")]
+        pattern: Option<String>,
+        /// Only zones in this state (see below); repeatable.
+        #[arg(long, value_name = "STATE", value_parser = [
+            "configured", "incomplete", "installed", "ready", "running", "shutting_down", "evicted",
+        ])]
+        state: Vec<String>,
+        /// table (for people), json (the API objects, as --json) or csv.
+        #[arg(long, value_name = "FORMAT", value_parser = ["table", "json", "csv"])]
+        format: Option<String>,
+        /// The columns, comma-separated (see below).
+        #[arg(long, short = 'c', value_name = "COLUMNS", value_delimiter = ',')]
+        columns: Vec<String>,
         /// More columns: pid, uptime, network, limits, root.
         #[arg(long, short)]
         verbose: bool,
@@ -203,8 +227,12 @@ pub enum Command {
     /// The host's memory by kind (mdb's ::memstat), with what the zones are charged.
     #[command(after_help = stat::MEMSTAT_HELP)]
     Memstat,
-    /// The host as warren sees it: kernel, cgroups, storage backend and why.
-    Info,
+    /// The host as warren sees it (kernel, cgroups, storage backend and why), or one
+    /// zone in detail: state, limits in its config, id range, address, root, profiles.
+    Info {
+        /// The zone to describe [default: the host].
+        zone: Option<String>,
+    },
     /// Each running zone's /proc views (lxcfs's meminfo, cpuinfo, uptime…): live, dead
     /// or none; --refresh repairs dead ones.
     #[command(
@@ -257,6 +285,53 @@ pub enum Command {
     /// `bench scale` (a real workload in N zones at once: throughput, latency, memory).
     #[command(subcommand)]
     Bench(BenchCmd),
+
+    // Day-2 helpers (issue 15, items 6 and 8).
+    /// Rename a halted zone: its directory, lock, address lease and id range record.
+    #[command(
+        after_help = "Example: warren halt web1 && warren rename web1 shop1 && warren boot shop1"
+    )]
+    Rename { zone: String, new: String },
+    /// Named sets of config keys copied into zones at create (the `default` one always).
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    #[command(after_help = gen::COMPLETIONS_HELP)]
+    Completions {
+        #[arg(value_parser = ["bash", "zsh", "fish"])]
+        shell: String,
+    },
+    /// Write man pages (warren.1 and one per verb) into DIR.
+    #[command(after_help = "Example: warren man /usr/local/share/man/man1 && mandb -q")]
+    Man { dir: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProfileCmd {
+    /// Create a profile, optionally with keys: warren profile create small memory.max=64M
+    Create {
+        name: String,
+        #[arg(value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Set keys in a profile (new zones get them; existing zones keep theirs).
+    Set {
+        name: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Remove keys from a profile.
+    Unset {
+        name: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Print a profile (TOML, or JSON with --json) and the zones made with it.
+    Show { name: String },
+    /// List profiles.
+    List,
+    /// Delete a profile (zones made with it keep their config).
+    Delete { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -458,8 +533,10 @@ pub enum ConfigCmd {
         #[arg(required = true)]
         keys: Vec<String>,
     },
-    /// List the config keys with an example and what each does.
+    /// List the config keys: an example, the default, whether it changes live, the meaning.
     Keys,
+    /// Print one key's value in a zone's config, or its default when unset.
+    Get { zone: String, key: String },
 }
 
 /// `--wait`: a number of seconds, 0 or more (fractions allowed).

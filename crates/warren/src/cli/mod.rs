@@ -2,17 +2,23 @@
 //! tables for people or `--json` (the API objects) for scripts. No logic of its own.
 //!
 //! Laid out by idea: the flags and help texts are in `args`, the verbs' dispatch here,
-//! the longer handlers beside it (`zonecfg`: template and config, `doctor_cmd`, `bench_cmd`).
+//! the longer handlers beside it (`zonecfg`: template and config, `doctor_cmd`, `bench_cmd`,
+//! `listing`: list and info ZONE, `profile_cmd`, `gen`: completions and man pages,
+//! `assist`: "did you mean" and who may run what).
 
 mod args;
+mod assist;
 mod bench_cmd;
 mod doctor_cmd;
+mod gen;
+mod listing;
 mod output;
 mod overcommit;
+mod profile_cmd;
 mod stat;
 mod zonecfg;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -24,7 +30,7 @@ use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
 use crate::stat::SortKey;
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context, Outcome};
-use crate::{bench, config, demo, host, storage};
+use crate::{bench, config, demo, host, names, storage};
 
 pub use args::*;
 use bench_cmd::scale_options;
@@ -52,6 +58,10 @@ pub fn main() -> i32 {
             };
         }
     };
+    // Only as root: a non-root caller may not learn the zones' names.
+    if warren_sys::geteuid() == 0 {
+        assist::suggest_from(&cli.root);
+    }
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
@@ -124,6 +134,9 @@ fn run(cli: Cli) -> Result<i32> {
         crate::lock::set_wait_limit(limit);
     }
     let layout = Layout::new(cli.root.clone());
+    if warren_sys::geteuid() != 0 && assist::needs_root(&cli.command) {
+        return Err(Error::NotRoot);
+    }
     if warren_sys::geteuid() == 0 {
         layout.secure().ctx(|| {
             format!(
@@ -141,8 +154,16 @@ fn run(cli: Cli) -> Result<i32> {
             template,
             config,
             sets,
+            profiles,
         } => {
-            let cfg = zone::create(&ctx, &name, template.as_deref(), config.as_deref(), &sets)?;
+            let cfg = zone::create_with_profiles(
+                &ctx,
+                &name,
+                template.as_deref(),
+                config.as_deref(),
+                &sets,
+                Some(&profiles),
+            )?;
             if json {
                 output::json(&cfg);
             } else {
@@ -218,14 +239,25 @@ fn run(cli: Cli) -> Result<i32> {
             say(json, z, &Outcome::Done, "deleted");
             Ok(())
         })?,
-        Command::List { verbose } => {
-            let infos = zone::list_with_oci(&ctx, &cli.oci_root)?;
-            if json {
-                output::json(&infos);
-            } else {
-                output::zone_table(&infos, verbose);
-            }
-        }
+        Command::List {
+            pattern,
+            state,
+            format,
+            columns,
+            verbose,
+        } => listing::list_cmd(
+            &ctx,
+            json,
+            &cli.oci_root,
+            listing::ListArgs {
+                pattern,
+                states: state,
+                format,
+                columns,
+                verbose,
+            },
+        )?,
+        Command::Info { zone: Some(z) } => listing::zone_info(&ctx, json, &z)?,
         Command::Gc => {
             let report = zone::gc(&ctx)?;
             if json {
@@ -276,7 +308,7 @@ fn run(cli: Cli) -> Result<i32> {
             count,
         )?,
         Command::Memstat => stat::memstat(&ctx, json)?,
-        Command::Info => {
+        Command::Info { zone: None } => {
             let info = host::info(&ctx)?;
             if json {
                 output::json(&info);
@@ -400,6 +432,22 @@ fn run(cli: Cli) -> Result<i32> {
             } else {
                 print!("{}", bench::scale::report::markdown(&results));
                 println!("\nwritten to {}", dir.display());
+            }
+        }
+        Command::Rename { zone: z, new } => {
+            zone::rename(&ctx, &z, &new)?;
+            if !json {
+                println!("zone '{z}' renamed to '{new}'");
+            }
+        }
+        Command::Profile(c) => profile_cmd::profile_cmd(&ctx, json, c)?,
+        Command::Completions { shell } => gen::completions(&shell)?,
+        Command::Man { dir } => {
+            let pages = gen::man_pages(&dir)?;
+            if json {
+                output::json(&pages);
+            } else {
+                println!("{} man pages written to {}", pages.len(), dir.display());
             }
         }
     }

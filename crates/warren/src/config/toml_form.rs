@@ -29,7 +29,7 @@ pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
 /// The first key given twice in `table` under two spellings (a quoted dotted key such
 /// as `"memory.max"` and `max` in `[memory]`), as a message naming both and the fix.
 /// TOML itself refuses a key repeated in one spelling.
-pub(super) fn duplicate_key(table: &toml::Table) -> Option<String> {
+pub fn duplicate_key(table: &toml::Table) -> Option<String> {
     fn walk(
         path: &[&str],
         table: &toml::Table,
@@ -248,16 +248,16 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     }
     let l = &c.limits;
     if let Some(n) = l.max_processes {
-        put("max-processes", int(n));
+        put("max-processes", int_or_max(n));
     }
     if let Some(n) = l.max_threads {
-        put("max-threads", int(n));
+        put("max-threads", int_or_max(n));
     }
     if let Some(n) = l.memory_max {
-        put("memory.max", format_size(n).into());
+        put("memory.max", size_or_max(n));
     }
     if let Some(n) = l.memory_swap {
-        put("memory.swap", format_size(n).into());
+        put("memory.swap", size_or_max(n));
     }
     if let Some(n) = l.memory_request {
         put("memory.request", format_size(n).into());

@@ -450,6 +450,22 @@ pub fn release(layout: &Layout, zone: &str, known: Option<IdRange>) -> Result<()
     Ok(())
 }
 
+/// Record `range` as held by `zone` too (a zone being renamed: the new name's record
+/// is written before the directory is renamed, the old one removed after, so a crash
+/// in between leaves an extra record that `gc` frees, never a range without one).
+pub fn record_also(layout: &Layout, zone: &str, range: IdRange) -> Result<()> {
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let d = dir(layout);
+    fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
+    let path = d.join(file_name(range.base, zone));
+    atomic_write(&path, format!("{zone}\n").as_bytes(), true).ctx(|| {
+        format!(
+            "zone '{zone}': recording its id range in {}",
+            path.display()
+        )
+    })
+}
+
 /// Free ranges whose zone no longer exists (`exists` says; it must treat a zone whose
 /// lock is held — one being created right now — as existing). Returns the zones.
 pub fn gc(layout: &Layout, exists: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {

@@ -9,6 +9,7 @@ mod gc;
 mod lifecycle;
 mod prepare;
 mod records;
+mod rename;
 
 use std::cell::OnceCell;
 use std::fs;
@@ -20,9 +21,11 @@ use serde::Serialize;
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
-    delete, evict, halt, install, login, reboot, uninstall, BootReport, Outcome,
+    create_with_profiles, delete, evict, halt, install, login, reboot, uninstall, BootReport,
+    Outcome,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
+pub use rename::rename;
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
 use crate::config::{self, ZoneConfig};
