@@ -179,6 +179,15 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "env",
+        help: "the zone's default environment, KEY=VALUE strings given to its init, its services and every login ('warren login -e' overrides them)",
+        example: "[\"LANG=C.UTF-8\"]",
+        apply: |c, v| {
+            c.env = want_env(v)?;
+            Ok(())
+        },
+    },
+    Key {
         name: "template",
         help: "the template the zone's root is made from",
         example: "\"host\"",

@@ -197,6 +197,9 @@ pub struct ZoneConfig {
     pub rlimits: BTreeMap<String, crate::isolation::rlimits::Limit>,
     /// The cap on the zone's private layer (its writes), in bytes.
     pub disk_max: Option<u64>,
+    /// The zone's default environment (`KEY=VALUE`), given to its init (and so its
+    /// services) and to every login, where `-e` overrides it.
+    pub env: Vec<String>,
 }
 
 impl ZoneConfig {
@@ -224,6 +227,7 @@ impl ZoneConfig {
             userns_base: None,
             rlimits: BTreeMap::new(),
             disk_max: None,
+            env: Vec::new(),
         }
     }
 
