@@ -306,6 +306,10 @@ pub fn helper_main(ctx: &Context, zone: &str, args: &[String]) -> Result<()> {
             let dst = Path::new(path);
             let (into, name) = if dst.is_dir() {
                 (dst.to_path_buf(), top.clone())
+            } else if path.ends_with('/') {
+                return Err(Error::Invalid(format!(
+                    "zone '{zone}': {path}: no such directory in the zone; create it first, or drop the trailing '/' to name the copy"
+                )));
             } else {
                 let name = base_name(dst).ok_or_else(|| {
                     Error::Invalid(format!("zone '{zone}': {path:?}: not a file name"))
