@@ -156,6 +156,15 @@ pub fn mount(
     cvt(unsafe { libc::mount(p(&src), tgt.as_ptr(), p(&fst), flags, p(&dat).cast()) }).map(drop)
 }
 
+/// `chroot(path)` then `chdir("/")`: the caller's `/` becomes `path`.
+pub fn chroot(path: &Path) -> io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: both paths are NUL-terminated.
+    cvt(unsafe { libc::chroot(c.as_ptr()) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map(drop)
+}
+
 /// `umount2(target, flags)`.
 pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
     let c = cpath(target)?;

@@ -1,6 +1,7 @@
 //! `warren cp` (issue 15, item 4), end to end as root on real zones: files and `-r`
 //! trees in and out, owners as the zone sees them (its root by default, `--uid/--gid`,
-//! `--mode`), what the zone's root can then do with them, and the refusals. The
+//! `--mode`), what the zone's root can then do with them, running and halted zones,
+//! and the refusals. The
 //! hostile-symlink rows are in tests/escape_fs.rs (escape_fs/cp.rs).
 
 mod common;
@@ -141,7 +142,30 @@ fn files_and_trees_out_owned_by_the_caller() {
     env.run(&["cp", "-r", "cp-out:/srv/t", &dst])
         .fails(9, "remove it first");
     assert_eq!(fs::read(w.path().join("t/mine")).unwrap(), b"mine\n");
-    // A halted zone is refused, saying to boot it.
+    // A halted zone: out and in through its root built as boot builds it, owners as
+    // the zone sees them once booted again; a path under a template bind is refused.
     env.ok(&["halt", "cp-out"]);
-    env.run(&["cp", "cp-out:/srv/f", &dst]).fails(4, "boot it");
+    let halted = w.path().join("halted");
+    env.ok(&["cp", "cp-out:/srv/t/a/b/c", &halted.display().to_string()]);
+    assert_eq!(fs::read(&halted).unwrap(), b"deep\n");
+    env.ok(&[
+        "cp",
+        &halted.display().to_string(),
+        "cp-out:/srv/t/in-halted",
+        "--uid",
+        "5",
+        "--gid",
+        "6",
+    ]);
+    env.ok(&["cp", "-r", &format!("{dst}/t-copy"), "cp-out:/root/"]);
+    env.run(&["cp", &halted.display().to_string(), "cp-out:/usr/x"])
+        .fails(9, "binds from the host");
+    // Nothing the helper mounted shows on the host.
+    assert!(common::host_mounts_under(env.root()).is_empty());
+    env.ok(&["boot", "cp-out"]);
+    let r = env.sh(
+        "cp-out",
+        "stat -c '%u:%g' /srv/t/in-halted; cat /srv/t/in-halted /root/t-copy/a/b/c",
+    );
+    assert_eq!(r.stdout, "5:6\ndeep\ndeep\n", "{r:?}");
 }

@@ -1,4 +1,4 @@
-//! `warren cp`: files and trees into and out of a running zone.
+//! `warren cp`: files and trees into and out of a zone, running or halted.
 //!
 //! Two processes, one on each side, joined by a tar stream ([`super::cp_tar`]):
 //!
@@ -17,6 +17,9 @@
 //! Through the zone, files copied in are created by the zone's root, so they carry the
 //! zone's ids (mapped into its host range by the kernel: `--uid 33` is the zone's 33),
 //! are charged to the zone and land on the filesystem the zone sees at that path.
+//!
+//! A halted zone is entered the same way by a helper that first builds the zone's root
+//! in a private mount namespace (`cp_offline`).
 //!
 //! Out of the zone, the stream is unpacked into a fresh private directory beside the
 //! destination and renamed into place: nothing in it can name a host path, and nothing
@@ -103,11 +106,11 @@ pub fn cp(ctx: &Context, src: &str, dst: &str, opts: &CpOptions) -> Result<CpRep
 fn check(ctx: &Context, zone: &str, path: &str) -> Result<()> {
     let z = load(ctx, zone)?;
     let state = z.state(ctx);
-    if state != ZoneState::Running {
+    if !matches!(state, ZoneState::Running | ZoneState::Installed) {
         return Err(Error::WrongState {
             zone: zone.into(),
             state,
-            remedy: "warren cp works on a running zone: boot it first (files are then copied as the zone sees them)".into(),
+            remedy: "warren cp needs it running or installed (halted): install it, or wait until it has booted".into(),
         });
     }
     if !path.starts_with('/') {
@@ -286,19 +289,27 @@ impl Drop for TempDir {
 pub fn helper_main(ctx: &Context, zone: &str, args: &[String]) -> Result<()> {
     ctx.require_root()?;
     let z = load(ctx, zone)?;
-    crate::state::check(zone, crate::state::Verb::Login, z.state(ctx))?;
-    let rt = z.runtime.as_ref().expect("a running zone has a runtime");
-    let confinement = crate::isolation::Confinement::for_zone(&z.config);
-    let zref = crate::runtime::login::ZoneRef {
-        zone,
-        init: rt.init.expect("a running zone has an init"),
-        cgroups: &rt.cgroups,
-        confinement: &confinement,
-        rlimits: &z.config.rlimits,
-        env: &z.config.env,
-        proc_root: &ctx.host.proc,
-    };
-    let _joined = crate::runtime::login::join(&zref)?;
+    // Running: join it as a login does. Halted: build its root in a mount namespace of
+    // our own and enter that (cp_offline).
+    let _entered;
+    let _joined;
+    if z.state(ctx) == ZoneState::Running {
+        let rt = z.runtime.as_ref().expect("a running zone has a runtime");
+        let confinement = crate::isolation::Confinement::for_zone(&z.config);
+        let zref = crate::runtime::login::ZoneRef {
+            zone,
+            init: rt.init.expect("a running zone has an init"),
+            cgroups: &rt.cgroups,
+            confinement: &confinement,
+            rlimits: &z.config.rlimits,
+            env: &z.config.env,
+            proc_root: &ctx.host.proc,
+        };
+        _joined = crate::runtime::login::join(&zref)?;
+    } else {
+        let path = args.get(1).map_or("/", String::as_str);
+        _entered = super::cp_offline::enter(ctx, zone, path)?;
+    }
     // Now in the zone's mount namespace as its root: every path below is the zone's.
     warren_sys::signal::ignore(warren_sys::libc::SIGPIPE);
     match args {

@@ -6,6 +6,7 @@
 //! report the state derived from the files and the kernel.
 
 mod cp;
+mod cp_offline;
 mod cp_tar;
 mod gc;
 mod lifecycle;

@@ -124,5 +124,30 @@ pub fn cp(env: &Env, v: &Victim, t: &mut Table) {
         leftovers == 0 && Path::new(work.path()).exists(),
         format!("{leftovers} left"),
     );
+    // The same links while the zone is halted: its root is built by the helper in a
+    // mount namespace of its own, and the links still resolve inside it.
+    env.ok(&["halt", "cpz"]);
+    let r = env.run(&["cp", &src_s, "cpz:/srv/dir-link/"]);
+    t.add(
+        3,
+        "halted zone: cp a file into a zone dir that is a link to a host dir",
+        "resolved inside the zone's root: refused; host dir untouched",
+        r.code != 0 && v.untouched().is_ok(),
+        short(&r),
+    );
+    let out = work.path().join("halted-out");
+    let r = env.run(&[
+        "cp",
+        "cpz:/srv/tree/escape/secret",
+        &out.display().to_string(),
+    ]);
+    let got = fs::read(&out).unwrap_or_default();
+    t.add(
+        3,
+        "halted zone: cp out through a zone link to a host dir",
+        "resolved inside the zone's root (nothing there); the host secret is never copied",
+        r.code != 0 && !String::from_utf8_lossy(&got).contains("host secret"),
+        short(&r),
+    );
     env.ok(&["delete", "--force", "cpz"]);
 }
