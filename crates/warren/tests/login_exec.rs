@@ -22,7 +22,7 @@ fn user_env_cwd_and_the_zones_env() {
         &["env=[\"LANG=C.UTF-8\", \"FROM_ZONE=zone\", \"OVER=zone\"]"],
     );
     env.ok(&["boot", "lx-opts"]);
-    // The defaults: root, in its home, with the zone's env.
+    // The defaults: root, in / (a login shell starts at home), with the zone's env.
     let r = env.ok(&[
         "login",
         "lx-opts",
@@ -31,7 +31,7 @@ fn user_env_cwd_and_the_zones_env() {
         "-c",
         "id -u; id -g; pwd; echo $LANG $FROM_ZONE $OVER",
     ]);
-    assert_eq!(r.stdout, "0\n0\n/root\nC.UTF-8 zone zone\n");
+    assert_eq!(r.stdout, "0\n0\n/\nC.UTF-8 zone zone\n");
     // -u NAME (from the zone's /etc/passwd), -w, -e over the zone's env, and -e KEY
     // taking the caller's value.
     let out = env

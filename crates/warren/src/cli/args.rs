@@ -66,7 +66,8 @@ Examples:
   warren doctor --probe threads --max 5000 --cap 1000";
 
 pub(super) const LOGIN_HELP: &str = "\
-The command runs as the zone's root in / unless -u or -w say otherwise, with the
+The command runs as the zone's root in / (a login shell in the user's home) unless
+-u or -w say otherwise, with the
 zone's default environment (config key env) under the -e entries. With a terminal
 on stdin and stdout it gets a pty of the zone (-t forces one, -T refuses one), whose
 size follows the caller's terminal.
@@ -105,7 +106,7 @@ pub struct LoginOpts {
     /// Run as this user of the zone: NAME or UID, optionally :GID or :GROUP.
     #[arg(long, short = 'u', value_name = "NAME|UID[:GID]")]
     pub user: Option<String>,
-    /// Working directory inside the zone [default: the user's home, else /].
+    /// Working directory inside the zone [default: /; a login shell: the user's home].
     #[arg(long, short = 'w', value_name = "DIR")]
     pub cwd: Option<String>,
     /// Allocate a pty even when stdin or stdout is not a terminal.

@@ -207,7 +207,8 @@ pub fn login(z: &ZoneRef<'_>, req: &Request<'_>) -> Result<i32> {
             )))
         }
         Some(d) => PathBuf::from(d),
-        None if Path::new(&who.home).is_dir() => PathBuf::from(&who.home),
+        // A login shell starts at home, as after any login; a command in /, as before.
+        None if req.argv.is_empty() && Path::new(&who.home).is_dir() => PathBuf::from(&who.home),
         None => PathBuf::from("/"),
     };
     crate::fault::pause("login.before-spawn");
