@@ -443,3 +443,22 @@ fn run(cli: Cli) -> Result<i32> {
     }
     Ok(0)
 }
+
+#[cfg(test)]
+mod login_verb_tests {
+    use super::login_verb;
+
+    fn args(s: &str) -> impl Iterator<Item = String> + '_ {
+        s.split(' ').map(str::to_string)
+    }
+
+    #[test]
+    fn a_logins_usage_error_is_told_apart() {
+        assert!(login_verb(args("warren login --bogus z")));
+        assert!(login_verb(args("warren --root /x --json exec z")));
+        assert!(login_verb(args("warren shell")));
+        assert!(!login_verb(args("warren boot --bogus")));
+        assert!(!login_verb(args("warren --root login boot")));
+        assert!(!login_verb(args("warren")));
+    }
+}

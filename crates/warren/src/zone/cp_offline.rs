@@ -15,6 +15,8 @@
 //! The template's binds (the `host` template's read-only `/usr`, …) are not mounted:
 //! a path beneath one is refused, since what lies under it is not what the zone sees.
 
+use std::os::fd::AsFd;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use warren_sys::libc;
@@ -157,6 +159,3 @@ pub fn enter(ctx: &Context, name: &str, path: &str) -> Result<Entered> {
         _disk: disk_fds,
     })
 }
-
-use std::os::fd::AsFd;
-use std::os::unix::fs::OpenOptionsExt;

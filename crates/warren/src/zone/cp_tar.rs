@@ -10,7 +10,7 @@
 
 use std::fs;
 use std::io::{self, Read, Write};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -112,8 +112,6 @@ fn add<W: Write>(
     }
     Ok(())
 }
-
-use std::os::unix::fs::OpenOptionsExt;
 
 /// `rel` as plain names only (no root, `..` or `.` beyond a leading one).
 fn plain(rel: &Path) -> Option<PathBuf> {
