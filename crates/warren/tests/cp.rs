@@ -169,3 +169,51 @@ fn files_and_trees_out_owned_by_the_caller() {
     );
     assert_eq!(r.stdout, "5:6\ndeep\ndeep\n", "{r:?}");
 }
+
+/// Halted zones whose root is not a plain overlay: the `disk.max` image (mounted by
+/// the helper from a loop device, detached again when it exits) and the copy backend
+/// (the zone's own tree, attached idmapped).
+#[test]
+fn halted_zones_with_disk_max_and_the_copy_backend() {
+    let env = Env::new();
+    env.host_zone("cp-disk", &["disk.max=64M"]);
+    let r = env
+        .cmd()
+        .env("WARREN_STORAGE", "copy")
+        .args(["template", "create", "cp-hc", "--from", "host"])
+        .output()
+        .unwrap();
+    assert!(r.status.success(), "{r:?}");
+    env.ok(&["create", "cp-copy", "--template", "cp-hc"]);
+    env.ok(&["install", "cp-copy"]);
+    let w = work();
+    let file = w.path().join("f");
+    fs::write(&file, b"halted\n").unwrap();
+    let f = file.display().to_string();
+    for zone in ["cp-disk", "cp-copy"] {
+        env.ok(&["cp", &f, &format!("{zone}:/root/f"), "--uid", "9"]);
+        let out = w.path().join(format!("{zone}-passwd"));
+        env.ok(&[
+            "cp",
+            &format!("{zone}:/etc/passwd"),
+            &out.display().to_string(),
+        ]);
+        assert!(fs::read_to_string(&out).unwrap().starts_with("root:"));
+        assert!(common::host_mounts_under(env.root()).is_empty(), "{zone}");
+        env.ok(&["boot", zone]);
+        let r = env.sh(zone, "stat -c %u /root/f; cat /root/f");
+        assert_eq!(r.stdout, "9\nhalted\n", "{zone}: {r:?}");
+        env.ok(&["halt", zone]);
+    }
+    let loops = std::process::Command::new("losetup")
+        .arg("-a")
+        .output()
+        .unwrap();
+    let root = env.root().display().to_string();
+    assert!(
+        !String::from_utf8_lossy(&loops.stdout).contains(&root),
+        "a loop device of this state root survived: {loops:?}"
+    );
+    env.ok(&["delete", "--force", "cp-copy"]);
+    env.ok(&["template", "delete", "cp-hc"]);
+}
