@@ -237,7 +237,7 @@ fn tty_flags_force_or_refuse_a_pty() {
     // No terminal here: pipes by default, a pty with -t.
     let r = env.ok(&["exec", "lx-tty", "/bin/sh", "-c", "tty || true"]);
     assert_eq!(r.stdout.trim(), "not a tty");
-    let r = env.ok(&["exec", "-t", "lx-tty", "/bin/sh", "-c", "tty"]);
+    let r = env.ok(&["exec", "-it", "lx-tty", "/bin/sh", "-c", "tty"]);
     assert!(r.stdout.starts_with("/dev/pts/"), "{r:?}");
     // On a terminal, -T still gives pipes.
     let pty = Pty::open();

@@ -67,10 +67,9 @@ Examples:
 
 pub(super) const LOGIN_HELP: &str = "\
 The command runs as the zone's root in / (a login shell in the user's home) unless
--u or -w say otherwise, with the
-zone's default environment (config key env) under the -e entries. With a terminal
-on stdin and stdout it gets a pty of the zone (-t forces one, -T refuses one), whose
-size follows the caller's terminal.
+-u or -w say otherwise, with the zone's default environment (config key env) under
+the -e entries. With a terminal on stdin and stdout it gets a pty of the zone (-t
+forces one, -T refuses one), whose size follows the caller's terminal.
 
 Exit codes: the command's own status (128 + N when signal N killed it), else
   125  warren itself failed (no such zone, zone not running, bad -u, ...)
@@ -115,6 +114,9 @@ pub struct LoginOpts {
     /// Never allocate a pty: three pipes, even on a terminal.
     #[arg(long = "no-tty", short = 'T')]
     pub no_tty: bool,
+    /// Accepted as podman's `exec -i`: stdin is always relayed.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
 }
 
 /// An octal mode such as 0640 or 755.
@@ -204,7 +206,7 @@ pub enum Command {
         #[arg(long)]
         timeout: Option<u64>,
     },
-    /// Run a command (default: a login shell) inside a running zone (alias: exec).
+    /// Run a command (default: a login shell) inside a running zone.
     #[command(visible_alias = "exec", after_help = LOGIN_HELP)]
     Login {
         zone: String,
