@@ -30,14 +30,17 @@ pub struct Identity {
 impl Identity {
     /// The zone's root, as /etc/passwd describes it (or as a bare root if it does not).
     pub fn root(passwd: &str) -> Identity {
-        resolve("0", passwd, "").unwrap_or(Identity {
-            uid: 0,
-            gid: 0,
-            groups: vec![0],
-            name: Some("root".into()),
-            home: "/root".into(),
-            shell: None,
-        })
+        match resolve("0", passwd, "") {
+            Ok(id) if id.name.is_some() => id,
+            _ => Identity {
+                uid: 0,
+                gid: 0,
+                groups: vec![0],
+                name: Some("root".into()),
+                home: "/root".into(),
+                shell: None,
+            },
+        }
     }
 }
 
@@ -264,6 +267,8 @@ mod tests {
 
     #[test]
     fn environment_layers_zone_env_then_cli_env() {
+        let bare = Identity::root("");
+        assert_eq!((bare.name.as_deref(), bare.home.as_str()), (Some("root"), "/root"));
         let root = Identity::root(PASSWD);
         assert_eq!(root.shell.as_deref(), Some("/bin/bash"));
         let env = environment(
