@@ -268,7 +268,10 @@ mod tests {
     #[test]
     fn environment_layers_zone_env_then_cli_env() {
         let bare = Identity::root("");
-        assert_eq!((bare.name.as_deref(), bare.home.as_str()), (Some("root"), "/root"));
+        assert_eq!(
+            (bare.name.as_deref(), bare.home.as_str()),
+            (Some("root"), "/root")
+        );
         let root = Identity::root(PASSWD);
         assert_eq!(root.shell.as_deref(), Some("/bin/bash"));
         let env = environment(
