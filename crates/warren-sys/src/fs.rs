@@ -177,6 +177,15 @@ pub fn move_mount_onto(fd: std::os::fd::BorrowedFd<'_>, target: &Path) -> io::Re
     .map(drop)
 }
 
+/// `chroot(path)` then `chdir("/")`: the caller's `/` becomes `path`.
+pub fn chroot(path: &Path) -> io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: both paths are NUL-terminated.
+    cvt(unsafe { libc::chroot(c.as_ptr()) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map(drop)
+}
+
 /// `umount2(target, flags)`.
 pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
     let c = cpath(target)?;

@@ -36,6 +36,13 @@ pub enum ExitCode {
     System = 9,
     /// A state file is corrupt or from a newer warren.
     Corrupt = 10,
+    /// `warren login`/`exec`/`shell`: warren itself failed (any error above), so the
+    /// code never collides with the command's own status (podman's 125).
+    LoginFailed = 125,
+    /// `warren login`: the command exists in the zone but could not be executed.
+    NotExecutable = 126,
+    /// `warren login`: the command was not found in the zone.
+    CommandNotFound = 127,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -127,6 +134,15 @@ pub enum Error {
         waited_s: f64,
         path: PathBuf,
     },
+    /// The command a login runs was not found in the zone (`missing`), or was found
+    /// and could not be executed.
+    #[error("zone '{zone}': {program}: {message}")]
+    Command {
+        zone: String,
+        program: String,
+        missing: bool,
+        message: String,
+    },
     /// Several zones were acted on and some failed.
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
@@ -210,6 +226,17 @@ impl Error {
             Error::Partial { .. } => ExitCode::Failure,
             Error::NoSuchProfile(_) => ExitCode::NotFound,
             Error::ProfileExists(_) => ExitCode::Conflict,
+            Error::Command { missing: true, .. } => ExitCode::CommandNotFound,
+            Error::Command { missing: false, .. } => ExitCode::NotExecutable,
+        }
+    }
+
+    /// The exit code of `warren login` (and its aliases) for this error: 126 or 127
+    /// when the command could not be started, 125 for every failure of warren's own.
+    pub fn login_exit_code(&self) -> ExitCode {
+        match self.exit_code() {
+            c @ (ExitCode::NotExecutable | ExitCode::CommandNotFound) => c,
+            _ => ExitCode::LoginFailed,
         }
     }
 

@@ -15,7 +15,8 @@ Exit codes:
   8  not running as root
   9  the kernel or filesystem refused an operation
  10  a state file is corrupt (the message names it and the remedy; docs/recovery.md)
-'warren login' exits with the status of the command it ran.
+'warren login' exits with the status of the command it ran, or 125/126/127
+(see 'warren login --help').
 
 Examples:
   warren template create host --from host
@@ -65,6 +66,68 @@ Examples:
   warren doctor --zones 20000 --fix --dry-run
   warren doctor --probe procs --max 2000
   warren doctor --probe threads --max 5000 --cap 1000";
+
+pub(super) const LOGIN_HELP: &str = "\
+The command runs as the zone's root in / (a login shell in the user's home) unless
+-u or -w say otherwise, with the zone's default environment (config key env) under
+the -e entries. With a terminal on stdin and stdout it gets a pty of the zone (-t
+forces one, -T refuses one), whose size follows the caller's terminal.
+
+Exit codes: the command's own status (128 + N when signal N killed it), else
+  125  warren itself failed (no such zone, zone not running, bad -u, ...)
+  126  the command exists in the zone but cannot be executed
+  127  the command was not found in the zone
+
+Examples:
+  warren login web1
+  warren exec web1 ps ax
+  warren login -u www-data -w /srv -e LANG=C.UTF-8 web1 -- sh -c 'id; pwd'
+  warren shell web1";
+
+pub(super) const CP_HELP: &str = "\
+One side is ZONE:PATH, the other a host path. The zone may be running or halted.
+Inside the zone, paths are resolved as the zone sees them and never lead out of it:
+a symlink planted by the zone is followed within the zone's root or not at all.
+What is copied in is owned by the zone's root (or --uid/--gid, as ids inside the
+zone), mapped into the zone's host id range; what is copied out is owned by the
+caller, without set-id bits.
+
+Examples:
+  warren cp ./site.conf web1:/etc/nginx/conf.d/
+  warren cp -r ./www web1:/srv/www --uid 33 --gid 33
+  warren cp web1:/var/log/syslog ./web1-syslog
+  warren cp -r web1:/etc ./web1-etc";
+
+/// `warren login`'s options (also `exec` and `shell`).
+#[derive(Args, Debug, Default)]
+pub struct LoginOpts {
+    /// Set an environment variable (repeatable); KEY alone takes the caller's value.
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Run as this user of the zone: NAME or UID, optionally :GID or :GROUP.
+    #[arg(long, short = 'u', value_name = "NAME|UID[:GID]")]
+    pub user: Option<String>,
+    /// Working directory inside the zone [default: /; a login shell: the user's home].
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Allocate a pty even when stdin or stdout is not a terminal.
+    #[arg(long, short = 't', conflicts_with = "no_tty")]
+    pub tty: bool,
+    /// Never allocate a pty: three pipes, even on a terminal.
+    #[arg(long = "no-tty", short = 'T')]
+    pub no_tty: bool,
+    /// Accepted as podman's `exec -i`: stdin is always relayed.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+}
+
+/// An octal mode such as 0640 or 755.
+fn parse_mode(s: &str) -> std::result::Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{s:?}: expected an octal mode such as 0644"))
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -158,14 +221,48 @@ pub enum Command {
         timeout: Option<u64>,
     },
     /// Run a command (default: a login shell) inside a running zone.
-    #[command(
-        after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'"
-    )]
+    #[command(visible_alias = "exec", after_help = LOGIN_HELP)]
     Login {
         zone: String,
-        /// The command and its arguments (after --).
-        #[arg(last = true)]
+        #[command(flatten)]
+        opts: LoginOpts,
+        /// The command and its arguments (after the zone, or after --).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
+    },
+    /// A login shell in a running zone ('warren login ZONE' with no command).
+    #[command(after_help = LOGIN_HELP)]
+    Shell {
+        zone: String,
+        #[command(flatten)]
+        opts: LoginOpts,
+    },
+    /// Copy files and trees into or out of a zone: SRC ZONE:DST or ZONE:SRC DST.
+    #[command(after_help = CP_HELP)]
+    Cp {
+        /// A host path, or ZONE:PATH (an absolute path inside the zone).
+        src: String,
+        /// A host path, or ZONE:PATH.
+        dst: String,
+        /// Copy directories and everything beneath them.
+        #[arg(long, short)]
+        recursive: bool,
+        /// Owner of what is copied in, as the zone sees it [default: 0, the zone's root].
+        #[arg(long, value_name = "UID")]
+        uid: Option<u32>,
+        /// Group of what is copied in, as the zone sees it [default: 0].
+        #[arg(long, value_name = "GID")]
+        gid: Option<u32>,
+        /// Mode of the files copied (octal, e.g. 0640) [default: the source's].
+        #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+        mode: Option<u32>,
+    },
+    /// warren cp's side inside a zone (internal: run by 'warren cp').
+    #[command(name = "cp-helper", hide = true)]
+    CpHelper {
+        zone: String,
+        #[arg(allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Remove zones' roots (installed → configured).
     Uninstall {

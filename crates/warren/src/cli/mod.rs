@@ -51,10 +51,12 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::Usage as i32
-            } else {
+            return if !e.use_stderr() {
                 0
+            } else if login_verb(std::env::args()) {
+                ExitCode::LoginFailed as i32
+            } else {
+                ExitCode::Usage as i32
             };
         }
     };
@@ -62,11 +64,51 @@ pub fn main() -> i32 {
     if warren_sys::geteuid() == 0 {
         assist::suggest_from(&cli.root);
     }
+    // A login's own failures exit 125 (126, 127), apart from the command's statuses.
+    let login = matches!(cli.command, Command::Login { .. } | Command::Shell { .. });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             output::print_error(&e);
-            e.exit_code() as i32
+            if login {
+                e.login_exit_code() as i32
+            } else {
+                e.exit_code() as i32
+            }
+        }
+    }
+}
+
+/// Whether a command line that failed to parse is a login's (`login`, `exec`,
+/// `shell`): its first word that is not an option (nor a global option's value).
+fn login_verb(args: impl Iterator<Item = String>) -> bool {
+    let mut args = args.skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--root" | "--oci-root" => {
+                args.next();
+            }
+            _ if a.starts_with('-') => {}
+            verb => return matches!(verb, "login" | "exec" | "shell"),
+        }
+    }
+    false
+}
+
+impl LoginOpts {
+    /// The login request these options make with `argv`.
+    fn request<'a>(&'a self, argv: &'a [String]) -> crate::runtime::login::Request<'a> {
+        use crate::runtime::login::Tty;
+        crate::runtime::login::Request {
+            argv,
+            env: &self.env,
+            user: self.user.as_deref(),
+            cwd: self.cwd.as_deref(),
+            tty: match (self.tty, self.no_tty) {
+                (true, _) => Tty::Force,
+                (_, true) => Tty::Never,
+                _ => Tty::Auto,
+            },
         }
     }
 }
@@ -228,7 +270,32 @@ fn run(cli: Cli) -> Result<i32> {
             say(json, z, &Outcome::Done, "rebooted");
             Ok(())
         })?,
-        Command::Login { zone: z, command } => return zone::login(&ctx, &z, &command),
+        Command::Login {
+            zone: z,
+            opts,
+            command,
+        } => return zone::login(&ctx, &z, &opts.request(&command)),
+        Command::Shell { zone: z, opts } => return zone::login(&ctx, &z, &opts.request(&[])),
+        Command::Cp {
+            src,
+            dst,
+            recursive,
+            uid,
+            gid,
+            mode,
+        } => {
+            let opts = zone::CpOptions {
+                recursive,
+                uid,
+                gid,
+                mode,
+            };
+            let done = zone::cp(&ctx, &src, &dst, &opts)?;
+            if json {
+                output::json(&done);
+            }
+        }
+        Command::CpHelper { zone: z, args } => zone::cp_helper(&ctx, &z, &args)?,
         Command::Uninstall { zones } => each(&zones, |z| {
             let o = zone::uninstall(&ctx, z)?;
             say(json, z, &o, "uninstalled");
@@ -452,4 +519,23 @@ fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod login_verb_tests {
+    use super::login_verb;
+
+    fn args(s: &str) -> impl Iterator<Item = String> + '_ {
+        s.split(' ').map(str::to_string)
+    }
+
+    #[test]
+    fn a_logins_usage_error_is_told_apart() {
+        assert!(login_verb(args("warren login --bogus z")));
+        assert!(login_verb(args("warren --root /x --json exec z")));
+        assert!(login_verb(args("warren shell")));
+        assert!(!login_verb(args("warren boot --bogus")));
+        assert!(!login_verb(args("warren --root login boot")));
+        assert!(!login_verb(args("warren")));
+    }
 }

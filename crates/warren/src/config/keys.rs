@@ -230,6 +230,17 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "env",
+        default: "[]",
+        live: false,
+        help: "the zone's default environment, KEY=VALUE strings given to its init, its services and every login ('warren login -e' overrides them)",
+        example: "[\"LANG=C.UTF-8\"]",
+        apply: |c, v| {
+            c.env = want_env(v)?;
+            Ok(())
+        },
+    },
+    Key {
         name: "template",
         default: "\"host\"",
         live: false,

@@ -204,6 +204,9 @@ pub struct ZoneConfig {
     /// `None`: when the host has them (`defaults.toml`, lxcfs mounted); `Some(true)`:
     /// required, the boot fails without them; `Some(false)`: never.
     pub proc_views: Option<bool>,
+    /// The zone's default environment (`KEY=VALUE`), given to its init (and so its
+    /// services) and to every login, where `-e` overrides it.
+    pub env: Vec<String>,
 }
 
 impl ZoneConfig {
@@ -232,6 +235,7 @@ impl ZoneConfig {
             rlimits: BTreeMap::new(),
             disk_max: None,
             proc_views: None,
+            env: Vec::new(),
         }
     }
 

@@ -447,3 +447,20 @@ fn commands_with_nul_or_the_unit_separator_are_refused() {
     // Other control characters reach init intact: a tab in a shell command is fine.
     p("template = \"host\"\nservices = [\"sleep\\t1\"]\n").unwrap();
 }
+
+#[test]
+fn env_is_a_list_of_key_value_strings_and_round_trips() {
+    let c = p("template = \"host\"\nenv = [\"LANG=C.UTF-8\", \"EMPTY=\"]\n").unwrap();
+    assert_eq!(c.env, ["LANG=C.UTF-8", "EMPTY="]);
+    assert_eq!(p(&to_toml(&c)).unwrap().env, c.env);
+    for (bad, why) in [
+        ("env = [\"NOEQUALS\"]", "expected KEY=VALUE"),
+        ("env = [\"=v\"]", "name before '=' is empty"),
+        ("env = \"LANG=C\"", "expected an array"),
+    ] {
+        let e = p(&format!("template = \"host\"\n{bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+}

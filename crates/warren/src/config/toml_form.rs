@@ -212,6 +212,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if !c.seccomp_deny.is_empty() {
         put("seccomp.deny", list(&c.seccomp_deny));
     }
+    if !c.env.is_empty() {
+        put("env", list(&c.env));
+    }
     let cmd = |c: &Command| match c {
         Command::Shell(s) => toml::Value::String(s.clone()),
         Command::Argv(v) => toml::Value::Array(v.iter().cloned().map(Into::into).collect()),

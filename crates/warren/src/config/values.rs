@@ -108,6 +108,36 @@ pub(super) fn want_names(v: &toml::Value, what: &str) -> std::result::Result<Vec
     Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
 }
 
+/// Environment entries: a TOML array of `KEY=VALUE` strings (KEY non-empty, without
+/// `=` or NUL; the value without NUL).
+pub(super) fn want_env(v: &toml::Value) -> std::result::Result<Vec<String>, String> {
+    let toml::Value::Array(items) = v else {
+        return Err(format!(
+            "{}: expected an array of \"KEY=VALUE\" strings such as [\"LANG=C.UTF-8\"]",
+            short(v)
+        ));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let s = want_str(item, "a \"KEY=VALUE\" string")?;
+        if let Some(p) = env_problem(s) {
+            return Err(format!("{s:?}: {p}"));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+/// What is wrong with an environment entry `KEY=VALUE`, if anything.
+pub fn env_problem(entry: &str) -> Option<&'static str> {
+    match entry.split_once('=') {
+        _ if entry.contains('\0') => Some("contains a NUL byte"),
+        None => Some("expected KEY=VALUE (an '=' after the name)"),
+        Some(("", _)) => Some("the name before '=' is empty"),
+        Some(_) => None,
+    }
+}
+
 /// Capability names, canonicalised (`sys_nice` → `CAP_SYS_NICE`).
 pub(super) fn want_caps(v: &toml::Value) -> std::result::Result<Vec<String>, String> {
     want_names(v, "capability names such as [\"CAP_SYS_NICE\"]")?

@@ -5,6 +5,9 @@
 //! whether the verb applies, and then acts. Reading verbs (`list`) take no lock and
 //! report the state derived from the files and the kernel.
 
+mod cp;
+mod cp_offline;
+mod cp_tar;
 mod gc;
 mod lifecycle;
 mod prepare;
@@ -18,6 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use cp::{cp, helper_main as cp_helper, CpOptions, CpReport};
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
