@@ -219,7 +219,11 @@ pub fn load_runtime_or_torn(zone_dir: &Path) -> Result<RuntimeRecord> {
 pub fn save_runtime(zone_dir: &Path, rt: &Runtime) -> Result<()> {
     let path = runtime_path(zone_dir);
     let json = serde_json::to_vec_pretty(rt).expect("runtime serialises");
-    atomic_write(&path, &json, true).ctx(|| format!("writing {}", path.display()))
+    // Not fsync'd: the record describes what runs, and what a power loss or kernel crash
+    // can tear (the only losses fsync guards against) it also stops; a torn record is
+    // read as stale ([`load_runtime_or_torn`]). Two fsyncs per boot would cost
+    // milliseconds on a virtio disk for nothing.
+    atomic_write(&path, &json, false).ctx(|| format!("writing {}", path.display()))
 }
 
 pub fn remove_runtime(zone_dir: &Path) -> Result<()> {
