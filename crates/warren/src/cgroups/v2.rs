@@ -113,6 +113,25 @@ impl CgroupDriver for V2Driver {
         )]
     }
 
+    fn join_controllers(
+        &self,
+        _zone: &str,
+        set: &CgroupSet,
+        limits: &Limits,
+    ) -> Result<CgroupSet, CgroupError> {
+        let wanted = needed(limits);
+        let Some(parent) = set.dirs.first().and_then(|(_, d)| d.parent()) else {
+            return Ok(set.clone());
+        };
+        // The zone's parent holds no process (zones are its leaves), so enabling a
+        // controller there is allowed; the base first, as at creation.
+        if parent.starts_with(&self.base) {
+            super::delegate::ensure(&self.base, &wanted)?;
+        }
+        enable_missing(parent, &wanted)?;
+        Ok(set.clone())
+    }
+
     fn create_at(
         &self,
         place: &Place,

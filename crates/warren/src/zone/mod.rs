@@ -18,8 +18,9 @@ use serde::Serialize;
 
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
-    delete, evict, halt, install, login, reboot, uninstall, BootReport, Outcome,
+    boot, boot_autoboot, boot_watched, clone, config_bytes, config_replace, config_set,
+    config_unset, create, delete, evict, halt, install, login, reboot, uninstall, ApplyTo,
+    BootReport, ConfigChange, Outcome,
 };
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
@@ -241,6 +242,19 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
     let fact = ctx.init_fact(rt);
     let interrupted_boot = rt.state == ZoneState::Ready;
     if interrupted_boot || state::is_stale(&zone.lifecycle, rt, ctx.boot_id(), fact) {
+        if let Some(run) = exited_run(ctx, rt) {
+            // Its init ended by itself after boot: warren was not its parent, so only
+            // that it ended (and the OOM kills) can be known.
+            crate::journal::note(
+                &ctx.layout,
+                crate::journal::EventType::Lifecycle,
+                "exited",
+                &zone.name,
+                serde_json::json!({ "status": null, "oom_kills": run.oom_kills }),
+            );
+            zone.lifecycle.last_run = Some(run);
+            state::save_lifecycle(&zone.dir, &zone.lifecycle)?;
+        }
         if rt.boot_id == ctx.boot_id() {
             rt.cgroups.kill_all(std::time::Duration::from_secs(10))?;
             rt.cgroups.remove(std::time::Duration::from_secs(5))?;
@@ -252,6 +266,21 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
         zone.runtime = None;
     }
     Ok(())
+}
+
+/// A running zone's record whose init is gone on this host boot: the run ended by
+/// itself. Its OOM kills are read from the cgroups, which are still there.
+fn exited_run(ctx: &Context, rt: &Runtime) -> Option<state::LastRun> {
+    (rt.state == ZoneState::Running
+        && rt.boot_id == ctx.boot_id()
+        && ctx.init_fact(rt) == Some(InitFact::Gone))
+    .then(|| state::LastRun {
+        at_ms: now_ms(),
+        exited: true,
+        status: None,
+        signal: None,
+        oom_kills: rt.cgroups.oom_kills().unwrap_or(0),
+    })
 }
 
 /// Names of all zones (valid names only; temporary directories start with '.').
@@ -328,6 +357,16 @@ pub struct ZoneInfo {
     pub uptime_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evicted: Option<String>,
+    /// How the last run ended (by itself, or with OOM kills), until the next boot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<state::LastRun>,
+    /// A running zone: OOM kills inside it so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    /// A running zone: each limit file as the kernel holds it, with the configured
+    /// value where they differ (`cgroups::live`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<Vec<crate::cgroups::live::InForce>>,
     /// The host ids of its user namespace (`base`, `count`), once allocated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idmap: Option<crate::idmap::IdRange>,
@@ -364,6 +403,9 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             init_pid: None,
             uptime_s: None,
             evicted: None,
+            last_run: None,
+            oom_kills: None,
+            in_force: None,
             idmap: None,
             config: None,
             root: None,
@@ -379,6 +421,16 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             }
             let up = st >= ZoneState::Ready;
             let rt = z.runtime.as_ref().filter(|_| up);
+            // Not yet reconciled: a run that ended by itself shows as such now.
+            let last_run = z
+                .runtime
+                .as_ref()
+                .and_then(|r| exited_run(ctx, r))
+                .or(z.lifecycle.last_run.clone());
+            let in_force = rt.and_then(|r| {
+                let limits = lifecycle::effective_limits(ctx, &z.config).ok()?;
+                Some(crate::cgroups::live::in_force(&r.cgroups, &limits))
+            });
             ZoneInfo {
                 name: z.name.clone(),
                 kind: Kind::Zone,
@@ -390,6 +442,9 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 init_pid: rt.and_then(|r| r.init.map(|i| i.pid)),
                 uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
                 evicted: z.lifecycle.evicted.clone(),
+                last_run,
+                oom_kills: rt.and_then(|r| r.cgroups.oom_kills()),
+                in_force,
                 idmap: z.lifecycle.idmap,
                 root: z
                     .lifecycle
@@ -444,6 +499,9 @@ fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
         init_pid: s.record.pid.filter(|_| live),
         uptime_s: s.uptime_s,
         evicted: None,
+        last_run: None,
+        oom_kills: None,
+        in_force: None,
         config: None,
         idmap: None,
         root: Some(s.record.rootfs),

@@ -1,0 +1,83 @@
+//! A config change on a running zone: which keys the kernel takes live, applying them
+//! to the zone's cgroups, and undoing that when the config cannot be written.
+//!
+//! `config set` / `unset` / `edit` (see `edit`) apply to the running zone every
+//! changed key of [`config::LIVE_KEYS`] (through `cgroups::live`: the zone's files
+//! read first, written back if any write fails) before the config is written; if the
+//! write fails, the old limits are applied again. Other keys take effect at the next
+//! boot, and the answer says which. `--live-only` changes the running zone only
+//! (zonecfg -r); `--next-boot` the config only.
+
+use serde::Serialize;
+
+use super::*;
+
+/// Where a config change goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ApplyTo {
+    /// The config, and the running zone for the keys it can take live.
+    #[default]
+    Both,
+    /// The running zone only; the config is unchanged (refused for other keys).
+    LiveOnly,
+    /// The config only: everything takes effect at the next boot.
+    NextBoot,
+}
+
+/// What a config change did; its JSON form is the API object.
+#[derive(Debug, Clone, Serialize)]
+pub struct ConfigChange {
+    pub zone: String,
+    pub state: ZoneState,
+    /// The keys whose value changed.
+    pub changed: Vec<String>,
+    /// Applied to the running zone now.
+    pub live: Vec<String>,
+    /// Taking effect at the next boot.
+    pub next_boot: Vec<String>,
+    /// Whether config.toml was written (not with `--live-only`).
+    pub saved: bool,
+    pub config: ZoneConfig,
+}
+
+/// Split the `changed` keys of a zone in state `st` into (live, next boot).
+pub fn split(st: ZoneState, changed: &[String], to: ApplyTo) -> (Vec<String>, Vec<String>) {
+    if st != ZoneState::Running || to == ApplyTo::NextBoot {
+        return (Vec::new(), changed.to_vec());
+    }
+    changed
+        .iter()
+        .cloned()
+        .partition(|k| config::LIVE_KEYS.contains(&k.as_str()))
+}
+
+/// Apply `cfg`'s limits to running zone `z` (its controllers joined first, the
+/// runtime record updated if they were).
+pub(super) fn apply(ctx: &Context, z: &mut Zone, cfg: &ZoneConfig) -> Result<()> {
+    let limits = effective_limits(ctx, cfg)?;
+    let (driver, _) = ctx.cgroups()?;
+    let Some(rt) = z.runtime.as_mut() else {
+        return Ok(());
+    };
+    let unsupported = |e: CgroupError| {
+        match e {
+        e @ (CgroupError::Io { .. } | CgroupError::Busy { .. }) => Error::Io {
+            context: format!(
+                "zone '{}': the kernel refused the new limits (none was changed; a memory limit below what the zone uses now may be refused until it frees memory): {e}",
+                z.name
+            ),
+            source: std::io::Error::other("cgroup write"),
+        },
+        e => Error::Unsupported(format!("zone '{}': {e}", z.name)),
+    }
+    };
+    let joined = driver
+        .join_controllers(&z.name, &rt.cgroups, &limits)
+        .map_err(unsupported)?;
+    if joined != rt.cgroups {
+        rt.cgroups = joined;
+        state::save_runtime(&z.dir, rt)?;
+    }
+    rt.cgroups.apply_limits(&limits).map_err(unsupported)?;
+    Ok(())
+}
