@@ -131,7 +131,7 @@ pub fn config_change(c: &ConfigChange, json: bool) {
     if !c.next_boot.is_empty() {
         if c.state >= crate::state::ZoneState::Ready {
             println!(
-                "zone '{z}': {} saved; needs a reboot to take effect (the zone is {})",
+                "zone '{z}': {} saved; needs a reboot: takes effect at the next boot (the zone is {}; 'warren reboot {z}')",
                 c.next_boot.join(", "),
                 c.state
             );
@@ -291,6 +291,10 @@ fn modified_ms(p: &Path) -> Option<u64> {
 fn follow_console(ctx: &Context, z: &zone::Zone, mut f: std::fs::File, mut at: u64) {
     let mut out = std::io::stdout();
     loop {
+        // Truncated (a `>` redirection onto /dev/console): start again from its top.
+        if f.metadata().is_ok_and(|m| m.len() < at) {
+            at = 0;
+        }
         let mut buf = Vec::new();
         if f.seek(std::io::SeekFrom::Start(at)).is_ok()
             && (&f)
