@@ -105,7 +105,7 @@ fn controller_of(file: &str) -> &'static str {
 fn normal(v: &str) -> String {
     let v = v.trim();
     match v.parse::<i64>() {
-        Ok(n) if n < 0 || n >= (1 << 62) => "max".into(),
+        Ok(n) if !(0..(1 << 62)).contains(&n) => "max".into(),
         _ if v.starts_with("max") => "max".into(),
         _ => v.to_string(),
     }
