@@ -139,6 +139,9 @@ pub fn config_change(c: &ConfigChange, json: bool) {
             println!("zone '{z}': {} saved", c.next_boot.join(", "));
         }
     }
+    for n in &c.notes {
+        println!("  {n}");
+    }
 }
 
 pub fn events_cmd(

@@ -126,6 +126,15 @@ fn edit_config(
         state: st,
         changed,
         live,
+        notes: if st == ZoneState::Running {
+            next_boot
+                .iter()
+                .filter_map(|k| live::reboot_reason(k))
+                .map(str::to_string)
+                .collect()
+        } else {
+            Vec::new()
+        },
         next_boot,
         saved,
         config: z.config,

@@ -37,6 +37,9 @@ pub struct ConfigChange {
     pub next_boot: Vec<String>,
     /// Whether config.toml was written (not with `--live-only`).
     pub saved: bool,
+    /// Why a key that limits the zone still waits for a reboot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
     pub config: ZoneConfig,
 }
 
@@ -49,6 +52,19 @@ pub fn split(st: ZoneState, changed: &[String], to: ApplyTo) -> (Vec<String>, Ve
         .iter()
         .cloned()
         .partition(|k| config::LIVE_KEYS.contains(&k.as_str()))
+}
+
+/// Why `key`, a limit, cannot change while the zone runs (shown with the answer).
+pub fn reboot_reason(key: &str) -> Option<&'static str> {
+    match key {
+        "disk.max" => Some(
+            "disk.max: the zone's disk is a loop-backed ext4 image, sized and mounted at boot; growing it live would need an online resize inside the zone's mount namespace, which warren does not do",
+        ),
+        k if k.starts_with("rlimit.") => Some(
+            "rlimit.*: resource limits are set on init at boot and inherited; running processes keep theirs",
+        ),
+        _ => None,
+    }
 }
 
 /// Apply `cfg`'s limits to running zone `z` (its controllers joined first, the
