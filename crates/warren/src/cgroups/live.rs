@@ -323,8 +323,8 @@ mod tests {
 
     #[test]
     fn apply_limits_rolls_back_what_it_wrote_when_a_write_fails() {
-        let dir = std::env::temp_dir().join(format!("warren-live-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().to_path_buf();
         std::fs::write(dir.join("pids.max"), "max\n").unwrap();
         std::fs::write(dir.join("memory.max"), "max\n").unwrap();
         // A directory where a file is expected: writing it fails with EISDIR.
@@ -353,6 +353,88 @@ mod tests {
         let changed = set.apply_limits(&l).unwrap();
         assert_eq!(changed, ["pids.max", "memory.max", "memory.low"]);
         assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "7");
-        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// v2 in a fake unified hierarchy: a zone booted with memory and pids only gets
+    /// cpu enabled above it, then its files written; unset limits are reset.
+    #[test]
+    fn v2_zone_joins_cpu_live_and_takes_its_new_limits() {
+        use std::fs;
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let own = cg.join("user.slice/warren.scope");
+        fs::create_dir_all(&own).unwrap();
+        fs::write(
+            own.join("cgroup.controllers"),
+            "cpuset cpu io memory pids
+",
+        )
+        .unwrap();
+        fs::write(
+            own.join("cgroup.subtree_control"),
+            "memory pids cpu
+",
+        )
+        .unwrap();
+        let proc_ = tmp.path().join("proc/self");
+        fs::create_dir_all(&proc_).unwrap();
+        fs::write(
+            proc_.join("mountinfo"),
+            format!(
+                "30 24 0:26 / {} rw,nosuid - cgroup2 cgroup2 rw,nsdelegate\n",
+                cg.display()
+            ),
+        )
+        .unwrap();
+        fs::write(proc_.join("cgroup"), "0::/user.slice/warren.scope\n").unwrap();
+        let (driver, _) = super::super::discover(&tmp.path().join("proc"), "warren-t").unwrap();
+        let booted = Limits {
+            max_processes: Some(20),
+            ..Limits::default()
+        };
+        let set = driver.create("web2", &booted).unwrap();
+        let group = own.join("warren-t");
+        let dir = group.join("web2");
+        assert_eq!(
+            fs::read_to_string(group.join("cgroup.subtree_control")).unwrap(),
+            "+memory +pids"
+        );
+        // What the kernel shows: the group's controllers, and the zone's files once
+        // they are on.
+        fs::write(group.join("cgroup.subtree_control"), "memory pids\n").unwrap();
+        for (f, v) in [
+            ("memory.max", "max"),
+            ("memory.swap.max", "max"),
+            ("memory.low", "0"),
+            ("cpu.weight", "100"),
+            ("cpu.max", "max 100000"),
+        ] {
+            fs::write(dir.join(f), v).unwrap();
+        }
+        let new = Limits {
+            memory_max: Some(128 << 20),
+            cpu_max: Some(0.25),
+            ..Limits::default()
+        };
+        let joined = driver.join_controllers("web2", &set, &new).unwrap();
+        assert_eq!(joined, set, "v2 keeps the one directory");
+        assert_eq!(
+            fs::read_to_string(group.join("cgroup.subtree_control")).unwrap(),
+            "+cpu",
+            "cpu enabled in the zone's parent (a fake file keeps the last write)"
+        );
+        let changed = joined.apply_limits(&new).unwrap();
+        let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
+        assert_eq!(read("pids.max"), "max", "an unset limit is reset");
+        assert_eq!(read("memory.max"), "134217728");
+        assert_eq!(read("cpu.max"), "25000 100000");
+        assert_eq!(changed, ["memory.max", "cpu.max", "pids.max"]);
+        let seen = in_force(&joined, &new);
+        assert!(seen.iter().all(|f| f.configured.is_none()), "{seen:?}");
+        fs::write(dir.join("memory.max"), "67108864").unwrap();
+        let seen = in_force(&joined, &new);
+        let drift: Vec<_> = seen.iter().filter(|f| f.configured.is_some()).collect();
+        assert_eq!(drift.len(), 1);
+        assert_eq!(drift[0].file, "memory.max");
     }
 }

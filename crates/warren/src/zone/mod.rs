@@ -38,6 +38,9 @@ pub struct Context {
     pub host: HostPaths,
     driver: OnceCell<(Box<dyn CgroupDriver>, Hierarchy)>,
     boot_id: OnceCell<String>,
+    /// (MemTotal, SwapTotal, defaults.toml): what a zone's effective limits depend on
+    /// besides its config, read once per command (`list` of many zones).
+    limit_inputs: OnceCell<(u64, u64, config::Defaults)>,
 }
 
 impl Context {
@@ -47,6 +50,7 @@ impl Context {
             host,
             driver: OnceCell::new(),
             boot_id: OnceCell::new(),
+            limit_inputs: OnceCell::new(),
         }
     }
 
@@ -61,6 +65,40 @@ impl Context {
 
     pub fn boot_id(&self) -> &str {
         self.boot_id.get_or_init(|| stats::boot_id(&self.host.proc))
+    }
+
+    /// The limits zone config `cfg` gives its cgroups: with the host's swap allowance
+    /// and the state root's `defaults.toml` applied, read now. Boot and live changes.
+    pub fn effective_limits(&self, cfg: &ZoneConfig) -> Result<config::Limits> {
+        let (mem, swap, defaults) = self.read_limit_inputs()?;
+        Ok(cfg
+            .limits
+            .with_swap_allowance(mem, swap)
+            .with_defaults(&defaults))
+    }
+
+    /// [`Context::effective_limits`] with its host inputs read once per command, for
+    /// reading verbs over many zones (`list`). Not for boots: swap may be enabled
+    /// between two boots of one process (`bench scale`).
+    pub fn effective_limits_cached(&self, cfg: &ZoneConfig) -> Result<config::Limits> {
+        let (mem, swap, defaults) = match self.limit_inputs.get() {
+            Some(i) => *i,
+            None => {
+                let i = self.read_limit_inputs()?;
+                *self.limit_inputs.get_or_init(|| i)
+            }
+        };
+        Ok(cfg
+            .limits
+            .with_swap_allowance(mem, swap)
+            .with_defaults(&defaults))
+    }
+
+    fn read_limit_inputs(&self) -> Result<(u64, u64, config::Defaults)> {
+        let m = stats::meminfo(&self.host.proc);
+        let get = |k: &str| m.get(k).copied().unwrap_or(0);
+        let d = config::Defaults::load(self.layout.root())?;
+        Ok((get("MemTotal"), get("SwapTotal"), d))
     }
 
     /// Refuse to go on unless running as root.
@@ -428,7 +466,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 .and_then(|r| exited_run(ctx, r))
                 .or(z.lifecycle.last_run.clone());
             let in_force = rt.and_then(|r| {
-                let limits = lifecycle::effective_limits(ctx, &z.config).ok()?;
+                let limits = ctx.effective_limits_cached(&z.config).ok()?;
                 Some(crate::cgroups::live::in_force(&r.cgroups, &limits))
             });
             ZoneInfo {

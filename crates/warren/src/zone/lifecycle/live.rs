@@ -70,7 +70,7 @@ pub fn reboot_reason(key: &str) -> Option<&'static str> {
 /// Apply `cfg`'s limits to running zone `z` (its controllers joined first, the
 /// runtime record updated if they were).
 pub(super) fn apply(ctx: &Context, z: &mut Zone, cfg: &ZoneConfig) -> Result<()> {
-    let limits = effective_limits(ctx, cfg)?;
+    let limits = ctx.effective_limits(cfg)?;
     let (driver, _) = ctx.cgroups()?;
     let Some(rt) = z.runtime.as_mut() else {
         return Ok(());

@@ -35,7 +35,6 @@ mod run;
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
 pub use install::{clone, create, delete, install, uninstall};
 pub use live::{ApplyTo, ConfigChange};
-pub(in crate::zone) use run::effective_limits;
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};
 

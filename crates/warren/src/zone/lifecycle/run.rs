@@ -67,20 +67,6 @@ fn record_exit(
     }
 }
 
-/// The limits a zone's cgroups get: its config's, with the host's swap allowance and
-/// the state root's defaults (`defaults.toml`) applied. Boot and live changes alike.
-pub(in crate::zone) fn effective_limits(
-    ctx: &Context,
-    cfg: &ZoneConfig,
-) -> Result<crate::config::Limits> {
-    let mem = stats::meminfo(&ctx.host.proc);
-    let get = |k: &str| mem.get(k).copied().unwrap_or(0);
-    Ok(cfg
-        .limits
-        .with_swap_allowance(get("MemTotal"), get("SwapTotal"))
-        .with_defaults(&crate::config::Defaults::load(ctx.layout.root())?))
-}
-
 /// Boot a loaded, locked, reconciled zone; then watch its init for `watch` (see
 /// [`runtime::BOOT_WATCH`]).
 fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootReport> {
@@ -105,7 +91,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     let zone_tasks = 1 + z.config.services.len() as u64;
     let (driver, hierarchy) = ctx.cgroups()?;
     doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
-    let limits = effective_limits(ctx, &z.config)?;
+    let limits = ctx.effective_limits(&z.config)?;
     let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
         CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
             Error::Cgroup(e)
