@@ -76,6 +76,10 @@ if run boot-plain $W boot plain; then
     $W login plain -- dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1 | log
     kills=$(awk '/^oom_kill / {print $2}' $z/memory.events)
     if [ "${kills:-0}" -ge 1 ]; then result oom-kill ok "memory.events oom_kill $kills"; else result oom-kill fail "memory.events: $(cat $z/memory.events)"; fi
+    case "$($W list 2>&1)" in
+    *"running, oom-killed ("*) result list-oom-killed ok "$($W list | grep plain)" ;;
+    *) result list-oom-killed fail "$($W list 2>&1 | grep plain)" ;;
+    esac
     # The process cap: 40 sleepers asked for, pids.max 20 holds.
     $W login plain -- sh -c 'for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait' 2>&1 | tail -2 | log
     max=$(awk '/^max / {print $2}' $z/pids.events)
@@ -102,7 +106,33 @@ if run boot-userns $W boot uz; then
     # Controllers only for the limits set: cpu (another zone's cpu.max), no cpuset, no io.
     z=$(find /sys/fs/cgroup -type d -name uz | head -1)
     expect only-needed-controllers "$(cat $z/cgroup.controllers)" "cpu memory pids"
+    # Live limits: config set on the running zone changes its v2 files at once.
+    if run live-set $W config set uz memory.max=48M cpu.max=0.25 max-processes=30; then
+        expect live-memory.max "$(cat $z/memory.max)" 50331648
+        expect live-cpu.max "$(cat $z/cpu.max)" "25000 100000"
+        expect live-pids.max "$(cat $z/pids.max)" 30
+    fi
+    run live-only $W config set uz --live-only memory.max=40M
+    out=$($W list -v 2>&1)
+    case "$out" in
+    *"in force memory.max=41943040 (configured 50331648)"*) result live-in-force ok "$(echo "$out" | grep uz)" ;;
+    *) result live-in-force fail "$(echo "$out" | grep uz)" ;;
+    esac
 fi
+
+# An init that dies at once: boot says so with its status, list shows it.
+run create-false $W create bad --template bb --set init=/bin/false
+run install-false $W install bad
+out=$($W boot bad 2>&1); rc=$?
+echo "$out" | log
+case "$rc:$out" in
+1:*"exited with status 1"*) result init-exit-reported ok "$(echo "$out" | head -1)" ;;
+*) result init-exit-reported fail "rc=$rc: $out" ;;
+esac
+case "$($W list 2>&1)" in
+*"installed, exited (status 1)"*) result list-exited ok "$($W list | grep bad)" ;;
+*) result list-exited fail "$($W list 2>&1 | grep bad)" ;;
+esac
 
 # memory.swap -> memory.swap.max, with warren's own zram swap: 24 MiB in a 16 MiB zone
 # fit only through swap.
