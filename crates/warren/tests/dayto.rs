@@ -157,6 +157,23 @@ fn config_set_changes_a_running_zones_cgroups_at_once() {
     );
     env.run(&["config", "set", "lv", "--live-only", "hostname=x"])
         .fails(5, "hostname cannot change while the zone runs");
+    // --live-only with the config's own value puts the zone back in line with it.
+    env.ok(&["config", "set", "lv", "--live-only", "memory.max=128M"]);
+    assert_eq!(
+        env.cgroup_file("lv", "memory", "memory.limit_in_bytes"),
+        (128u64 << 20).to_string()
+    );
+    env.ok(&["config", "set", "lv", "--live-only", "memory.max=64M"]);
+
+    // disk.max is not live, and the answer says why and what to do.
+    let r = env.ok(&["config", "set", "lv", "disk.max=1G"]);
+    assert!(
+        r.stdout.contains("disk.max saved; needs a reboot")
+            && r.stdout.contains("uninstall and install the zone"),
+        "{}",
+        r.stdout
+    );
+    env.ok(&["config", "unset", "lv", "disk.max"]);
 
     // --next-boot: the config changes, the zone does not.
     env.ok(&["config", "set", "lv", "--next-boot", "max-processes=60"]);
@@ -218,7 +235,10 @@ fn an_init_that_dies_at_boot_is_reported_with_its_status_and_console() {
         "f",
         r#"init=["/bin/sh", "-c", "echo going-down-now; exit 3"]"#,
     ]);
-    let r = env.run(&["boot", "f"]).fails(1, "exited with status 3");
+    // A shell needs longer than the default watch on a loaded host: watch 5 s.
+    let r = env
+        .run(&["boot", "f", "--watch", "5000"])
+        .fails(1, "exited with status 3");
     assert!(r.stderr.contains("going-down-now"), "{}", r.stderr);
     let logs = env.ok(&["logs", "f"]).stdout;
     assert!(logs.contains("going-down-now"), "{logs}");
@@ -232,6 +252,30 @@ fn an_init_that_dies_at_boot_is_reported_with_its_status_and_console() {
         .collect();
     assert_eq!(exits.len(), 2, "{ev}");
     assert_eq!(exits[1]["status"], 3);
+    assert_eq!(exits[1]["during"], "boot");
+
+    // An init that ends after the watch: warren is no longer its parent, so only that
+    // it ended is known, first from list, then recorded by the next command.
+    env.ok(&[
+        "config",
+        "set",
+        "f",
+        r#"init=["/bin/sh", "-c", "sleep 1; exit 4"]"#,
+    ]);
+    env.ok(&["boot", "f", "--watch", "0"]);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = env.ok(&["list"]).stdout;
+        if text.contains("installed, exited (status unknown)") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the ended init is not shown: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    env.ok(&["halt", "f"]);
+    let entry = list_entry(&env, "f");
+    assert_eq!(entry["last_run"]["exited"], true, "{entry}");
+    assert!(entry["last_run"].get("status").is_none(), "{entry}");
 
     // A good init boots, and the record of the failure is cleared.
     env.ok(&["config", "unset", "f", "init"]);

@@ -127,6 +127,10 @@ pub enum Command {
         /// Boot the zones whose config says autoboot = true.
         #[arg(long, conflicts_with_all = ["zones", "all"])]
         autoboot: bool,
+        /// Milliseconds to watch each new init: one that ends within them fails the
+        /// boot with its exit status and console (0: do not watch).
+        #[arg(long, value_name = "MS", default_value_t = crate::runtime::BOOT_WATCH.as_millis() as u64)]
+        watch: u64,
     },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
     Halt {

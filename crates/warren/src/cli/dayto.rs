@@ -114,7 +114,11 @@ pub fn config_change(c: &ConfigChange, json: bool) {
     }
     let z = &c.zone;
     if c.changed.is_empty() {
-        println!("zone '{z}': nothing changed");
+        if c.saved {
+            println!("zone '{z}': nothing changed");
+        } else {
+            println!("zone '{z}': the running zone's limits written from its config");
+        }
         return;
     }
     if !c.live.is_empty() {

@@ -173,6 +173,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Boot {
             targets: t,
             autoboot,
+            watch,
         } => {
             let zones = if autoboot {
                 zone::boot_autoboot(&ctx)?
@@ -184,7 +185,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {
-                let (o, r) = zone::boot_watched(&ctx, z, crate::runtime::BOOT_WATCH)?;
+                let (o, r) = zone::boot_watched(&ctx, z, Duration::from_millis(watch))?;
                 if o == Outcome::Done && !json {
                     println!(
                         "zone '{z}' booted in {:.1} ms",

@@ -97,7 +97,9 @@ fn edit_config(
             ));
         }
     }
-    if !live.is_empty() {
+    // --live-only always writes the running zone's files, even when the config already
+    // holds the values: that brings an earlier --live-only change back to the config.
+    if !live.is_empty() || to == ApplyTo::LiveOnly {
         let new = z.config.clone();
         live::apply(ctx, &mut z, &new)?;
     }
@@ -126,15 +128,11 @@ fn edit_config(
         state: st,
         changed,
         live,
-        notes: if st == ZoneState::Running {
-            next_boot
-                .iter()
-                .filter_map(|k| live::reboot_reason(k))
-                .map(str::to_string)
-                .collect()
-        } else {
-            Vec::new()
-        },
+        notes: next_boot
+            .iter()
+            .filter_map(|k| live::reboot_reason(k, st))
+            .map(str::to_string)
+            .collect(),
         next_boot,
         saved,
         config: z.config,

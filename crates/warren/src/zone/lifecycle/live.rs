@@ -54,13 +54,14 @@ pub fn split(st: ZoneState, changed: &[String], to: ApplyTo) -> (Vec<String>, Ve
         .partition(|k| config::LIVE_KEYS.contains(&k.as_str()))
 }
 
-/// Why `key`, a limit, cannot change while the zone runs (shown with the answer).
-pub fn reboot_reason(key: &str) -> Option<&'static str> {
+/// Why `key`, a limit, does not change now for a zone in state `st` (shown with the
+/// answer).
+pub fn reboot_reason(key: &str, st: ZoneState) -> Option<&'static str> {
     match key {
-        "disk.max" => Some(
-            "disk.max: the zone's disk is a loop-backed ext4 image, sized and mounted at boot; growing it live would need an online resize inside the zone's mount namespace, which warren does not do",
+        "disk.max" if st >= ZoneState::Installed => Some(
+            "disk.max: the zone's disk is a loop-backed ext4 image made at install; warren does not resize it, live or at boot (the next boot refuses a size that differs from the image's): uninstall and install the zone to change it (this discards its changes)",
         ),
-        k if k.starts_with("rlimit.") => Some(
+        k if k.starts_with("rlimit.") && st == ZoneState::Running => Some(
             "rlimit.*: resource limits are set on init at boot and inherited; running processes keep theirs",
         ),
         _ => None,
