@@ -1,7 +1,7 @@
 //! The one event journal of a state root: `<root>/events.jsonl`, one JSON object a line.
 //!
 //! Every change is one line: lifecycle (`created`, `installed`, `cloned`, `booted`,
-//! `halted`, `exited`, `oom`, `uninstalled`, `deleted`), `config` (`config-changed`,
+//! `halted`, `exited`, `oom`, `evicted`, `uninstalled`, `deleted`), `config` (`config-changed`,
 //! with the keys and where they went) and `agent` (`evict`, `restart`, written by
 //! [`crate::agent::act`]). Each line has `time_ms`, `type`, `action` and `zone`; the
 //! rest depends on the action. A line is one `write(2)` in append mode, so concurrent

@@ -269,7 +269,10 @@ fn an_init_that_dies_at_boot_is_reported_with_its_status_and_console() {
         if text.contains("installed, exited (status unknown)") {
             break;
         }
-        assert!(Instant::now() < deadline, "the ended init is not shown: {text}");
+        assert!(
+            Instant::now() < deadline,
+            "the ended init is not shown: {text}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     env.ok(&["halt", "f"]);
@@ -406,6 +409,8 @@ fn every_changing_verb_answers_in_json() {
     assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
     let all = json(&env.ok(&["--json", "halt", "--all"]).stdout);
     assert_eq!(all.as_array().unwrap().len(), 2, "{all}");
+    let none = json(&env.ok(&["--json", "halt", "--all"]).stdout);
+    assert_eq!(none, serde_json::json!([]));
     check(&["uninstall", "j2"], "uninstall", "j2");
     check(&["delete", "j2"], "delete", "j2");
     check(&["delete", "--force", "j1"], "delete", "j1");

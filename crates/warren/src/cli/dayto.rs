@@ -97,9 +97,13 @@ impl VerbResult {
 pub struct Results(pub Vec<VerbResult>);
 
 impl Results {
-    pub fn print(&self, json: bool) {
+    /// Print them after the verb ran over its zones (`ok`: it failed for none); no
+    /// zone at all (`halt --all` with none running) is an empty array.
+    pub fn print(&self, json: bool, ok: bool) {
         match (json, self.0.as_slice()) {
-            (false, _) | (true, []) => {}
+            (false, _) => {}
+            (true, []) if ok => output::json(&self.0),
+            (true, []) => {}
             (true, [one]) => output::json(one),
             (true, all) => output::json(all),
         }

@@ -157,7 +157,7 @@ fn run(cli: Cli) -> Result<i32> {
                 res.0.push(dayto::VerbResult::new(z, "install", &o));
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Clone { src, new } => {
@@ -202,7 +202,7 @@ fn run(cli: Cli) -> Result<i32> {
                 res.0.push(v);
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Halt {
@@ -224,7 +224,7 @@ fn run(cli: Cli) -> Result<i32> {
                 res.0.push(v);
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Reboot { zones, timeout } => {
@@ -236,7 +236,7 @@ fn run(cli: Cli) -> Result<i32> {
                     .push(dayto::VerbResult::new(z, "reboot", &Outcome::Done));
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Login { zone: z, command } => return zone::login(&ctx, &z, &command),
@@ -248,7 +248,7 @@ fn run(cli: Cli) -> Result<i32> {
                 res.0.push(dayto::VerbResult::new(z, "uninstall", &o));
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Delete { zones, force } => {
@@ -260,7 +260,7 @@ fn run(cli: Cli) -> Result<i32> {
                     .push(dayto::VerbResult::new(z, "delete", &Outcome::Done));
                 Ok(())
             });
-            res.print(json);
+            res.print(json, r.is_ok());
             r?
         }
         Command::Logs {

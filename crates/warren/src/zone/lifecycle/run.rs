@@ -318,6 +318,13 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
     let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
     z.lifecycle.evicted = Some(reason.to_string());
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    crate::journal::note(
+        &ctx.layout,
+        crate::journal::EventType::Lifecycle,
+        "evicted",
+        name,
+        serde_json::json!({ "reason": reason, "graceful": graceful }),
+    );
     Ok(Some(graceful))
 }
 
