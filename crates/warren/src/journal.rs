@@ -136,7 +136,8 @@ fn parse_lines(text: &str, filter: &Filter) -> Vec<Entry> {
 }
 
 fn read_file(p: &std::path::Path) -> Result<String> {
-    match crate::fsutil::read_bounded(p, 2 * ROTATE_AT.max(crate::agent::act::MAX_EVENTS_FILE)) {
+    // An older warren did not rotate: its file may be far past ROTATE_AT.
+    match crate::fsutil::read_bounded(p, crate::agent::act::MAX_EVENTS_FILE) {
         Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
         Err(e) => Err(e).ctx(|| {

@@ -98,3 +98,42 @@ pub(super) fn apply(ctx: &Context, z: &mut Zone, cfg: &ZoneConfig) -> Result<()>
     rt.cgroups.apply_limits(&limits).map_err(unsupported)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_running_zone_takes_live_keys_and_next_boot_keeps_them_all() {
+        let changed: Vec<String> = ["cpu.max", "hostname", "memory.max", "disk.max"]
+            .map(String::from)
+            .to_vec();
+        let (live, later) = split(ZoneState::Running, &changed, ApplyTo::Both);
+        assert_eq!(live, ["cpu.max", "memory.max"]);
+        assert_eq!(later, ["hostname", "disk.max"]);
+        let (live, later) = split(ZoneState::Running, &changed, ApplyTo::NextBoot);
+        assert!(live.is_empty());
+        assert_eq!(later, changed);
+        let (live, later) = split(ZoneState::Installed, &changed, ApplyTo::Both);
+        assert!(live.is_empty());
+        assert_eq!(later, changed);
+        assert!(reboot_reason("disk.max", ZoneState::Installed).is_some());
+        assert!(reboot_reason("disk.max", ZoneState::Configured).is_none());
+        assert!(reboot_reason("rlimit.nofile", ZoneState::Running).is_some());
+        assert!(reboot_reason("hostname", ZoneState::Running).is_none());
+    }
+
+    #[test]
+    fn changed_keys_names_each_dotted_key_that_differs() {
+        let t = |s: &str| config::from_table("z", &s.parse::<toml::Table>().unwrap()).unwrap();
+        let old = t("template = \"host\"\nmemory.max = \"256M\"\nhostname = \"a\"\n");
+        let new =
+            t("template = \"host\"\nmemory.max = \"128M\"\ncpu.max = 0.5\nhostname = \"a\"\n");
+        assert_eq!(
+            config::changed_keys(Some(&old), &new),
+            ["cpu.max", "memory.max"]
+        );
+        assert!(config::changed_keys(Some(&new), &new).is_empty());
+        assert!(config::changed_keys(None, &new).contains(&"template".to_string()));
+    }
+}
