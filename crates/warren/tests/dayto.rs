@@ -287,6 +287,32 @@ fn an_init_that_dies_at_boot_is_reported_with_its_status_and_console() {
 }
 
 #[test]
+fn a_failing_service_is_logged_on_the_console_by_warren_init() {
+    let env = Env::new();
+    env.host_zone("sv", &[r#"services=["echo svc-ran; exit 7", "sleep 300"]"#]);
+    env.ok(&["boot", "sv"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let logs = env.ok(&["logs", "sv"]).stdout;
+        if logs.contains("exited with status 7") {
+            assert!(logs.contains("svc-ran"), "{logs}");
+            assert!(
+                logs.contains("warren-init: service \"/bin/sh -c echo svc-ran; exit 7\""),
+                "{logs}"
+            );
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no service exit on the console: {logs}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The zone runs on: a service is not its init.
+    assert_eq!(env.state("sv"), "running");
+}
+
+#[test]
 fn oom_kills_are_counted_while_running_and_after_halt() {
     let env = Env::new();
     env.host_zone("o", &["memory.max=32M", "memory.swap=0"]);
