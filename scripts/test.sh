@@ -28,6 +28,11 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 # tests/bench.rs compares against LXC and runs PostgreSQL + pgbench in zones; their
 # recommends (lxcfs, dnsmasq, ...) would start host daemons, so they are left out.
 command -v lxc-start >/dev/null 2>&1 || need+=(lxc)
+# tests/proc_views.rs starts private lxcfs instances. On a systemd host the package
+# also starts lxcfs.service at /var/lib/lxcfs, which every other test's zones (and
+# LXC's, through its lxcfs hook) would then bind: it is stopped and disabled below.
+new_lxcfs=
+command -v lxcfs >/dev/null 2>&1 || { need+=(lxcfs); new_lxcfs=1; }
 ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
 # tests/oci.rs and tests/containerd.rs drive warren-oci with real clients (private
 # stores, temp roots); podman is installed with its recommends (catatonit,
@@ -43,6 +48,9 @@ if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
         apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
     [ ${#with_recommends[@]} -eq 0 ] ||
         apt-get install -y -qq "${with_recommends[@]}" >/dev/null
+fi
+if [ -n "$new_lxcfs" ] && [ -d /run/systemd/system ]; then
+    systemctl disable --now lxcfs.service >/dev/null 2>&1 || true
 fi
 
 # tests/cgroup_v2_vm.rs boots Debian's cloud kernels (fetched by scripts/vm/ with

@@ -5,6 +5,10 @@
 #
 #   scripts/vm/boot.sh KERNEL_DIR INITRD
 #
+# WARREN_VM_APPEND adds to the kernel command line; NAME=value words there reach the
+# guest's scenario as environment variables (the kernel passes them to init), e.g.
+# WARREN_VM_APPEND="WARREN_VM_MEASURE_ROUNDS=3" for the clone3 boot-latency rounds.
+#
 # Needs e2fsprogs (mkfs.ext4) for the guest's data disk, INITRD.disk.
 set -euo pipefail
 kdir=${1:?usage: boot.sh KERNEL_DIR INITRD}
@@ -26,4 +30,4 @@ exec "$qemu" -M q35 -accel tcg,thread=multi -smp 2 -m 1024 -cpu max \
     -nodefaults -no-reboot -display none -serial stdio \
     -drive "file=$disk,if=virtio,format=raw,cache=unsafe" \
     -kernel "$kernel" -initrd "$initrd" \
-    -append "console=ttyS0 cgroup_no_v1=all quiet panic=-1 rdinit=/init"
+    -append "console=ttyS0 cgroup_no_v1=all quiet panic=-1 rdinit=/init${WARREN_VM_APPEND:+ $WARREN_VM_APPEND}"

@@ -156,6 +156,27 @@ pub fn mount(
     cvt(unsafe { libc::mount(p(&src), tgt.as_ptr(), p(&fst), flags, p(&dat).cast()) }).map(drop)
 }
 
+/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach the detached
+/// mount `fd` (from `open_tree(OPEN_TREE_CLONE)`) on `target` in the caller's mount
+/// namespace.
+pub fn move_mount_onto(fd: std::os::fd::BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+    let c = cpath(target)?;
+    let empty = c"";
+    // SAFETY: "" with MOVE_MOUNT_F_EMPTY_PATH names the descriptor itself, which the
+    // borrow keeps open; `c` is NUL-terminated.
+    cvt(unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            crate::userns::MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    } as libc::c_int)
+    .map(drop)
+}
+
 /// `umount2(target, flags)`.
 pub fn umount2(target: &Path, flags: libc::c_int) -> io::Result<()> {
     let c = cpath(target)?;

@@ -136,6 +136,36 @@ pub fn fork() -> io::Result<i32> {
     cvt(unsafe { libc::fork() })
 }
 
+/// Fork a helper that must neither outlive the caller nor hold what it holds (a zone's
+/// lock file, pipes, loop devices): in the child, every descriptor from 3 up is closed
+/// (its own copy of the table), it asks for SIGKILL when the caller dies
+/// (`PR_SET_PDEATHSIG`) and exits at once if the caller died before that. The helper
+/// works by path only. Single-threaded callers only (checked, as [`fork`]). Returns 0
+/// in the child.
+pub fn fork_helper() -> io::Result<i32> {
+    let parent = crate::getpid();
+    let pid = fork()?;
+    if pid == 0 {
+        // SAFETY: a forked child has its own copy of the descriptor table; closing it
+        // touches nothing of the parent's. prctl and getppid take integers only.
+        let ok = unsafe {
+            libc::syscall(libc::SYS_close_range, 3, libc::c_uint::MAX, 0) == 0
+                && libc::prctl(
+                    libc::PR_SET_PDEATHSIG,
+                    libc::SIGKILL as libc::c_ulong,
+                    0,
+                    0,
+                    0,
+                ) == 0
+                && libc::getppid() == parent
+        };
+        if !ok {
+            crate::exit_now(1);
+        }
+    }
+    Ok(pid)
+}
+
 /// `setsid()`.
 pub fn setsid() -> io::Result<()> {
     // SAFETY: no arguments; fails with EPERM for a group leader.

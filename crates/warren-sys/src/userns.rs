@@ -13,6 +13,14 @@
 //! The throwaway shares warren's memory (`CLONE_VM`) and runs on a small stack of its
 //! own, so creating it copies no page tables; it only ever calls `pause(2)`.
 //!
+//! It must never outlive warren nor hold what warren held: it gets its own copy of
+//! the descriptor table (no `CLONE_FILES`, which would share warren's table and so
+//! keep the zone's lock file open through it) and closes every descriptor from 3 up
+//! but its report pipe before anything else (`close_range`); it asks for SIGKILL when
+//! warren dies (`PR_SET_PDEATHSIG`) and then checks that warren is still its parent
+//! (warren may have died between the clone and the prctl). So a `kill -9` of warren
+//! at any moment leaves no process holding a zone's lock (issue 22, item 1).
+//!
 //! [`open_tree_idmapped`] makes a detached copy of a mount (`open_tree` with
 //! `OPEN_TREE_CLONE`) and gives it the namespace's id mapping (`mount_setattr` with
 //! `MOUNT_ATTR_IDMAP`), so files owned by host uid 0 appear owned by the zone's root
@@ -95,6 +103,26 @@ struct HoldArgs {
     extra: libc::c_int,
     /// Where it reports: 0 when the namespaces exist, else the errno.
     report: RawFd,
+    /// warren's pid: the holder exits at once if its parent is no longer this one.
+    parent: libc::pid_t,
+}
+
+/// Close every descriptor except `keep` (raw syscalls, allocation-free): the holder's
+/// copy of warren's table, so it holds no lock file, namespace, or pipe — not even
+/// warren's stdout and stderr, which a caller waiting for their end would wait on.
+/// Returns false if `close_range` failed (the caller gives up: a holder that might
+/// hold warren's lock must not exist).
+///
+/// # Safety
+/// Closes descriptors of the calling process's table: only for a process whose table
+/// is its own copy (a child cloned without `CLONE_FILES`).
+unsafe fn close_all_but(keep: RawFd) -> bool {
+    let close = |lo: libc::c_uint, hi: libc::c_uint| -> bool {
+        // SAFETY: close_range takes integers; the caller guarantees the table is ours.
+        lo > hi || unsafe { libc::syscall(libc::SYS_close_range, lo, hi, 0) } == 0
+    };
+    let keep = keep as libc::c_uint;
+    (keep == 0 || close(0, keep - 1)) && close(keep + 1, libc::c_uint::MAX)
 }
 
 /// The throwaway: become the owner ids, create the user namespace (so its owner, and
@@ -104,9 +132,15 @@ extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
     // SAFETY: `arg` points at the parent's `HoldArgs`, which stays alive until the
     // parent has read our report (it blocks on the pipe), and we read it only before
     // writing that report. Everything below is raw syscalls: no allocation, no locks.
+    // We were cloned without CLONE_FILES, so `close_all_but` closes our own copy of
+    // the table, never warren's descriptors.
     unsafe {
         let a = &*(arg as *const HoldArgs);
         let report = a.report;
+        // Hold nothing of warren's: our copy of its descriptor table, closed.
+        if !close_all_but(report) {
+            libc::syscall(libc::SYS_exit, 1);
+        }
         let step = |rc: libc::c_long| -> bool { rc >= 0 };
         let ok = step(libc::syscall(
             libc::SYS_setgroups,
@@ -116,6 +150,19 @@ extern "C" fn hold(arg: *mut libc::c_void) -> libc::c_int {
             && step(libc::syscall(libc::SYS_setresuid, a.uid, a.uid, a.uid))
             && step(libc::unshare(libc::CLONE_NEWUSER) as libc::c_long)
             && (a.extra == 0 || step(libc::unshare(a.extra) as libc::c_long));
+        // Die with warren. Set after the id changes, which clear it (commit_creds);
+        // then, if warren died before the prctl, go now.
+        if libc::prctl(
+            libc::PR_SET_PDEATHSIG,
+            libc::SIGKILL as libc::c_ulong,
+            0,
+            0,
+            0,
+        ) != 0
+            || libc::getppid() != a.parent
+        {
+            libc::syscall(libc::SYS_exit, 1);
+        }
         let code: i32 = if ok { 0 } else { *libc::__errno_location() };
         let bytes = code.to_ne_bytes();
         libc::write(report, bytes.as_ptr().cast(), bytes.len());
@@ -139,6 +186,18 @@ impl Namespaces {
         map: &str,
         owner: (libc::uid_t, libc::gid_t),
         proc_root: &Path,
+    ) -> io::Result<Namespaces> {
+        Self::create_then(extra, map, owner, proc_root, || {})
+    }
+
+    /// [`Namespaces::create`], calling `while_held` once the holder has made the
+    /// namespaces and before it is killed (warren's crash point for that window).
+    pub fn create_then(
+        extra: libc::c_int,
+        map: &str,
+        owner: (libc::uid_t, libc::gid_t),
+        proc_root: &Path,
+        while_held: impl FnOnce(),
     ) -> io::Result<Namespaces> {
         // SAFETY: an anonymous private mapping with no address hint; checked below.
         let stack = unsafe {
@@ -167,6 +226,7 @@ impl Namespaces {
             gid: owner.1,
             extra,
             report: wr.as_raw_fd(),
+            parent: crate::getpid(),
         };
         let flags = libc::CLONE_VM | libc::SIGCHLD;
         // SAFETY: the stack grows down, so the child starts at the top of the mapping
@@ -219,6 +279,7 @@ impl Namespaces {
         if code != 0 {
             return Err(io::Error::from_raw_os_error(code));
         }
+        while_held();
         let dir = proc_root.join(pid.to_string());
         std::fs::write(dir.join("uid_map"), map)?;
         std::fs::write(dir.join("gid_map"), map)?;

@@ -25,7 +25,8 @@ pub enum ExitCode {
     WrongState = 4,
     /// Bad input: a name, a config key or value, a path.
     InvalidInput = 5,
-    /// The name is taken, or the object is in use (template used by zones).
+    /// The name is taken, or the object is in use (template used by zones, a lock
+    /// held past `--wait`).
     Conflict = 6,
     /// Something the host lacks: a package, a kernel feature, a cgroup controller.
     Unsupported = 7,
@@ -96,7 +97,9 @@ pub enum Error {
         #[source]
         source: io::Error,
     },
-    #[error("state file {}: {message}; repair it by hand or remove the zone with 'warren delete --force'", path.display())]
+    /// A state file that cannot be read as what it should be; the remedy is derived
+    /// from which file it is ([`remedy_for`]), so every such error says what works.
+    #[error("state file {}: {message}; {}", path.display(), remedy_for(path))]
     Corrupt { path: PathBuf, message: String },
     /// A zone's stored `config.toml` cannot be used as it is: missing, not UTF-8, not
     /// TOML, or holding a value this warren refuses. The verbs that repair it work.
@@ -115,6 +118,15 @@ pub enum Error {
         primary: Box<Error>,
         cleanup: Box<Error>,
     },
+    /// A lock wait bounded by `--wait` expired.
+    #[error("gave up after {waited_s}s waiting for {what}'s lock ({}), held by {holder}; wait for that command to finish and retry, raise --wait, or stop the holder if it is stuck ({})", path.display(), kill_hint(pids))]
+    LockTimeout {
+        what: String,
+        holder: String,
+        pids: Vec<i32>,
+        waited_s: f64,
+        path: PathBuf,
+    },
     /// Several zones were acted on and some failed.
     /// An init that ended during boot's watch: the zone is installed again.
     #[error("zone '{zone}': its init {how} right after starting, so the zone is not running (it is installed again); the last lines of its console ({}):\n{console}\nfix the init or its config ('warren config show {zone}', 'warren logs {zone}') and boot again", log.display())]
@@ -131,6 +143,59 @@ pub enum Error {
     Partial { failed: usize, total: usize },
 }
 
+/// What an operator can do about a damaged state file at `path`, by its place in the
+/// state root (docs/recovery.md has the whole table).
+pub fn remedy_for(path: &std::path::Path) -> String {
+    let file = path.file_name().and_then(|f| f.to_str()).unwrap_or("");
+    let parent = path.parent();
+    let owner = parent
+        .and_then(|p| p.file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    let area = parent
+        .and_then(|p| p.parent())
+        .and_then(|p| p.file_name())
+        .and_then(|f| f.to_str())
+        .unwrap_or("");
+    match (area, owner, file) {
+        ("zones", z, "runtime.json") => format!(
+            "the next command on zone '{z}' treats it as stale (its cgroups are found by name); run 'warren halt {z}' or 'warren gc'"
+        ),
+        ("zones", z, "config.toml") => format!(
+            "repair it by hand, or remove the zone with 'warren delete --force {z}'"
+        ),
+        ("zones", z, _) => format!(
+            "repair it by hand (docs/recovery.md), or remove the zone with 'warren delete --force {z}'"
+        ),
+        ("templates", t, _) => format!(
+            "delete the template with 'warren template delete {t}' (refused while zones use it) and create it again, or repair it by hand"
+        ),
+        (_, _, "userns") => "move it aside; 'warren gc' then re-records every zone's range from its state.json".into(),
+        (_, "locks", _) => format!(
+            "move it aside (e.g. 'mv {} {}.bad'); warren makes a new lock file",
+            path.display(),
+            path.display()
+        ),
+        (_, "net", _) => format!(
+            "halt the zones on this bridge, then move {file} aside: the next boot starts a new lease file"
+        ),
+        _ => "repair it by hand or move it aside (docs/recovery.md)".into(),
+    }
+}
+
+fn kill_hint(pids: &[i32]) -> String {
+    match pids {
+        [] => "find it with 'grep -l lock: /proc/*/fdinfo/*'".into(),
+        ps => format!(
+            "kill {}",
+            ps.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+    }
+}
+
 impl Error {
     /// The exit code this error maps to.
     pub fn exit_code(&self) -> ExitCode {
@@ -140,9 +205,10 @@ impl Error {
             }
             Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
             Error::WrongState { .. } => ExitCode::WrongState,
-            Error::ZoneExists(_) | Error::TemplateExists(_) | Error::TemplateInUse { .. } => {
-                ExitCode::Conflict
-            }
+            Error::ZoneExists(_)
+            | Error::TemplateExists(_)
+            | Error::TemplateInUse { .. }
+            | Error::LockTimeout { .. } => ExitCode::Conflict,
             Error::Unsupported(_) | Error::HostLimit { .. } => ExitCode::Unsupported,
             Error::NotRoot => ExitCode::Permission,
             Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,

@@ -18,6 +18,7 @@ pub const POINTS: &[&str] = &[
     "create.after-mkdir",
     "create.after-config",
     "install.after-incomplete",
+    "install.after-disk-image",
     "install.after-backend",
     "clone.after-mkdir",
     "clone.after-copy",
@@ -25,12 +26,16 @@ pub const POINTS: &[&str] = &[
     "boot.after-cgroups",
     "boot.after-lease",
     "boot.after-runtime",
+    "boot.holder-alive",
     "boot.after-spawn",
     "halt.after-shutting-down",
     "halt.after-stop",
     "uninstall.after-incomplete",
     "uninstall.after-backend",
     "delete.after-rename",
+    // Any atomic write, between its temp file and the rename (crash.rs: the first
+    // write of a boot, runtime.json): the temp file is gc's to collect.
+    "write.after-temp",
 ];
 
 /// The variable tests set to stop warren at a pause point.

@@ -27,6 +27,7 @@ pub fn atomic_write(path: &Path, data: &[u8], durable: bool) -> io::Result<()> {
         if durable {
             f.sync_all()?;
         }
+        crate::fault::point("write.after-temp");
         fs::rename(&tmp, path)?;
         if durable {
             sync_dir(dir)?;

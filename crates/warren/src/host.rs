@@ -33,6 +33,9 @@ pub struct HostInfo {
     pub user_namespaces: String,
     /// Whether user-namespaced zones can boot here, tried (see [`userns_support`]).
     pub userns_support: UsernsSupport,
+    /// /proc views (`crate::procviews`): lxcfs's state as zones booted now get it.
+    pub proc_views: String,
+    pub proc_views_active: bool,
     pub online_cpus: usize,
     pub mem_total_bytes: u64,
     pub swap_total_bytes: u64,
@@ -48,6 +51,13 @@ pub fn info(ctx: &Context) -> Result<HostInfo> {
     let (backend, why) = storage::choose(ctx.layout.root(), &ctx.host.proc)?;
     let mem = crate::stats::meminfo(&ctx.host.proc);
     let (soft, hard) = warren_sys::rlimit_nofile().unwrap_or((0, 0));
+    let (proc_views, proc_views_active) = match crate::config::Defaults::load(ctx.layout.root()) {
+        Ok(d) => {
+            let s = crate::procviews::probe(&ctx.host.proc, &d);
+            (s.describe(), s.is_active())
+        }
+        Err(e) => (format!("unknown: {e}"), false),
+    };
     Ok(HostInfo {
         warren_version: env!("CARGO_PKG_VERSION"),
         kernel: warren_sys::kernel_release(),
@@ -62,6 +72,8 @@ pub fn info(ctx: &Context) -> Result<HostInfo> {
         disk_quota: crate::quota::probe(&ctx.host.proc).describe(),
         user_namespaces: userns_info(&ctx.host.proc),
         userns_support: userns_support(ctx.layout.root(), &ctx.host.proc),
+        proc_views,
+        proc_views_active,
         online_cpus: crate::stats::online_cpus(&ctx.host.sys).len(),
         mem_total_bytes: mem.get("MemTotal").copied().unwrap_or(0),
         swap_total_bytes: mem.get("SwapTotal").copied().unwrap_or(0),

@@ -109,6 +109,9 @@ pub struct HostPaths {
     pub proc: PathBuf,
     /// Usually `/sys`.
     pub sys: PathBuf,
+    /// Host-wide runtime state shared by every state root (a tmpfs, gone at reboot):
+    /// `/run/warren`, or `$WARREN_RUN_DIR` (tests give each root its own).
+    pub run: PathBuf,
 }
 
 impl Default for HostPaths {
@@ -116,6 +119,10 @@ impl Default for HostPaths {
         HostPaths {
             proc: PathBuf::from("/proc"),
             sys: PathBuf::from("/sys"),
+            run: std::env::var_os("WARREN_RUN_DIR")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/run/warren")),
         }
     }
 }

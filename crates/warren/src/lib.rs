@@ -35,6 +35,7 @@ pub mod measure;
 pub mod names;
 pub mod net;
 pub mod oci;
+pub mod procviews;
 pub mod quota;
 pub mod runtime;
 pub mod sandbox;

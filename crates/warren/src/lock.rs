@@ -1,11 +1,176 @@
 //! Per-object locks: `flock(2)` on a file under `<root>/locks/`. Commands on the same
 //! zone serialise; a lock is released when its holder exits, even by SIGKILL.
+//!
+//! Nobody waits in silence: a command that has waited [`NOTICE_AFTER`] for a lock says
+//! whose it is and who holds it (found through `/proc/<pid>/fdinfo/<fd>`, whose `lock:`
+//! lines list the locks of that open file: a process that merely has the file open,
+//! another waiter, shows none), and the global `--wait S` ([`set_wait_limit`]) bounds
+//! the wait with an error naming the holder. A flock belongs to an open file
+//! description, so the holder is whoever has that description open now, which after a
+//! crash may be a child that inherited it (issue 22, item 1: no helper of warren's may).
 
 use std::fs::{File, OpenOptions};
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::layout::Layout;
+
+/// How long a command waits for a lock before it says who holds it.
+pub const NOTICE_AFTER: Duration = Duration::from_secs(3);
+
+/// `warren gc`'s bound on a shared lock's wait when `--wait` is not given.
+pub const GC_WAIT: Duration = Duration::from_secs(60);
+
+static WAIT_LIMIT: OnceLock<Duration> = OnceLock::new();
+
+/// Bound every later lock wait of this process (`--wait S`); unset, waits are unbounded.
+pub fn set_wait_limit(limit: Duration) {
+    let _ = WAIT_LIMIT.set(limit);
+}
+
+/// A process holding a lock: pid and command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    pub pid: i32,
+    pub command: String,
+}
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "pid {} ({})", self.pid, self.command)
+    }
+}
+
+/// Whether one `/proc/<pid>/fdinfo/<fd>` text shows a lock held through that
+/// descriptor (a `lock:` line that is not a waiter's `->` entry).
+pub fn fdinfo_holds_lock(fdinfo: &str) -> bool {
+    fdinfo
+        .lines()
+        .any(|l| l.starts_with("lock:") && !l.contains("->"))
+}
+
+/// The processes that hold a lock on the file at `path` (same device and inode),
+/// scanning `<proc>/<pid>/fd/*` and their fdinfo.
+pub fn holders(proc_root: &Path, path: &Path) -> Vec<Holder> {
+    let Ok(target) = std::fs::metadata(path) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let Ok(procs) = std::fs::read_dir(proc_root) else {
+        return out;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            // The link's text first: stat-ing every descriptor on the host through its
+            // link could block on an unrelated hung filesystem.
+            std::fs::read_link(fd.path()).is_ok_and(|l| l.file_name() == path.file_name())
+                && std::fs::metadata(fd.path())
+                    .is_ok_and(|m| m.dev() == target.dev() && m.ino() == target.ino())
+                && std::fs::read_to_string(p.path().join("fdinfo").join(fd.file_name()))
+                    .is_ok_and(|t| fdinfo_holds_lock(&t))
+        });
+        if holds {
+            let raw = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            let command = raw
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ");
+            let command = if command.is_empty() {
+                std::fs::read_to_string(p.path().join("comm"))
+                    .map(|c| c.trim().to_string())
+                    .unwrap_or_else(|_| "?".into())
+            } else {
+                command
+            };
+            out.push(Holder { pid, command });
+        }
+    }
+    out
+}
+
+/// The holders, for a message: "pid 1234 (warren boot web1)".
+pub fn describe(holders: &[Holder]) -> String {
+    match holders {
+        [] => "a process that could not be identified".into(),
+        hs => hs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    }
+}
+
+/// Take the lock on `file` (exclusive or shared), saying who holds it after
+/// [`NOTICE_AFTER`] and giving up after the `--wait` limit. Until then it polls
+/// (`LOCK_NB`, 1 ms doubling to 20 ms): a blocking `flock` could not be bounded or
+/// interrupted to speak without a signal handler.
+fn wait_for(file: &File, path: &Path, what: &str, shared: bool) -> Result<()> {
+    let start = Instant::now();
+    let mut noticed = false;
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let tried = if shared {
+            file.try_lock_shared()
+        } else {
+            file.try_lock()
+        };
+        match tried {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {}
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(e).ctx(|| format!("locking {}", path.display()))
+            }
+        }
+        let waited = start.elapsed();
+        if let Some(limit) = WAIT_LIMIT.get().filter(|l| waited >= **l) {
+            let holders = holders(Path::new("/proc"), path);
+            return Err(Error::LockTimeout {
+                what: what.to_string(),
+                holder: describe(&holders),
+                pids: holders.iter().map(|h| h.pid).collect(),
+                waited_s: limit.as_secs_f64(),
+                path: path.to_path_buf(),
+            });
+        }
+        if !noticed && waited >= NOTICE_AFTER {
+            noticed = true;
+            let holders = holders(Path::new("/proc"), path);
+            eprintln!(
+                "warren: waiting for {what}'s lock, held by {} (bound the wait with --wait SECONDS)",
+                describe(&holders)
+            );
+            if WAIT_LIMIT.get().is_none() {
+                // Said; unbounded: queue in the kernel (no polling, no latency).
+                let got = if shared {
+                    file.lock_shared()
+                } else {
+                    file.lock()
+                };
+                return got.ctx(|| format!("locking {}", path.display()));
+            }
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn what(kind: &str, name: &str) -> String {
+    match kind {
+        "zone" | "template" => format!("{kind} {name}"),
+        _ => format!("the {kind}-{name} lock file"),
+    }
+}
 
 /// A held lock; released on drop.
 #[derive(Debug)]
@@ -37,6 +202,20 @@ fn open(path: &Path) -> Result<File> {
         }
         other => other,
     };
+    // A lock path replaced by a directory: an empty one is taken away (nothing of
+    // warren's is a directory there), anything else is the operator's to move.
+    let file = match file {
+        Err(e) if e.raw_os_error() == Some(warren_sys::libc::EISDIR) => {
+            if std::fs::remove_dir(path).is_err() {
+                return Err(Error::Corrupt {
+                    path: path.to_path_buf(),
+                    message: "a directory where warren's lock file should be".into(),
+                });
+            }
+            opts()
+        }
+        other => other,
+    };
     let file = file.ctx(|| format!("opening lock file {}", path.display()))?;
     // A lock file made by an older warren (0644) is tightened on first use.
     let meta = file
@@ -53,7 +232,7 @@ fn open(path: &Path) -> Result<File> {
 pub fn exclusive(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
     let path = layout.lock_file(kind, name);
     let file = open(&path)?;
-    file.lock().ctx(|| format!("locking {}", path.display()))?;
+    wait_for(&file, &path, &what(kind, name), false)?;
     Ok(Lock { _file: file })
 }
 
@@ -61,8 +240,7 @@ pub fn exclusive(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
 pub fn shared(layout: &Layout, kind: &str, name: &str) -> Result<Lock> {
     let path = layout.lock_file(kind, name);
     let file = open(&path)?;
-    file.lock_shared()
-        .ctx(|| format!("locking {}", path.display()))?;
+    wait_for(&file, &path, &what(kind, name), true)?;
     Ok(Lock { _file: file })
 }
 
@@ -75,5 +253,35 @@ pub fn try_exclusive_path(path: &Path) -> Result<Option<Lock>> {
         Err(std::fs::TryLockError::Error(e)) => {
             Err(e).ctx(|| format!("locking {}", path.display()))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fdinfo_lock_lines_tell_holders_from_waiters() {
+        let held = "pos:\t0\nflags:\t02100001\nmnt_id:\t30\nino:\t42\nlock:\t1: FLOCK  ADVISORY  WRITE 1234 08:01:42 0 EOF\n";
+        let waiting = "pos:\t0\nflags:\t02100001\nmnt_id:\t30\nino:\t42\n";
+        let blocked = "lock:\t1: -> FLOCK  ADVISORY  WRITE 99 08:01:42 0 EOF\n";
+        assert!(fdinfo_holds_lock(held));
+        assert!(!fdinfo_holds_lock(waiting));
+        assert!(!fdinfo_holds_lock(blocked));
+    }
+
+    #[test]
+    fn holders_names_this_process_for_a_lock_it_holds() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("zone-x.lock");
+        let f = open(&path).unwrap();
+        f.lock().unwrap();
+        let hs = holders(Path::new("/proc"), &path);
+        let me = warren_sys::getpid();
+        assert!(hs.iter().any(|h| h.pid == me), "{hs:?}");
+        let other = open(&path).unwrap();
+        assert!(other.try_lock().is_err());
+        drop(f);
+        assert!(holders(Path::new("/proc"), &path).is_empty());
     }
 }

@@ -168,6 +168,7 @@ pub fn create_image(zone: &str, zone_dir: &Path, size: u64, owner: u32) -> Resul
             )));
         }
         set_image_owner(&tmp, owner)?;
+        crate::fault::point("install.after-disk-image");
         File::open(&tmp)
             .and_then(|f| f.sync_all())
             .ctx(|| format!("syncing {}", tmp.display()))?;
@@ -249,7 +250,8 @@ pub fn shift_image(zone: &str, zone_dir: &Path, to: crate::idmap::IdRange) -> Re
             d.image.display()
         )
     })?;
-    let pid = warren_sys::proc::fork().ctx(|| "fork".to_string())?;
+    // The helper holds none of warren's descriptors (so no zone lock) and dies with it.
+    let pid = warren_sys::proc::fork_helper().ctx(|| "fork".to_string())?;
     if pid == 0 {
         let r = (|| -> std::io::Result<()> {
             warren_sys::loopdev::unshare(warren_sys::libc::CLONE_NEWNS)?;

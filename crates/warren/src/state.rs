@@ -4,8 +4,12 @@
 //! Two files hold it. `state.json` is the persisted lifecycle (configured, incomplete,
 //! installed), written durably. `runtime.json` exists only while the zone is booted and
 //! records what a reboot invalidates anyway (init's pid and start time, its cgroups, the
-//! boot id), so it is written atomically but without fsync. The state a user sees is
-//! derived from both plus what the kernel says now ([`observe`]).
+//! boot id); it is written durably too (a power loss must not leave it empty, which
+//! ext4 can do to a renamed file whose data was never flushed), and one that is empty
+//! or torn anyway is not corruption: [`load_runtime_or_torn`] reports it as
+//! [`RuntimeRecord::Torn`] and the zone layer treats it as stale (its cgroups are found
+//! by the zone's name). The state a user sees is derived from both plus what the kernel
+//! says now ([`observe`]).
 //!
 //! [`decide`] is the one table of which verb may run in which state.
 
@@ -227,11 +231,33 @@ pub fn load_runtime(zone_dir: &Path) -> Result<Option<Runtime>> {
     read_json(&runtime_path(zone_dir))
 }
 
-/// Write `runtime.json` (atomic, not fsync'd: see the module doc).
+/// What `runtime.json` holds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RuntimeRecord {
+    /// No file: the zone is not booted.
+    Absent,
+    Present(Runtime),
+    /// Empty, truncated or garbled (a power loss, a full disk, a hand edit): stale by
+    /// definition; why, for the report.
+    Torn(String),
+}
+
+/// Load `runtime.json`, reporting an unparsable file as [`RuntimeRecord::Torn`]
+/// rather than as an error (an unreadable file — permissions, I/O — is still one).
+pub fn load_runtime_or_torn(zone_dir: &Path) -> Result<RuntimeRecord> {
+    match load_runtime(zone_dir) {
+        Ok(Some(rt)) => Ok(RuntimeRecord::Present(rt)),
+        Ok(None) => Ok(RuntimeRecord::Absent),
+        Err(Error::Corrupt { message, .. }) => Ok(RuntimeRecord::Torn(message)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Write `runtime.json` atomically and durably (see the module doc).
 pub fn save_runtime(zone_dir: &Path, rt: &Runtime) -> Result<()> {
     let path = runtime_path(zone_dir);
     let json = serde_json::to_vec_pretty(rt).expect("runtime serialises");
-    atomic_write(&path, &json, false).ctx(|| format!("writing {}", path.display()))
+    atomic_write(&path, &json, true).ctx(|| format!("writing {}", path.display()))
 }
 
 pub fn remove_runtime(zone_dir: &Path) -> Result<()> {

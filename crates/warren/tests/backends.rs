@@ -66,6 +66,7 @@ impl Drop for BtrfsMount {
 fn run_in(root: &Path, env_kv: Option<(&str, &str)>, args: &[&str]) -> Run {
     let mut c = Command::new(common::WARREN);
     c.env("WARREN_ROOT", root)
+        .env("WARREN_RUN_DIR", root.join("run"))
         .env("WARREN_OCI_ROOT", root.join("oci"))
         .env_remove("WARREN_STORAGE")
         .args(args);

@@ -512,6 +512,7 @@ fn ctr_runs_tasks_through_warren_oci() {
     let o = Command::new("nsenter")
         .args(["-t", &daemon, "-m", "-p", "--", WARREN])
         .env("WARREN_ROOT", c.path().join("zones"))
+        .env("WARREN_RUN_DIR", c.path().join("zones").join("run"))
         .arg("--oci-root")
         .arg(c.path().join("oci-root").join(NS))
         .args(["list", "--json"])

@@ -15,6 +15,12 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
     env.ok(&["template", "create", "host", "--from", "host"]);
     match verb {
         "create" => (vec!["create", "z"], &["absent"]),
+        // A disk.max install stages its image beside the zone (`.disk-img-*`,
+        // `.disk-stage-*`): gc must know those names too.
+        "install" if point == "install.after-disk-image" => {
+            env.ok(&["create", "z", "--set", "disk.max=64M"]);
+            (vec!["install", "z"], &["incomplete"])
+        }
         "install" => {
             env.ok(&["create", "z"]);
             (vec!["install", "z"], &["incomplete"])
@@ -26,6 +32,12 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
         "boot" => {
             env.host_zone("z", &[]);
             (vec!["boot", "z"], &["installed", "running"])
+        }
+        // An atomic write killed before its rename: the first one of a boot
+        // (runtime.json) leaves `.runtime.json.tmp-<pid>` and the zone's cgroups.
+        "write" => {
+            env.host_zone("z", &[]);
+            (vec!["boot", "z"], &["installed"])
         }
         "halt" => {
             env.host_zone("z", &[]);

@@ -494,3 +494,53 @@ fn doctor_flags_host_settings_that_weaken_isolation() {
     assert_eq!(finding(&v, &key).unwrap()["verdict"], "weakens");
     assert!(v["summary"]["weakens"].as_u64().unwrap() >= 1);
 }
+
+/// Transparent huge pages "always" with swap (issue 23): the finding follows this
+/// host's THP mode and swap, and a zone asking for memory.swap counts as swap configured.
+/// The verdict rule itself is unit-tested on fixture trees in `doctor::thp`.
+#[test]
+fn doctor_warns_about_thp_always_when_zones_swap() {
+    let _serial = serial();
+    let enabled = "/sys/kernel/mm/transparent_hugepage/enabled";
+    let Ok(mode) = std::fs::read_to_string(enabled) else {
+        panic!(
+            "{enabled} is missing: this kernel has no THP, so the warning cannot be checked here"
+        );
+    };
+    let always = mode.contains("[always]");
+    let env = Env::new();
+    env.ok(&["template", "create", "host", "--from", "host"]);
+    env.ok(&[
+        "create",
+        "sw1",
+        "--set",
+        "memory.max=64M",
+        "--set",
+        "memory.swap=32M",
+    ]);
+    let r = env.run(&["doctor", "--zones", "1", "--json"]);
+    let v = json(&r.stdout);
+    let f = finding(&v, "transparent_hugepage with swap")
+        .unwrap_or_else(|| panic!("no THP finding: {}", r.stdout));
+    let want = if always { "warning" } else { "ok" };
+    assert_eq!(f["verdict"], want, "THP line {mode:?}: {f}");
+    if always {
+        let note = f["note"].as_str().unwrap();
+        assert!(note.contains("sw1") && note.contains("6.1"), "{note}");
+        assert!(
+            f["fix"]["text"].as_str().unwrap().contains("madvise"),
+            "{f}"
+        );
+    } else {
+        assert!(f["fix"].is_null(), "{f}");
+    }
+    // Warnings are advice: they never turn the exit code into a failure by themselves.
+    let fails = v["summary"]["will_fail"].as_u64().unwrap();
+    assert_eq!(
+        r.code == 0,
+        fails == 0,
+        "exit {} with {fails} will-fail",
+        r.code
+    );
+    assert_eq!(v["summary"]["warnings"], u64::from(always));
+}

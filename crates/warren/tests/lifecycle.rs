@@ -289,6 +289,7 @@ fn interactive_login_gets_a_pty_from_the_zone() {
     let out = std::process::Command::new("script")
         .args(["-qec", &cmd, "/dev/null"])
         .env("WARREN_ROOT", env.root())
+        .env("WARREN_RUN_DIR", env.root().join("run"))
         .output()
         .expect("script(1) from bsdutils");
     let stdout = String::from_utf8_lossy(&out.stdout);

@@ -594,6 +594,7 @@ fn podman_runs_zones_through_warren_oci() {
 fn warren_json(t: &Oci, args: &[&str]) -> serde_json::Value {
     let o = Command::new(WARREN)
         .env("WARREN_ROOT", t.path().join("zones-root"))
+        .env("WARREN_RUN_DIR", t.path().join("zones-root").join("run"))
         .arg("--oci-root")
         .arg(t.path().join("state"))
         .arg("--json")
@@ -611,6 +612,7 @@ fn warren_json(t: &Oci, args: &[&str]) -> serde_json::Value {
 fn warren_table(t: &Oci, args: &[&str]) -> String {
     let o = Command::new(WARREN)
         .env("WARREN_ROOT", t.path().join("zones-root"))
+        .env("WARREN_RUN_DIR", t.path().join("zones-root").join("run"))
         .env("WARREN_OCI_ROOT", t.path().join("state"))
         .args(args)
         .output()

@@ -37,6 +37,7 @@ impl Drop for SwapGuard {
     fn drop(&mut self) {
         let _ = Command::new(WARREN)
             .env("WARREN_ROOT", &self.root)
+            .env("WARREN_RUN_DIR", self.root.join("run"))
             .args(["swap", "disable"])
             .output();
         let swaps = std::fs::read_to_string("/proc/swaps").unwrap_or_default();
@@ -104,6 +105,7 @@ fn hog(zone: &str, env: &Env, mib: u64, hold_s: f64) -> Child {
         format!("my $x = chr(97); $x x= ({mib} << 20); select(undef, undef, undef, {hold_s});");
     Command::new(WARREN)
         .env("WARREN_ROOT", env.root())
+        .env("WARREN_RUN_DIR", env.root().join("run"))
         .args(["login", zone, "--", "/usr/bin/perl", "-e", &script])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -201,6 +203,7 @@ fn agent_evicts_best_effort_zones_in_rank_order_before_any_oom_kill() {
     kids.0.push(
         Command::new(WARREN)
             .env("WARREN_ROOT", env.root())
+            .env("WARREN_RUN_DIR", env.root().join("run"))
             .args(["agent", "--json", "--config", cfg.to_str().unwrap()])
             .stdout(std::fs::File::create(&log).unwrap())
             .spawn()
@@ -400,6 +403,7 @@ fn agent_restarts_evicted_zones_once_pressure_is_gone() {
     kids.0.push(
         Command::new(WARREN)
             .env("WARREN_ROOT", env.root())
+            .env("WARREN_RUN_DIR", env.root().join("run"))
             .args(["agent", "--config", cfg.to_str().unwrap()])
             .stdout(Stdio::null())
             .spawn()

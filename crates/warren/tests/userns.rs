@@ -199,6 +199,7 @@ fn overlapping_ranges_and_ungrantable_privileges_are_refused() {
         .args(["--bounding-set", "-sys_module", "--", common::WARREN])
         .args(["create", "mod", "--set", "caps.add=CAP_SYS_MODULE"])
         .env("WARREN_ROOT", env.root())
+        .env("WARREN_RUN_DIR", env.root().join("run"))
         .output()
         .expect("setpriv (util-linux) runs warren with a smaller bounding set");
     let stderr = String::from_utf8_lossy(&out.stderr);

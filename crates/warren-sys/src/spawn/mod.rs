@@ -8,6 +8,11 @@
 //! parent as `(step index, errno)` over a close-on-exec pipe; EOF on that pipe means
 //! `execve` succeeded.
 //!
+//! With [`SpawnPlan::into_cgroup`] the child is cloned straight into its cgroup v2
+//! directory (`clone3(CLONE_INTO_CGROUP)`, see `clone.rs`), falling back to a plain
+//! clone where the kernel cannot; the caller's after-clone handler migrates the child
+//! only when [`SpawnPlan::placed_in_cgroup`] is false.
+//!
 //! Some setup can only happen from outside once the child exists (a veth pair moved
 //! into its network namespace, by pid). [`spawn_zone_with`] runs a callback in the
 //! parent right after the clone, while the child walks its steps; a
@@ -22,8 +27,10 @@ use std::ptr;
 
 use crate::cvt;
 
+mod clone;
 mod step;
 
+pub use clone::{into_cgroup_supported, IntoCgroup};
 use step::run_step;
 pub use step::Step;
 
@@ -60,6 +67,18 @@ pub struct SpawnPlan {
     /// close-on-exec as the child's last act before its seccomp filter and exec, whatever
     /// the steps opened (see [`crate::fds`]).
     pub pass_fds: u32,
+    /// A cgroup v2 directory to clone the child into (`clone3(CLONE_INTO_CGROUP)`),
+    /// so the parent need not migrate it; see [`IntoCgroup::placed`] for whether it
+    /// happened (it falls back to a plain clone where the kernel cannot).
+    pub into_cgroup: Option<IntoCgroup>,
+}
+
+impl SpawnPlan {
+    /// Whether the last spawn cloned the child straight into
+    /// [`SpawnPlan::into_cgroup`] (then nothing has to migrate it).
+    pub fn placed_in_cgroup(&self) -> bool {
+        self.into_cgroup.as_ref().is_some_and(IntoCgroup::placed)
+    }
 }
 
 /// Why a spawn failed; `E` is the after-clone callback's error type.
@@ -215,24 +234,12 @@ pub fn spawn_staged<E>(
     let waits_for_clone = plan.steps.iter().any(|s| matches!(s, Step::WaitParent));
     crate::fds::ensure_single_threaded().map_err(SpawnError::Clone)?;
 
-    let flags = (plan.clone_flags | libc::SIGCHLD) as libc::c_ulong;
-    // SAFETY: a raw clone with a NULL stack behaves like fork: the child continues on a
-    // copy of this stack. The process is single-threaded (checked just above), and the
-    // child touches nothing but the pre-built `plan`, `argv`, `envp` and raw syscalls
-    // (no allocation, no locks) before it execs or calls _exit.
-    let pid = unsafe {
-        libc::syscall(
-            libc::SYS_clone,
-            flags,
-            ptr::null_mut::<libc::c_void>(),
-            ptr::null_mut::<libc::c_void>(),
-            ptr::null_mut::<libc::c_void>(),
-            0,
-        )
-    };
-    if pid < 0 {
-        return Err(SpawnError::Clone(io::Error::last_os_error()));
-    }
+    // SAFETY: a fork-like clone (the child continues on a copy of this stack). The
+    // process is single-threaded (checked just above), and the child touches nothing
+    // but the pre-built `plan`, `argv`, `envp` and raw syscalls (no allocation, no
+    // locks) before it execs or calls _exit.
+    let pid = unsafe { clone::clone_child(plan.clone_flags, plan.into_cgroup.as_ref()) }
+        .map_err(SpawnError::Clone)?;
     if pid == 0 {
         drop(go_wr);
         drop(rd);
@@ -247,7 +254,6 @@ pub fn spawn_staged<E>(
         let _ = report(wr.as_raw_fd(), index, errno);
         crate::exit_now(127);
     }
-    let pid = pid as i32;
     drop(wr);
     let mut go_wr = Some(go_wr);
     let mut failed: Option<E> = None;

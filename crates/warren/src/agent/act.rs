@@ -153,7 +153,11 @@ pub fn evict(
         Ok(None) => e.error = Some("the zone was no longer running".into()),
         Err(err) => e.error = Some(err.to_string()),
     }
-    record(&ctx.layout, &e)?;
+    // The eviction is done whether or not it can be logged (a full state filesystem is
+    // when evicting matters most): a failed append is reported, not the eviction's error.
+    if let Err(err) = record(&ctx.layout, &e) {
+        eprintln!("warren: agent: zone '{zone_name}': evicted, but not logged: {err}");
+    }
     result.map(|_| e)
 }
 

@@ -355,8 +355,9 @@ mod tests {
         assert_eq!(std::fs::read_to_string(dir.join("pids.max")).unwrap(), "7");
     }
 
-    /// v2 in a fake unified hierarchy: a zone booted with memory and pids only gets
-    /// cpu enabled above it, then its files written; unset limits are reset.
+    /// v2 in a fake unified hierarchy: a zone booted with memory and pids only moves
+    /// to the bucket with cpu, its processes with it, then takes its new limits;
+    /// unset limits are reset.
     #[test]
     fn v2_zone_joins_cpu_live_and_takes_its_new_limits() {
         use std::fs;
@@ -366,16 +367,10 @@ mod tests {
         fs::create_dir_all(&own).unwrap();
         fs::write(
             own.join("cgroup.controllers"),
-            "cpuset cpu io memory pids
-",
+            "cpuset cpu io memory pids\n",
         )
         .unwrap();
-        fs::write(
-            own.join("cgroup.subtree_control"),
-            "memory pids cpu
-",
-        )
-        .unwrap();
+        fs::write(own.join("cgroup.subtree_control"), "memory pids cpu\n").unwrap();
         let proc_ = tmp.path().join("proc/self");
         fs::create_dir_all(&proc_).unwrap();
         fs::write(
@@ -394,41 +389,48 @@ mod tests {
         };
         let set = driver.create("web2", &booted).unwrap();
         let group = own.join("warren-t");
-        let dir = group.join("web2");
-        assert_eq!(
-            fs::read_to_string(group.join("cgroup.subtree_control")).unwrap(),
-            "+memory +pids"
-        );
-        // What the kernel shows: the group's controllers, and the zone's files once
-        // they are on.
-        fs::write(group.join("cgroup.subtree_control"), "memory pids\n").unwrap();
-        for (f, v) in [
-            ("memory.max", "max"),
-            ("memory.swap.max", "max"),
-            ("memory.low", "0"),
-            ("cpu.weight", "100"),
-            ("cpu.max", "max 100000"),
-        ] {
-            fs::write(dir.join(f), v).unwrap();
-        }
+        let old = group.join("@memory-pids/web2");
+        assert_eq!(set.dirs[0].1, old);
+        // What the kernel shows: the zone's controllers, and one process in it.
+        fs::write(old.join("cgroup.controllers"), "memory pids\n").unwrap();
+        fs::write(old.join("cgroup.procs"), "4242\n").unwrap();
         let new = Limits {
             memory_max: Some(128 << 20),
             cpu_max: Some(0.25),
             ..Limits::default()
         };
         let joined = driver.join_controllers("web2", &set, &new).unwrap();
-        assert_eq!(joined, set, "v2 keeps the one directory");
+        let dir = group.join("@cpu-memory-pids/web2");
+        assert_eq!(joined.dirs, vec![("unified".to_string(), dir.clone())]);
         assert_eq!(
-            fs::read_to_string(group.join("cgroup.subtree_control")).unwrap(),
-            "+cpu",
-            "cpu enabled in the zone's parent (a fake file keeps the last write)"
+            fs::read_to_string(group.join("@cpu-memory-pids/cgroup.subtree_control")).unwrap(),
+            "+cpu +memory +pids"
         );
+        assert_eq!(
+            fs::read_to_string(dir.join("cgroup.procs")).unwrap(),
+            "4242"
+        );
+        // Already in a bucket with cpu: nothing moves.
+        fs::write(dir.join("cgroup.controllers"), "cpu memory pids\n").unwrap();
+        assert_eq!(
+            driver.join_controllers("web2", &joined, &new).unwrap(),
+            joined
+        );
+        // The files the kernel shows once the controllers are on.
+        for (f, v) in [
+            ("pids.max", "20"),
+            ("memory.swap.max", "max"),
+            ("memory.low", "0"),
+            ("cpu.weight", "100"),
+        ] {
+            fs::write(dir.join(f), v).unwrap();
+        }
         let changed = joined.apply_limits(&new).unwrap();
         let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
         assert_eq!(read("pids.max"), "max", "an unset limit is reset");
         assert_eq!(read("memory.max"), "134217728");
         assert_eq!(read("cpu.max"), "25000 100000");
-        assert_eq!(changed, ["memory.max", "cpu.max", "pids.max"]);
+        assert_eq!(changed, ["pids.max"], "create_at wrote the others already");
         let seen = in_force(&joined, &new);
         assert!(seen.iter().all(|f| f.configured.is_none()), "{seen:?}");
         fs::write(dir.join("memory.max"), "67108864").unwrap();

@@ -196,6 +196,21 @@ impl CgroupSet {
         }
     }
 
+    /// The directory a zone's first process is cloned into
+    /// (`clone3(CLONE_INTO_CGROUP)`, see `warren_sys::spawn`), opened: the v2 directory.
+    /// `None` for v1 sets (CLONE_INTO_CGROUP takes only a cgroup2 directory; their
+    /// processes are migrated into every hierarchy), and when
+    /// `WARREN_CLONE_INTO_CGROUP=off` asks for the migration (to measure the gain).
+    pub fn clone_target(&self) -> Result<Option<std::os::fd::OwnedFd>, CgroupError> {
+        let off = std::env::var_os("WARREN_CLONE_INTO_CGROUP").is_some_and(|v| v == "off");
+        match (self.version, self.dirs.first()) {
+            (CgroupVersion::V2, Some((_, d))) if !off => std::fs::File::open(d)
+                .map(|f| Some(f.into()))
+                .map_err(io_err("opening", d)),
+            _ => Ok(None),
+        }
+    }
+
     /// The `cgroup.procs` files a process writes itself into to join the zone.
     pub fn procs_files(&self) -> Vec<PathBuf> {
         self.dirs
@@ -243,7 +258,8 @@ impl CgroupSet {
     }
 
     /// Remove the zone's cgroup directories (they must be empty of processes), then the
-    /// group directories above them if no other zone uses them.
+    /// group directories above them (on v2 the bucket and the group) if no other zone
+    /// uses them.
     pub fn remove(&self, timeout: Duration) -> Result<(), CgroupError> {
         let deadline = Instant::now() + timeout;
         for (_, d) in self.dirs.iter().rev() {
@@ -265,6 +281,13 @@ impl CgroupSet {
             if let Some(group) = d.parent() {
                 // Fails harmlessly (EBUSY / ENOTEMPTY) while other zones live there.
                 let _ = std::fs::remove_dir(group);
+                // On v2 that was the zone's bucket (see `v2`): then the group.
+                let bucket = group.file_name().and_then(|n| n.to_str());
+                if self.version == CgroupVersion::V2 && bucket.is_some_and(v2::is_bucket) {
+                    if let Some(g) = group.parent() {
+                        let _ = std::fs::remove_dir(g);
+                    }
+                }
             }
         }
         Ok(())

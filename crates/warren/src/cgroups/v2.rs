@@ -1,5 +1,24 @@
 //! cgroup v2: one directory per zone in the unified hierarchy, beneath the delegated
 //! base warren runs in (its own cgroup, or the parent of its leaf: see [`super::delegate`]).
+//!
+//! # Controllers per zone
+//!
+//! On v2 a cgroup has the controllers its parent enables in `cgroup.subtree_control`,
+//! for all its children alike: a zone placed beside one with a CPU limit would join
+//! the cpu controller too (systemd has the same rule for the units of one slice; runc
+//! and crun enable every controller). So zones are grouped by the controllers their
+//! limits need, one *bucket* per set, and a bucket enables exactly its set:
+//!
+//! ```text
+//! <base>/<group>/                      enables the union (cpu cpuset memory pids as used)
+//!   @memory-pids/<zone>                 zones with no CPU limit: memory pids only
+//!   @cpu-memory-pids/<zone>             zones with cpu.max / cpu.weight
+//!   @cpu-cpuset-memory-pids/<zone>      ... and a cpuset
+//! ```
+//!
+//! A bucket costs one cgroup per set in use (at most four), not one per zone; the
+//! group keeps one directory for the agent's and the bench's group budget; a bucket
+//! is removed with its last zone. Names start with `@`, which zone names cannot.
 
 use std::path::PathBuf;
 
@@ -80,6 +99,22 @@ fn enable_missing(dir: &std::path::Path, wanted: &[&str]) -> Result<(), CgroupEr
     write_file(dir, "cgroup.subtree_control", &missing.join(" "))
 }
 
+/// The bucket of zones needing `controllers`: `@` and their sorted names, e.g.
+/// `@cpu-memory-pids`.
+pub fn bucket_name(controllers: &[&str]) -> String {
+    let mut c = controllers.to_vec();
+    c.sort_unstable();
+    format!("@{}", c.join("-"))
+}
+
+/// Whether a directory name in a group is a bucket ([`bucket_name`]), not a zone.
+pub fn is_bucket(name: &str) -> bool {
+    name.strip_prefix('@').is_some_and(|rest| {
+        rest.split('-')
+            .all(|c| ["cpu", "cpuset", "memory", "pids"].contains(&c))
+    })
+}
+
 /// Controllers a zone with `limits` needs enabled.
 fn needed(limits: &Limits) -> Vec<&'static str> {
     let mut n = vec!["memory", "pids"];
@@ -115,21 +150,57 @@ impl CgroupDriver for V2Driver {
 
     fn join_controllers(
         &self,
-        _zone: &str,
+        zone: &str,
         set: &CgroupSet,
         limits: &Limits,
     ) -> Result<CgroupSet, CgroupError> {
         let wanted = needed(limits);
-        let Some(parent) = set.dirs.first().and_then(|(_, d)| d.parent()) else {
+        let Some((_, dir)) = set.dirs.first() else {
             return Ok(set.clone());
         };
-        // The zone's parent holds no process (zones are its leaves), so enabling a
-        // controller there is allowed; the base first, as at creation.
-        if parent.starts_with(&self.base) {
-            super::delegate::ensure(&self.base, &wanted)?;
+        let have = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+        if wanted
+            .iter()
+            .all(|c| have.split_whitespace().any(|h| h == *c))
+        {
+            return Ok(set.clone());
         }
-        enable_missing(parent, &wanted)?;
-        Ok(set.clone())
+        // A zone sits in the bucket of exactly its controllers (module doc): one that now
+        // needs another moves to that set's bucket. The new directory is made as at
+        // boot (device program included), every process of the zone is moved into it
+        // (repeated: a fork during the move leaves its child behind), and the old one
+        // is removed (best effort: gc collects an empty one left over).
+        let created = self.create_at(
+            &Place::Zone(zone.into()),
+            limits,
+            &super::CreateOptions::default(),
+        )?;
+        let Some((_, new_dir)) = created.set.dirs.first() else {
+            return Ok(set.clone());
+        };
+        if new_dir == dir {
+            return Ok(created.set);
+        }
+        for _ in 0..100 {
+            let left = super::read_pids(&dir.join("cgroup.procs"))
+                .map_err(super::io_err("reading", dir))?;
+            if left.is_empty() {
+                break;
+            }
+            for pid in left {
+                match write_file(new_dir, "cgroup.procs", &pid.to_string()) {
+                    Err(CgroupError::Io { source, .. })
+                        if source.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
+                    r => r?,
+                }
+            }
+        }
+        let old = CgroupSet {
+            version: CgroupVersion::V2,
+            dirs: vec![("unified".into(), dir.clone())],
+        };
+        let _ = old.remove(std::time::Duration::from_millis(500));
+        Ok(created.set)
     }
 
     fn create_at(
@@ -147,16 +218,38 @@ impl CgroupDriver for V2Driver {
         let dir = match place {
             Place::Zone(zone) => {
                 super::delegate::ensure(&self.base, &wanted)?;
-                let parent = self.base.join(&self.group);
+                let group = self.base.join(&self.group);
+                // The group adds this zone's controllers to what earlier zones
+                // enabled; the bucket enables exactly them (see the module doc).
                 let enable: Vec<String> = ["cpu", "cpuset", "memory", "pids"]
                     .iter()
                     .filter(|c| wanted.contains(c))
                     .map(|c| format!("+{c}"))
                     .collect();
-                let dir = parent.join(zone);
-                super::make_group_and_zone(&parent, &dir, || {
-                    write_file(&parent, "cgroup.subtree_control", &enable.join(" "))
-                })?;
+                let enable = enable.join(" ");
+                let bucket = group.join(bucket_name(&wanted));
+                let dir = bucket.join(zone);
+                // A halt of the last other zone may remove the bucket (or the group)
+                // between two mkdirs: then all are made again.
+                let mut attempts = 0;
+                loop {
+                    let made = super::make_group_and_zone(&group, &bucket, || {
+                        write_file(&group, "cgroup.subtree_control", &enable)
+                    })
+                    .and_then(|()| {
+                        super::make_group_and_zone(&bucket, &dir, || {
+                            write_file(&bucket, "cgroup.subtree_control", &enable)
+                        })
+                    });
+                    match made {
+                        Err(CgroupError::Io { source, .. })
+                            if source.kind() == std::io::ErrorKind::NotFound && attempts < 10 =>
+                        {
+                            attempts += 1
+                        }
+                        other => break other?,
+                    }
+                }
                 dir
             }
             Place::FromRoot(rel) | Place::FromOwn(rel) => {
@@ -263,7 +356,7 @@ mod tests {
             ..Limits::default()
         };
         let set = driver.create("web1", &limits).unwrap();
-        let dir = own.join("warren-t/web1");
+        let dir = own.join("warren-t/@cpu-cpuset-memory-pids/web1");
         assert_eq!(set.dirs, vec![("unified".to_string(), dir.clone())]);
         let read = |f: &str| fs::read_to_string(dir.join(f)).unwrap();
         assert_eq!(read("pids.max"), "20");
@@ -272,10 +365,13 @@ mod tests {
         assert_eq!(read("cpu.weight"), "39");
         assert_eq!(read("cpu.max"), "50000 100000");
         assert_eq!(read("cpuset.cpus"), "0-1");
-        assert_eq!(
-            fs::read_to_string(own.join("warren-t/cgroup.subtree_control")).unwrap(),
-            "+cpu +cpuset +memory +pids"
-        );
+        for d in ["warren-t", "warren-t/@cpu-cpuset-memory-pids"] {
+            assert_eq!(
+                fs::read_to_string(own.join(d).join("cgroup.subtree_control")).unwrap(),
+                "+cpu +cpuset +memory +pids",
+                "{d}"
+            );
+        }
         assert_eq!(set.procs_files(), vec![dir.join("cgroup.procs")]);
 
         // Readers use the v2 file names.
@@ -323,6 +419,50 @@ mod tests {
         assert_eq!(control(&cg.join("kubepods")), "+pids");
         assert_eq!(control(&cg.join("kubepods/pod1")), "+memory +pids");
         assert_eq!(fs::read_to_string(leaf.join("pids.max")).unwrap(), "5");
+    }
+
+    /// Controllers per zone: a zone without a CPU limit lands in a bucket that
+    /// enables memory and pids only, beside one with cpu.max in its own bucket.
+    #[test]
+    fn zones_get_only_the_controllers_their_limits_need() {
+        let tmp = tempfile::tempdir().unwrap();
+        let own = tmp.path().join("svc");
+        fs::create_dir_all(&own).unwrap();
+        fs::write(
+            own.join("cgroup.controllers"),
+            "cpuset cpu io memory pids
+",
+        )
+        .unwrap();
+        fs::write(
+            own.join("cgroup.subtree_control"),
+            "cpu memory pids
+",
+        )
+        .unwrap();
+        let d = V2Driver::new(tmp.path().to_path_buf(), own.clone(), "warren");
+        let capped = Limits {
+            cpu_max: Some(0.5),
+            ..Limits::default()
+        };
+        let a = d.create("a", &capped).unwrap();
+        let b = d.create("b", &Limits::default()).unwrap();
+        assert_eq!(a.dirs[0].1, own.join("warren/@cpu-memory-pids/a"));
+        assert_eq!(b.dirs[0].1, own.join("warren/@memory-pids/b"));
+        let enabled =
+            |rel: &str| fs::read_to_string(own.join(rel).join("cgroup.subtree_control")).unwrap();
+        assert_eq!(enabled("warren/@cpu-memory-pids"), "+cpu +memory +pids");
+        assert_eq!(enabled("warren/@memory-pids"), "+memory +pids");
+        assert_eq!(
+            fs::read_to_string(a.dirs[0].1.join("cpu.max")).unwrap(),
+            "50000 100000"
+        );
+        assert!(!b.dirs[0].1.join("cpu.max").exists());
+        assert!(is_bucket("@memory-pids") && is_bucket("@cpu-cpuset-memory-pids"));
+        for name in ["a", "@", "@io-memory", "memory-pids", "@memory-pids-x"] {
+            assert!(!is_bucket(name), "{name}");
+        }
+        assert_eq!(bucket_name(&["pids", "memory", "cpu"]), "@cpu-memory-pids");
     }
 
     #[test]

@@ -10,11 +10,11 @@ Exit codes:
   3  the zone or template does not exist
   4  the zone is in the wrong state for the verb
   5  invalid input: a name, a config key or value
-  6  the name is taken, or the template is in use
+  6  the name is taken, the template is in use, or a lock wait (--wait) expired
   7  the host lacks something (a package, a kernel feature, a cgroup controller)
   8  not running as root
   9  the kernel or filesystem refused an operation
- 10  a state file is corrupt
+ 10  a state file is corrupt (the message names it and the remedy; docs/recovery.md)
 'warren login' exits with the status of the command it ran.
 
 Examples:
@@ -82,6 +82,12 @@ pub struct Cli {
     /// containers beside the zones, kind `oci`.
     #[arg(long, global = true, env = "WARREN_OCI_ROOT", default_value = crate::oci::DEFAULT_ROOT, value_name = "DIR")]
     pub oci_root: PathBuf,
+    /// Wait at most this many seconds for a zone's or template's lock (held by another
+    /// command), then fail naming the holder (exit 6). Unset: wait as long as it takes,
+    /// saying who holds the lock after 3 seconds (gc: at most 60 s, and never for a
+    /// zone another command holds: it skips it).
+    #[arg(long, global = true, env = "WARREN_WAIT", value_name = "SECONDS", value_parser = parse_wait)]
+    pub wait: Option<std::time::Duration>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -203,6 +209,17 @@ pub enum Command {
     Memstat,
     /// The host as warren sees it: kernel, cgroups, storage backend and why.
     Info,
+    /// Each running zone's /proc views (lxcfs's meminfo, cpuinfo, uptime…): live, dead
+    /// or none; --refresh repairs dead ones.
+    #[command(
+        name = "proc-views",
+        after_help = "A zone keeps the binds of the lxcfs it booted with: if lxcfs died, its views fail with ENOTCONN. --refresh detaches them and attaches lxcfs's new mount (or, while lxcfs is down, leaves the host's files). docs/proc-views.md\n\nExamples:\n  warren proc-views\n  warren proc-views --refresh --json"
+    )]
+    ProcViews {
+        /// Repair the views of running zones: re-attach dead ones (as root).
+        #[arg(long)]
+        refresh: bool,
+    },
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
     /// records, orphaned cgroups, unused lock files.
     Gc,
@@ -498,4 +515,17 @@ impl When {
             _ => zone::ApplyTo::Both,
         }
     }
+}
+
+/// `--wait`: a number of seconds, 0 or more (fractions allowed).
+fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s.trim().parse().map_err(|_| {
+        format!("{s:?} is not a number of seconds; use e.g. --wait 30 or --wait 0.5")
+    })?;
+    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
+        return Err(format!(
+            "{s:?} is out of range; use 0 (do not wait) up to 1000000000 seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
 }

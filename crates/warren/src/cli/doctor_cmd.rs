@@ -40,10 +40,19 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         ctx.layout.root(),
         &ctx.host.proc,
     ));
+    let thp = doctor::thp::finding(&doctor::thp::read(
+        &ctx.host.sys,
+        &ctx.host.proc,
+        ctx.layout.root(),
+    ));
+    let views = crate::config::Defaults::load(ctx.layout.root())
+        .map(|d| crate::procviews::finding(&crate::procviews::probe(&ctx.host.proc, &d)));
     let assess = |s: &doctor::LimitSnapshot| {
         let mut f = doctor::assess(s, &plan);
         f.extend(delegation.clone());
         f.push(userns.clone());
+        f.extend(thp.clone());
+        f.extend(views.as_ref().ok().cloned());
         f
     };
     let mut findings = assess(&snapshot());

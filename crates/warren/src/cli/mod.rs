@@ -122,6 +122,12 @@ fn targets(
 }
 
 fn run(cli: Cli) -> Result<i32> {
+    // gc never hangs: it skips busy zones without waiting, and bounds the waits for
+    // the shared locks (id ranges, leases) even when --wait is not given.
+    let gc_bound = matches!(cli.command, Command::Gc).then_some(crate::lock::GC_WAIT);
+    if let Some(limit) = cli.wait.or(gc_bound) {
+        crate::lock::set_wait_limit(limit);
+    }
     let layout = Layout::new(cli.root.clone());
     if warren_sys::geteuid() == 0 {
         layout.secure().ctx(|| {
@@ -288,7 +294,22 @@ fn run(cli: Cli) -> Result<i32> {
                 for i in &report.incomplete {
                     println!("incomplete: {i}");
                 }
-                if report.removed.is_empty() && report.incomplete.is_empty() {
+                // Reported, not fatal: gc went on past it (and autoboot must go on too).
+                for d in &report.damaged {
+                    eprintln!("warren: gc: damaged: {d}");
+                }
+                for s in &report.skipped {
+                    println!("skipped (busy): {s}");
+                }
+                for r in &report.repaired {
+                    println!("repaired {r}");
+                }
+                if report.removed.is_empty()
+                    && report.incomplete.is_empty()
+                    && report.damaged.is_empty()
+                    && report.skipped.is_empty()
+                    && report.repaired.is_empty()
+                {
                     println!("nothing to collect");
                 }
             }
@@ -318,6 +339,14 @@ fn run(cli: Cli) -> Result<i32> {
                 output::json(&info);
             } else {
                 output::host_info(&info);
+            }
+        }
+        Command::ProcViews { refresh } => {
+            let views = crate::zone::proc_views(&ctx, refresh)?;
+            if json {
+                output::json(&views);
+            } else {
+                output::proc_views(&views);
             }
         }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),

@@ -228,6 +228,7 @@ pub fn host_info(i: &HostInfo) {
     if let Some(fix) = &u.fix {
         println!("  fix:           {fix}");
     }
+    println!("proc views:      {}", i.proc_views);
     println!("cpus:            {}", i.online_cpus);
     println!(
         "memory:          {} (swap {})",
@@ -384,6 +385,34 @@ fn doctor_value(v: u64, unit: doctor::Unit) -> String {
     }
 }
 
+/// `warren proc-views`: ZONE, WANT, VIEWS (and AFTER with --refresh).
+pub fn proc_views(v: &[crate::zone::ZoneViews]) {
+    let name = |s: crate::zone::ViewState| {
+        match s {
+            crate::zone::ViewState::None => "none (the host's files)",
+            crate::zone::ViewState::Live => "live",
+            crate::zone::ViewState::Dead => "dead (ENOTCONN: lxcfs went away)",
+        }
+        .to_string()
+    };
+    let refreshed = v.iter().any(|z| z.after.is_some());
+    let rows: Vec<Vec<String>> = v
+        .iter()
+        .map(|z| {
+            let mut row = vec![z.zone.clone(), z.want.to_string(), name(z.before)];
+            if refreshed {
+                row.push(z.after.map_or("-".into(), name));
+            }
+            row
+        })
+        .collect();
+    if refreshed {
+        table(&["ZONE", "WANT", "VIEWS", "AFTER REFRESH"], &rows);
+    } else {
+        table(&["ZONE", "WANT", "VIEWS"], &rows);
+    }
+}
+
 /// The doctor's table (LIMIT, CURRENT, NEEDED, VERDICT, FIX), notes, and a summary line.
 pub fn doctor_report(r: &doctor::Report, verbose: bool) {
     let rows: Vec<Vec<String>> = r
@@ -445,8 +474,13 @@ pub fn doctor_report(r: &doctor::Report, verbose: bool) {
     } else {
         String::new()
     };
+    let warnings = if s.warnings > 0 {
+        format!(", {} warning(s) (see notes)", s.warnings)
+    } else {
+        String::new()
+    };
     println!(
-        "{} ok, {} tight, {} will fail, {} unknown{weakens}{advice}",
+        "{} ok, {} tight, {} will fail, {} unknown{weakens}{warnings}{advice}",
         s.ok, s.tight, s.will_fail, s.unknown
     );
 }

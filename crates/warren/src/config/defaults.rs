@@ -13,11 +13,15 @@
 //!
 //! The defaults are applied at boot to the limits the config leaves unset; they are
 //! not written into the zone's config, so a changed host default reaches every zone
-//! at its next boot. There is no default disk cap: the only mechanism warren has
+//! at its next boot. Two host settings of /proc views (docs/proc-views.md) live here too:
+//! `proc-views = false` turns them off for every zone that does not set the key itself,
+//! and `lxcfs-dir` (host-only, default `/var/lib/lxcfs`) is where lxcfs is mounted.
+//!
+//! There is no default disk cap: the only mechanism warren has
 //! (`disk.max`, a loop-mounted ext4 image per zone) costs a loop device and a journal
 //! thread per zone, too much to impose on thousands of zones (docs/isolation.md).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::{duplicate_key, find_key, flatten, Limits, ZoneConfig};
 use crate::error::{Error, Result};
@@ -26,14 +30,23 @@ use crate::error::{Error, Result};
 pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
 /// `memory.max` of a zone that sets none.
 pub const DEFAULT_MEMORY_MAX: u64 = 512 << 20;
-/// The keys `defaults.toml` may set.
-pub const DEFAULT_KEYS: [&str; 2] = ["max-processes", "memory.max"];
+/// Where Debian's lxcfs unit (and contrib/warren-lxcfs.service) mounts lxcfs.
+pub const DEFAULT_LXCFS_DIR: &str = "/var/lib/lxcfs";
+/// The zone keys `defaults.toml` may set.
+pub const DEFAULT_KEYS: [&str; 3] = ["max-processes", "memory.max", "proc-views"];
+/// The host-only key of `defaults.toml`: where lxcfs is mounted.
+pub const LXCFS_DIR_KEY: &str = "lxcfs-dir";
 
-/// The host's defaults for unset limits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The host's defaults for unset limits, and its /proc views settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Defaults {
     pub max_processes: u64,
     pub memory_max: u64,
+    /// The `proc-views` of a zone that does not set it (default true: when lxcfs is
+    /// mounted).
+    pub proc_views: bool,
+    /// Where lxcfs is mounted (an absolute path).
+    pub lxcfs_dir: PathBuf,
 }
 
 impl Default for Defaults {
@@ -41,6 +54,8 @@ impl Default for Defaults {
         Defaults {
             max_processes: DEFAULT_MAX_PROCESSES,
             memory_max: DEFAULT_MEMORY_MAX,
+            proc_views: true,
+            lxcfs_dir: PathBuf::from(DEFAULT_LXCFS_DIR),
         }
     }
 }
@@ -63,11 +78,25 @@ impl Defaults {
         let mut entries = Vec::new();
         flatten("", &table, &mut entries);
         let mut scratch = ZoneConfig::new("host");
+        let mut lxcfs_dir = None;
         for (name, value) in &entries {
+            if name == LXCFS_DIR_KEY {
+                let dir = value
+                    .as_str()
+                    .map(PathBuf::from)
+                    .filter(|p| p.is_absolute())
+                    .ok_or_else(|| {
+                        bad(format!(
+                            "{name} {value}: expected the absolute path lxcfs is mounted at, such as \"{DEFAULT_LXCFS_DIR}\""
+                        ))
+                    })?;
+                lxcfs_dir = Some(dir);
+                continue;
+            }
             if !DEFAULT_KEYS.contains(&name.as_str()) {
                 return Err(bad(format!(
-                    "{name}: only {} have host defaults",
-                    DEFAULT_KEYS.join(" and ")
+                    "{name}: only {} have host defaults ({LXCFS_DIR_KEY} is the one host setting)",
+                    DEFAULT_KEYS.join(", ")
                 )));
             }
             let key = find_key(name).expect("default keys are zone keys");
@@ -80,6 +109,8 @@ impl Defaults {
                 .max_processes
                 .unwrap_or(builtin.max_processes),
             memory_max: scratch.limits.memory_max.unwrap_or(builtin.memory_max),
+            proc_views: scratch.proc_views.unwrap_or(builtin.proc_views),
+            lxcfs_dir: lxcfs_dir.unwrap_or(builtin.lxcfs_dir),
         })
     }
 
@@ -144,6 +175,14 @@ mod tests {
             e.contains("/r/defaults.toml") && e.contains("cpu.max"),
             "{e}"
         );
+        let d = Defaults::parse(f, "proc-views = false\nlxcfs-dir = \"/run/lx\"\n").unwrap();
+        assert!(!d.proc_views);
+        assert_eq!(d.lxcfs_dir, Path::new("/run/lx"));
+        assert!(Defaults::default().proc_views);
+        let e = Defaults::parse(f, "lxcfs-dir = \"run/lx\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("lxcfs-dir") && e.contains("absolute"), "{e}");
         let e = Defaults::parse(f, "memory.max = \"12X\"")
             .unwrap_err()
             .to_string();

@@ -331,6 +331,15 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "proc-views",
+        help: "the zone's /proc/meminfo, cpuinfo, stat, uptime, loadavg… show its own limits and usage, from the host's lxcfs (default: when lxcfs is mounted, see 'warren info'; true: boot fails without it; false: the host's values; docs/proc-views.md)",
+        example: "false",
+        apply: |c, v| {
+            c.proc_views = Some(want_bool(v)?);
+            Ok(())
+        },
+    },
+    Key {
         name: "priority",
         help: "eviction order under memory pressure: critical, normal or best-effort",
         example: "\"normal\"",

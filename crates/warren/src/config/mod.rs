@@ -197,6 +197,10 @@ pub struct ZoneConfig {
     pub rlimits: BTreeMap<String, crate::isolation::rlimits::Limit>,
     /// The cap on the zone's private layer (its writes), in bytes.
     pub disk_max: Option<u64>,
+    /// `proc-views`: bind lxcfs's views of /proc over the zone's (docs/proc-views.md).
+    /// `None`: when the host has them (`defaults.toml`, lxcfs mounted); `Some(true)`:
+    /// required, the boot fails without them; `Some(false)`: never.
+    pub proc_views: Option<bool>,
 }
 
 impl ZoneConfig {
@@ -224,6 +228,7 @@ impl ZoneConfig {
             userns_base: None,
             rlimits: BTreeMap::new(),
             disk_max: None,
+            proc_views: None,
         }
     }
 

@@ -228,6 +228,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if c.autoboot {
         put("autoboot", true.into());
     }
+    if let Some(v) = c.proc_views {
+        put("proc-views", v.into());
+    }
     if c.priority != Priority::Normal {
         put(
             "priority",

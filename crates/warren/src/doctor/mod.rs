@@ -54,6 +54,7 @@ pub mod assess;
 pub mod fix;
 pub mod probe;
 pub mod snapshot;
+pub mod thp;
 
 use serde::Serialize;
 
@@ -182,6 +183,9 @@ pub enum Verdict {
     /// A host setting that weakens isolation between zones, or between a zone and the
     /// host (advice; it does not change the exit code, which is about density).
     Weakens,
+    /// A host setting known to make zones misbehave (advice; exit code unchanged), e.g.
+    /// transparent huge pages "always" with swap ([`thp`]).
+    Warning,
 }
 
 impl std::fmt::Display for Verdict {
@@ -192,6 +196,7 @@ impl std::fmt::Display for Verdict {
             Verdict::WillFail => "will fail",
             Verdict::Unknown => "unknown",
             Verdict::Weakens => "weakens isolation",
+            Verdict::Warning => "warning",
         })
     }
 }
@@ -287,6 +292,8 @@ pub struct Summary {
     pub unknown: usize,
     /// Host settings that weaken isolation.
     pub weakens: usize,
+    /// Host settings known to make zones misbehave.
+    pub warnings: usize,
 }
 
 impl Summary {
@@ -299,6 +306,7 @@ impl Summary {
                 Verdict::WillFail => s.will_fail += 1,
                 Verdict::Unknown => s.unknown += 1,
                 Verdict::Weakens => s.weakens += 1,
+                Verdict::Warning => s.warnings += 1,
             }
         }
         s

@@ -128,6 +128,7 @@ pub fn run_in_container(
                 .map(|e| c(e))
                 .collect::<Result<_>>()?,
             pass_fds: 0,
+            into_cgroup: None,
         };
         let child = warren_sys::spawn::spawn_zone(&plan)
             .map_err(|e| failed(id, kind, n, h, format!("cannot run it: {e:?}")))?;

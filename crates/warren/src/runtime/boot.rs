@@ -5,7 +5,10 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 
+use std::os::fd::AsRawFd;
+
 use warren_sys::libc;
+use warren_sys::spawn::IntoCgroup;
 
 use super::userns::userns_fds;
 use super::{console, BootSpec, Fds};
@@ -80,6 +83,10 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
         }
         None => None,
     };
+    let views = match spec.views {
+        Some(src) => crate::procviews::open_for_boot(spec.zone, src)?,
+        None => Vec::new(),
+    };
     let mut fds = Fds {
         procs,
         console,
@@ -87,12 +94,18 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
         init,
         userns,
         disk,
+        views,
     };
-    let plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
+    let mut plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
         .map_err(|e| Error::config(spec.zone, e.to_string()))?;
+    // On v2 the init is cloned straight into its cgroup (no migration).
+    let cgroup_dir = spec.cgroups.clone_target()?;
+    plan.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
-        join_cgroups(spec, &fds.procs, pid)?;
+        if !plan.spawn.placed_in_cgroup() {
+            join_cgroups(spec, &fds.procs, pid)?;
+        }
         let Some(net) = spec.net else {
             return Ok(());
         };

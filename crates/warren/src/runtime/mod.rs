@@ -19,6 +19,7 @@ pub mod login;
 mod spec;
 mod stop;
 mod userns;
+mod views;
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -35,6 +36,7 @@ use crate::storage::RootMount;
 
 pub use boot::{boot, init_exited, last_lines, watch, Booted, BOOT_WATCH};
 pub use stop::{stop, StopOutcome};
+pub use views::reattach_views;
 
 /// The environment every zone process starts with.
 pub const ZONE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
@@ -61,6 +63,9 @@ pub struct BootSpec<'a> {
     /// `disk.max`: the image holding the overlay's upper and work directories,
     /// mounted (from a loop device) before the overlay.
     pub disk: Option<&'a crate::quota::DiskMount>,
+    /// `proc-views`: the lxcfs mount whose views are bound over the zone's /proc
+    /// (`crate::procviews`).
+    pub views: Option<&'a crate::procviews::Source>,
 }
 
 /// Descriptors the child needs; they must stay open until the spawn returns.
@@ -74,6 +79,8 @@ struct Fds {
     /// A `disk.max` image's loop device (autoclear: detached when its last mount goes)
     /// and its ext4 filesystem, mounted by the parent as a detached mount.
     disk: Option<(warren_sys::loopdev::LoopDevice, std::os::fd::OwnedFd)>,
+    /// lxcfs's views as detached read-only binds, with their paths in the zone's root.
+    views: Vec<(&'static str, std::os::fd::OwnedFd)>,
 }
 
 /// Overlay mount options, refusing paths the option syntax cannot carry.

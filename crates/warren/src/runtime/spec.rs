@@ -68,6 +68,8 @@ pub(super) struct Descriptors {
     /// The mounted disk.max image (a detached mount).
     pub disk: Option<RawFd>,
     pub userns: Option<UsernsDescriptors>,
+    /// lxcfs's views (`crate::procviews`), by their path in the zone's root.
+    pub views: Vec<(&'static str, RawFd)>,
 }
 
 /// A user-namespaced zone's namespaces and idmapped mounts.
@@ -100,6 +102,11 @@ impl Fds {
                 root: u.root.as_raw_fd(),
                 binds: u.binds.iter().map(AsRawFd::as_raw_fd).collect(),
             }),
+            views: self
+                .views
+                .iter()
+                .map(|(rel, fd)| (*rel, fd.as_raw_fd()))
+                .collect(),
         }
     }
 }
@@ -208,6 +215,16 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
     let base = us.map_or(0, |u| u.range.base);
     let mut mounts = root_mounts(spec, fds)?;
     mounts.extend(kernel_mounts(&root, us.map(|_| base)));
+    // lxcfs's views over the fresh /proc and the read-only /sys (neither reachable by
+    // the zone yet), from binds the booting process opened on the host's lxcfs mount.
+    for (rel, fd) in &fds.views {
+        mounts.push(attach(
+            &root.join(rel),
+            Prepare::AsIs,
+            *fd,
+            format!("lxcfs's view of /{rel} (proc-views)"),
+        ));
+    }
     let nodes = isolation::devices::NODES
         .iter()
         .map(|n| Node {

@@ -53,6 +53,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
                 count: 65536,
             }),
             disk: Some(&disk),
+            views: None,
         };
         let fds = Descriptors {
             console_mount: 10,
@@ -71,6 +72,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
                 root: 18,
                 binds: vec![19],
             }),
+            views: vec![("proc/meminfo", 20), ("sys/devices/system/cpu/online", 21)],
         };
         let spec = zone_spec(&boot, &fds).unwrap();
         let p = crate::sandbox::plan(spec).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -115,6 +117,23 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
                 on(&steps[check + 1]),
                 "{name}: /{rel} mounted right after its check"
             );
+        }
+        // lxcfs's views land over the fresh /proc and the read-only /sys, after
+        // both are mounted and before the root changes.
+        let mounted = |rel: &str| {
+            let t = dir.join("root").join(rel);
+            at(&|s| match s {
+                Step::Mount { target, .. } | Step::MoveMount { target, .. } => {
+                    target.to_bytes() == t.as_os_str().as_encoded_bytes()
+                }
+                _ => false,
+            })
+            .unwrap_or_else(|| panic!("{name}: nothing mounted on /{rel}"))
+        };
+        let (proc, sys) = (mounted("proc"), mounted("sys"));
+        for view in ["proc/meminfo", "sys/devices/system/cpu/online"] {
+            let v = mounted(view);
+            assert!(proc < v && sys < v && v < pivot, "{name}: /{view} placed");
         }
         // The flags of the clone: a new user namespace is never made by the clone
         // (it is joined), a new network namespace only without one.
@@ -172,6 +191,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
         net: None,
         idmap: None,
         disk: None,
+        views: None,
     };
     let fds = Descriptors {
         console_mount: 10,
@@ -179,6 +199,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
         init: Some(12),
         disk: None,
         userns: None,
+        views: Vec::new(),
     };
     let e = zone_spec(&boot, &fds).unwrap_err().to_string();
     assert!(e.contains("web2") && e.contains("NUL"), "{e}");

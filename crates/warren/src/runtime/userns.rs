@@ -34,7 +34,9 @@ pub(super) fn userns_fds(spec: &BootSpec<'_>, range: IdRange) -> Result<UsernsFd
         extra |= libc::CLONE_NEWNET;
     }
     let owner = (range.base, range.base);
-    let ns = Namespaces::create(extra, &range.map_line(), owner, spec.proc_root).map_err(|e| {
+    let held = || crate::fault::point("boot.holder-alive");
+    let ns = Namespaces::create_then(extra, &range.map_line(), owner, spec.proc_root, held)
+        .map_err(|e| {
         let hint = match e.raw_os_error() {
             Some(libc::ENOSPC) => " (user.max_user_namespaces or another namespace limit was reached; raise it with sysctl)",
             Some(libc::EPERM) => " (user namespaces are disabled here; set userns = false for this zone)",

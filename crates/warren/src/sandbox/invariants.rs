@@ -145,6 +145,7 @@ mod tests {
             argv: vec![c("true")],
             envp: Vec::new(),
             pass_fds: 0,
+            into_cgroup: None,
         }
     }
 

@@ -49,6 +49,7 @@ impl Plan {
                 argv: Vec::new(),
                 envp: Vec::new(),
                 pass_fds,
+                into_cgroup: None,
             },
             what: Vec::new(),
         }

@@ -200,10 +200,18 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
     result
 }
 
-/// Delete template `name`; refused while any zone's config names it.
+/// Delete template `name`; refused while any zone's config names it. A template whose
+/// manifest is missing or damaged is deleted all the same (its root is removed as a
+/// btrfs subvolume if it is one, else as a tree), so `template create` can make it again.
 pub fn delete(layout: &Layout, name: &str) -> Result<()> {
-    let manifest = load(layout, name)?;
+    names::template(name)?;
     let _lock = lock::exclusive(layout, "template", name)?;
+    let manifest = match load(layout, name) {
+        Ok(m) => Some(m),
+        Err(e @ Error::NoSuchTemplate(_)) if !layout.template_dir(name).is_dir() => return Err(e),
+        Err(Error::NoSuchTemplate(_) | Error::Corrupt { .. }) => None,
+        Err(e) => return Err(e),
+    };
     let users = crate::zone::zones_using_template(layout, name)?;
     if !users.is_empty() {
         return Err(Error::TemplateInUse {
@@ -216,7 +224,15 @@ pub fn delete(layout: &Layout, name: &str) -> Result<()> {
         .templates()
         .join(format!(".del-{name}-{}", unique_suffix()));
     fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
-    backend(manifest.backend).remove_template_root(&trash.join("root"))?;
+    let root = trash.join("root");
+    match manifest {
+        Some(m) => backend(m.backend).remove_template_root(&root)?,
+        None if warren_sys::fs::is_btrfs_subvol(&root) => {
+            warren_sys::fs::btrfs_subvol_delete(&root)
+                .ctx(|| format!("deleting btrfs subvolume {}", root.display()))?
+        }
+        None => {}
+    }
     remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))
 }
 

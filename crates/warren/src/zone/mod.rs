@@ -8,6 +8,7 @@
 mod gc;
 mod lifecycle;
 mod prepare;
+mod records;
 
 use std::cell::OnceCell;
 use std::fs;
@@ -22,6 +23,7 @@ pub use lifecycle::{
     config_unset, create, delete, evict, halt, install, login, reboot, uninstall, ApplyTo,
     BootReport, ConfigChange, Outcome,
 };
+pub use lifecycle::{proc_views, ViewState, ZoneViews};
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
 use crate::config::{self, ZoneConfig};
@@ -82,10 +84,10 @@ impl Context {
     /// between two boots of one process (`bench scale`).
     pub fn effective_limits_cached(&self, cfg: &ZoneConfig) -> Result<config::Limits> {
         let (mem, swap, defaults) = match self.limit_inputs.get() {
-            Some(i) => *i,
+            Some(i) => i.clone(),
             None => {
                 let i = self.read_limit_inputs()?;
-                *self.limit_inputs.get_or_init(|| i)
+                self.limit_inputs.get_or_init(|| i).clone()
             }
         };
         Ok(cfg
@@ -150,6 +152,9 @@ pub struct Zone {
     pub config: ZoneConfig,
     pub lifecycle: Lifecycle,
     pub runtime: Option<Runtime>,
+    /// `runtime.json` exists but cannot be parsed (empty or torn): why. Stale; the
+    /// next locked command cleans up by the zone's name ([`reconcile`]).
+    pub torn_runtime: Option<String>,
 }
 
 impl Zone {
@@ -260,21 +265,55 @@ pub fn load(ctx: &Context, name: &str) -> Result<Zone> {
         path: state::state_path(&dir),
         message: "the file is missing".into(),
     })?;
-    let runtime = state::load_runtime(&dir)?;
+    let (runtime, torn_runtime) = load_runtime(ctx, name, &dir)?;
     Ok(Zone {
         name: name.to_string(),
         dir,
         config,
         lifecycle,
         runtime,
+        torn_runtime,
+    })
+}
+
+/// The zone's runtime record, or why it is stale: torn (empty, garbled) or naming
+/// another zone's cgroups or init (a copied zone directory: acting on it would stop
+/// the other zone).
+pub(crate) fn load_runtime(
+    ctx: &Context,
+    name: &str,
+    dir: &Path,
+) -> Result<(Option<state::Runtime>, Option<String>)> {
+    Ok(match state::load_runtime_or_torn(dir)? {
+        state::RuntimeRecord::Absent => (None, None),
+        state::RuntimeRecord::Present(rt) => match records::foreign_record(ctx, name, &rt) {
+            Some(why) => (None, Some(why)),
+            None => (Some(rt), None),
+        },
+        state::RuntimeRecord::Torn(why) => (None, Some(why)),
     })
 }
 
 /// Repair what an interrupted or crashed command left, under the zone's lock: a stale
 /// runtime record (init gone, host rebooted, or a boot that never finished) has its
-/// cgroups killed and removed and is deleted.
+/// cgroups killed and removed and is deleted. A torn or foreign record is stale, and
+/// so is a missing one whose zone still has cgroups (removed by hand, or lost between
+/// a boot's cgroups and its first record): the cgroups named after the zone are
+/// cleaned ([`records::clean_by_name`]).
 pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
+    if zone.torn_runtime.is_some() {
+        records::clean_by_name(ctx, &zone.name)?;
+        state::remove_runtime(&zone.dir)?;
+        zone.torn_runtime = None;
+        return Ok(());
+    }
     let Some(rt) = &zone.runtime else {
+        // Where cgroups cannot be discovered (a verb that needs none), nothing to do.
+        if let Ok(set) = records::cgroups_by_name(ctx, &zone.name) {
+            if !set.dirs.is_empty() {
+                records::clean_by_name(ctx, &zone.name)?;
+            }
+        }
         return Ok(());
     };
     let fact = ctx.init_fact(rt);

@@ -46,7 +46,10 @@ pub(super) fn prepare_idmap(
 ) -> Result<Option<IdRange>> {
     let want = if z.config.userns {
         let r = match z.lifecycle.idmap {
-            Some(r) if z.config.userns_base.is_none_or(|b| b == r.base) => r,
+            Some(r) if z.config.userns_base.is_none_or(|b| b == r.base) => {
+                idmap::check_at_boot(&ctx.layout, &z.name, r)?;
+                r
+            }
             _ => {
                 let r = idmap::allocate(&ctx.layout, &z.name, z.config.userns_base)?;
                 z.lifecycle.idmap = Some(r);

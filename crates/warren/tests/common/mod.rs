@@ -101,6 +101,8 @@ impl Env {
         // A private OCI state root: `list` and `stat` also show the containers of
         // the default one (/run/warren-oci), which tests running beside this one use.
         c.env("WARREN_ROOT", self.root())
+            // The host-wide id-range registry (/run/warren) of this test's own.
+            .env("WARREN_RUN_DIR", self.root().join("run"))
             .env("WARREN_OCI_ROOT", self.root().join("oci"))
             .env_remove("WARREN_CGROUP")
             .env_remove("WARREN_STORAGE");

@@ -95,6 +95,7 @@ fn under_terminal(env: &Env, t: &Path, n: usize, inner: &str, read_secs: u32) ->
             .env("OUT", &out)
             .env("T", t)
             .env("WARREN_ROOT", env.root())
+            .env("WARREN_RUN_DIR", env.root().join("run"))
             .env("WARREN_OCI_ROOT", env.root().join("oci"))
             .env_remove("WARREN_CGROUP")
             .env_remove("WARREN_STORAGE")

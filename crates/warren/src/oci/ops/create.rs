@@ -208,6 +208,9 @@ fn create_in(
     };
     let (mut p, notes) = plan::init_plan(&inputs).map_err(|e| inval(e.to_string()))?;
     p.spawn.pass_fds = a.preserve_fds;
+    // On v2 the init is cloned straight into its cgroup (no migration).
+    let cgroup_dir = set.clone_target()?;
+    p.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
@@ -241,7 +244,8 @@ fn create_in(
                         })?;
                     }
                 }
-                for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {
+                let placed = p.spawn.placed_in_cgroup();
+                for (path, mut f) in procs.iter().filter(|_| !placed).map(|(p, f)| (p, f)) {
                     f.write_all(pid.to_string().as_bytes()).ctx(|| {
                         format!("container '{id}': moving its init into {}", path.display())
                     })?;

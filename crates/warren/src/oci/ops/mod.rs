@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use oci_spec::runtime::{LinuxNamespaceType, Process, Spec};
 use warren_sys::libc;
-use warren_sys::spawn::{Event, SpawnError};
+use warren_sys::spawn::{Event, IntoCgroup, SpawnError};
 
 use super::plan::{self, InitInputs, ProcessInputs};
 use super::state::{self, Record, Status, Verb};

@@ -42,9 +42,11 @@ fn edit_config(
         path: state::state_path(&dir),
         message: "the file is missing".into(),
     })?;
+    let (runtime, torn_runtime) = crate::zone::load_runtime(ctx, name, &dir)?;
     let mut z = Zone {
         name: name.into(),
-        runtime: state::load_runtime(&dir)?,
+        runtime,
+        torn_runtime,
         dir,
         config: cfg,
         lifecycle,

@@ -276,59 +276,71 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
     Ok(Outcome::Done)
 }
 
-/// `warren delete`: remove a configured zone; with `force`, halt and uninstall first.
+/// `warren delete`: remove a configured zone; with `force`, whatever its state and
+/// whatever state its files are in: a running zone is stopped (by its record, or by
+/// its cgroups' name when the record is unreadable), then the directory is renamed
+/// aside and removed whole (a btrfs root subvolume included), so nothing needs to be
+/// written first and a full state filesystem does not stop it.
 pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
+    names::zone(name)?;
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
     let range;
     match load_locked(ctx, name) {
         Ok(mut z) => {
             range = z.lifecycle.idmap;
-            if force {
-                if z.state(ctx) >= ZoneState::Ready {
-                    ctx.require_root()?;
-                    halt_locked(ctx, &mut z, Some(Duration::from_secs(5)))?;
-                }
-                if z.lifecycle.state != ZoneState::Configured {
-                    ctx.require_root()?;
-                    uninstall_locked(&mut z)?;
-                }
+            if !force {
+                state::check(name, Verb::Delete, z.state(ctx))?;
+            } else if z.state(ctx) >= ZoneState::Ready {
+                ctx.require_root()?;
+                halt_locked(ctx, &mut z, Some(Duration::from_secs(5)))?;
+            } else if z.lifecycle.state != ZoneState::Configured {
+                ctx.require_root()?;
             }
-            state::check(name, Verb::Delete, z.state(ctx))?;
         }
-        // A zone whose files are unreadable can still be removed by force.
-        Err(Error::Corrupt { .. } | Error::Config { .. } | Error::BadConfigFile { .. })
-            if force =>
-        {
+        Err(Error::NoSuchZone(n)) => return Err(Error::NoSuchZone(n)),
+        // A zone whose files are unreadable, damaged or missing (or whose lock or
+        // reconcile failed on them) can still be removed by force.
+        Err(e) if force && dir.symlink_metadata().is_ok() => {
             ctx.require_root()?;
-            // The id range, if state.json is readable (the config may be what is damaged).
+            force_stop_unreadable(ctx, name, &dir).map_err(|c| e.with_cleanup(Some(c)))?;
             range = state::load_lifecycle(&dir)
                 .ok()
                 .flatten()
                 .and_then(|l| l.idmap);
-            if let Ok(Some(rt)) = state::load_runtime(&dir) {
-                rt.cgroups.kill_all(Duration::from_secs(5))?;
-                rt.cgroups.remove(Duration::from_secs(5))?;
-                if let Some(net) = &rt.net {
-                    crate::net::release(&ctx.layout, name, net)?;
-                }
-            }
-            // A btrfs zone's root is a subvolume, which a plain tree removal cannot delete.
-            let root = dir.join("root");
-            if warren_sys::fs::is_btrfs_subvol(&root) {
-                warren_sys::fs::btrfs_subvol_delete(&root)
-                    .ctx(|| format!("deleting {}", root.display()))?;
-            }
         }
         Err(e) => return Err(e),
     }
     let zones = ctx.layout.zones();
     let trash = zones.join(format!(".del-{name}-{}", unique_suffix()));
     fs::rename(&dir, &trash).ctx(|| format!("renaming {}", dir.display()))?;
-    sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))?;
+    // Durability of the rename is best effort: a lost one leaves the zone, deleted again.
+    let _ = sync_dir(&zones);
     fault::point("delete.after-rename");
-    remove_tree(&trash).ctx(|| format!("removing {}", trash.display()))?;
-    idmap::release(&ctx.layout, name, range)?;
+    super::super::gc::remove_leftover(&trash)?;
+    // The zone is gone; a range that cannot be freed now (a damaged `userns/`) is
+    // freed by 'warren gc' (ranges of vanished zones).
+    if let Err(e) = idmap::release(&ctx.layout, name, range) {
+        eprintln!(
+            "warren: zone '{name}': deleted, but freeing its id range failed ({e}); 'warren gc' frees it once {} is repaired",
+            ctx.layout.root().join("userns").display()
+        );
+    }
     journal(ctx, "deleted", name, serde_json::json!({}));
     Ok(())
+}
+
+/// Stop whatever zone `name` runs when its files cannot be loaded: by its runtime
+/// record if that parses, and by its cgroups' name in any case.
+fn force_stop_unreadable(ctx: &Context, name: &str, dir: &Path) -> Result<()> {
+    if let Ok(Some(rt)) = state::load_runtime(dir) {
+        rt.cgroups.kill_all(Duration::from_secs(5))?;
+        rt.cgroups.remove(Duration::from_secs(5))?;
+        if let Some(net) = &rt.net {
+            if let Err(e) = crate::net::release(&ctx.layout, name, net) {
+                super::run::warn(name, "releasing its network lease", &e);
+            }
+        }
+    }
+    crate::zone::records::clean_by_name(ctx, name)
 }

@@ -91,7 +91,10 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     let zone_tasks = 1 + z.config.services.len() as u64;
     let (driver, hierarchy) = ctx.cgroups()?;
     doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
+    let defaults = crate::config::Defaults::load(ctx.layout.root())?;
     let limits = ctx.effective_limits(&z.config)?;
+    // Before any cgroup exists: a zone requiring /proc views without lxcfs is refused.
+    let views = crate::procviews::for_boot(&z.name, &z.config, &defaults, &ctx.host.proc)?;
     let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
         CgroupError::Io { .. } | CgroupError::Busy { .. } | CgroupError::NoHierarchy { .. } => {
             Error::Cgroup(e)
@@ -152,11 +155,24 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
         net: rt.net.as_ref(),
         idmap,
         disk: disk.as_ref(),
+        views: views.as_ref(),
+    };
+    // Host-wide: no running zone of any state root holds this range (idmap::running).
+    if let Some(r) = idmap {
+        if let Err(e) = idmap::running::claim(&ctx.host, &ctx.layout, &z.name, r) {
+            return Err(undo(&rt, e));
+        }
+    }
+    let release_claim = || {
+        if let Some(r) = idmap {
+            let _ = idmap::running::release(&ctx.host, &ctx.layout, &z.name, r);
+        }
     };
     let t1 = Instant::now();
     let booted = match runtime::boot(&spec) {
         Ok(b) => b,
         Err(e) => {
+            release_claim();
             let oom = rt.cgroups.oom_kills().unwrap_or(0);
             record_exit(ctx, (&z.name, &z.dir), &mut z.lifecycle, &e, oom);
             // A process limit hit after admission (the host filled up meanwhile): name
@@ -181,15 +197,28 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     rt.init = Some(booted.init);
     rt.booted_at_ms = now_ms();
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
+        release_claim();
         return Err(undo(&rt, e));
     }
     let total = t0.elapsed();
     if !watch.is_zero() {
         if let Some(status) = runtime::watch(booted.init.pid, watch) {
+            release_claim();
             let e = runtime::init_exited(&z.name, Some(status), &booted.console, spec.console);
             let oom = rt.cgroups.oom_kills().unwrap_or(0);
             record_exit(ctx, (&z.name, &z.dir), &mut z.lifecycle, &e, oom);
             return Err(undo(&rt, e));
+        }
+    }
+    if let Some(r) = idmap {
+        // Best effort: a claim still naming this warren is found live through the
+        // runtime record just written.
+        if let Err(e) = idmap::running::hold(&ctx.host, &ctx.layout, &z.name, r, booted.init) {
+            warn(
+                &z.name,
+                "recording its init in the host's id-range registry",
+                &e,
+            );
         }
     }
     z.runtime = Some(rt);
@@ -241,8 +270,12 @@ pub(in crate::zone) fn halt_locked(
     let Some(mut rt) = z.runtime.take() else {
         return Ok(true);
     };
+    // Stopping never depends on writing first (a full state filesystem must not keep
+    // anyone from stopping zones to make room): `shutting_down` is recorded if it can
+    // be; if not, the record still says running, and once init is gone the next
+    // command sees it stale and cleans up after it.
     rt.state = ZoneState::ShuttingDown;
-    state::save_runtime(&z.dir, &rt)?;
+    let recorded = state::save_runtime(&z.dir, &rt);
     fault::point("halt.after-shutting-down");
     let timeout = timeout
         .or(z.config.stop_timeout.map(Duration::from_secs))
@@ -256,8 +289,24 @@ pub(in crate::zone) fn halt_locked(
         &z.dir.join("console.log"),
     )?;
     fault::point("halt.after-stop");
+    if let Err(e) = recorded {
+        warn(&z.name, "recording shutting_down before the stop", &e);
+    }
     if let Some(net) = &rt.net {
-        crate::net::release(&ctx.layout, &z.name, net)?;
+        // Writes the lease file: on a full disk the lease stays, and gc frees it (a
+        // lease whose zone is not running is stale).
+        if let Err(e) = crate::net::release(&ctx.layout, &z.name, net) {
+            warn(&z.name, "releasing its network lease", &e);
+        }
+    }
+    if let Some(r) = z.lifecycle.idmap {
+        if let Err(e) = idmap::running::release(&ctx.host, &ctx.layout, &z.name, r) {
+            warn(
+                &z.name,
+                "releasing its claim in the host's id-range registry",
+                &e,
+            );
+        }
     }
     state::remove_runtime(&z.dir)?;
     if oom_kills > 0 {
@@ -285,6 +334,14 @@ pub(in crate::zone) fn halt_locked(
         serde_json::json!({ "graceful": outcome.graceful, "oom_kills": oom_kills }),
     );
     Ok(outcome.graceful)
+}
+
+/// A step after a zone was stopped that could not be recorded: the zone is stopped
+/// all the same, and the next command (or `warren gc`) repairs the record.
+pub(in crate::zone) fn warn(zone: &str, what: &str, e: &Error) {
+    eprintln!(
+        "warren: zone '{zone}': {what} failed ({e}); the zone is stopped; 'warren gc' repairs the record once the state filesystem has room"
+    );
 }
 
 /// `warren halt`: running → installed. Returns whether init stopped gracefully.
@@ -317,7 +374,11 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
         .map_or(timeout, |t| t.min(timeout));
     let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
     z.lifecycle.evicted = Some(reason.to_string());
-    state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    // The eviction is done; its reason is recorded if there is room (events.jsonl, the
+    // agent's log, has it too).
+    if let Err(e) = state::save_lifecycle(&z.dir, &z.lifecycle) {
+        warn(name, "recording the eviction's reason", &e);
+    }
     crate::journal::note(
         &ctx.layout,
         crate::journal::EventType::Lifecycle,

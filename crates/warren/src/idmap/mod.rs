@@ -15,9 +15,24 @@
 //! may pin its own base with `userns-base` (any base from 65536 on, so host system ids
 //! are never mapped), which is refused if it overlaps another zone's range.
 //!
+//! Ranges are unique per host, not only per state root ([`allocate`]): a new range
+//! also avoids every id range mapped by a user namespace alive on the host now
+//! (`/proc/*/uid_map`: running zones of other state roots, other tools' containers),
+//! and a root other than the default starts its search at a slot derived from its
+//! path ([`first_slot`]), so two roots' zones do not pile onto the same first ranges
+//! even while halted. The zone's own record is the truth and `userns/` its index: an
+//! allocation reads the records of the zones the index lacks and re-records them, a
+//! boot re-records its range if the index lost it and refuses a range another zone's
+//! index entry overlaps ([`check_at_boot`]); `warren gc` re-records every zone's range
+//! and reports overlapping records ([`reconcile`]); and the *running* zones of every
+//! state root are kept apart by a host-wide registry of claims ([`running`]).
+//! docs/recovery.md, "Id ranges".
+//!
 //! [`shift_tree`] moves the owners of a private layer from one range to another (a
 //! clone's copy of its source's upper directory, or a zone installed before user
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
+
+pub mod running;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -111,8 +126,47 @@ pub fn choose(
     })
 }
 
+/// [`choose`] with the search for a free range starting at `start` (an aligned base at
+/// or above [`FIRST_BASE`]) and wrapping around to [`FIRST_BASE`].
+pub fn choose_from(
+    taken: &[(u32, String)],
+    zone: &str,
+    pinned: Option<u32>,
+    start: u32,
+) -> std::result::Result<u32, String> {
+    if pinned.is_some() || start <= FIRST_BASE {
+        return choose(taken, zone, pinned);
+    }
+    let others: Vec<(IdRange, &str)> = taken
+        .iter()
+        .filter(|(_, z)| z != zone)
+        .map(|(b, z)| (IdRange::new(*b), z.as_str()))
+        .collect();
+    free_from(&others, start)
+        .or_else(|| first_free(&others))
+        .ok_or_else(|| {
+            "no free range of host ids is left for a user namespace; delete zones or set userns = false".to_string()
+        })
+}
+
+/// Where a state root's allocations start: [`FIRST_BASE`] for the default root, else
+/// one of the aligned slots above it chosen by a hash of the root's path.
+pub fn first_slot(layout: &Layout) -> u32 {
+    if layout.root() == Path::new(crate::layout::DEFAULT_ROOT) {
+        return FIRST_BASE;
+    }
+    let slots = (u64::from(u32::MAX) + 1 - u64::from(FIRST_BASE)) / u64::from(RANGE);
+    let h = crate::layout::fnv1a(layout.root().as_os_str().as_encoded_bytes());
+    let slot = h % (slots - 1);
+    (u64::from(FIRST_BASE) + slot * u64::from(RANGE)) as u32
+}
+
 fn first_free(others: &[(IdRange, &str)]) -> Option<u32> {
-    let mut base = u64::from(FIRST_BASE);
+    free_from(others, FIRST_BASE)
+}
+
+fn free_from(others: &[(IdRange, &str)], start: u32) -> Option<u32> {
+    let mut base = u64::from(start);
     while base + u64::from(RANGE) <= u64::from(u32::MAX) {
         let r = IdRange::new(base as u32);
         match others.iter().find(|(o, _)| o.overlaps(&r)) {
@@ -137,6 +191,12 @@ pub fn read_all(layout: &Layout) -> Result<Vec<(u32, String)>> {
     let entries = match fs::read_dir(&d) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotADirectory => {
+            return Err(Error::Corrupt {
+                path: d,
+                message: "not a directory (the index of zones' id ranges)".into(),
+            })
+        }
         Err(e) => return Err(e).ctx(|| format!("reading {}", d.display())),
     };
     let mut out = Vec::new();
@@ -168,21 +228,61 @@ pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRa
             return Ok(IdRange::new(*b));
         }
     }
-    let base = choose(&taken, zone, pinned).map_err(|m| Error::config(zone, m))?;
+    // Zones whose index entry was lost: their own records say (and are re-recorded).
+    let lost = rederive(layout, &taken, zone)?;
+    let taken = [taken, lost].concat();
+    let mut all = taken.clone();
+    // Ranges mapped on the host now by other state roots' zones or other tools.
+    all.extend(
+        live_ranges(Path::new("/proc"))
+            .into_iter()
+            .map(|(r, pid)| (r.base, format!("(a user namespace of pid {pid})"))),
+    );
+    let base = match pinned {
+        Some(_) => choose(&taken, zone, pinned),
+        None => choose_from(&all, zone, None, first_slot(layout)),
+    }
+    .map_err(|m| Error::config(zone, m))?;
+    record(layout, zone, base)?;
     let d = dir(layout);
-    fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
-    let path = d.join(file_name(base, zone));
-    atomic_write(&path, format!("{zone}\n").as_bytes(), true).ctx(|| {
-        format!(
-            "zone '{zone}': recording its id range in {}",
-            path.display()
-        )
-    })?;
     // A re-pinned zone gives up its old range, after the new one is recorded.
     for old in mine {
         remove(&d, old, zone)?;
     }
     Ok(IdRange::new(base))
+}
+
+/// The ranges of zones (other than `except`) that have no entry in the index, read
+/// from their own `state.json` and recorded again: what a lost `userns/` file hid.
+/// Only those zones' files are read (one readdir of `zones/` otherwise), so an
+/// allocation stays O(zones) in names, as before. A range that overlaps an indexed
+/// one (a copied zone directory) is not recorded: it is taken already, and recording
+/// it would make the original's boot refuse too; gc reports the pair. Caller holds
+/// the ranges lock.
+fn rederive(
+    layout: &Layout,
+    indexed: &[(u32, String)],
+    except: &str,
+) -> Result<Vec<(u32, String)>> {
+    let mut out: Vec<(u32, String)> = Vec::new();
+    for z in crate::zone::names_in(layout)? {
+        if z == except || indexed.iter().any(|(_, n)| *n == z) {
+            continue;
+        }
+        let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(&z)) else {
+            continue;
+        };
+        let Some(r) = lc.idmap else { continue };
+        let clash = indexed
+            .iter()
+            .chain(out.iter())
+            .any(|(b, _)| IdRange::new(*b).overlaps(&r));
+        if !clash {
+            record(layout, &z, r.base)?;
+            out.push((r.base, z));
+        }
+    }
+    Ok(out)
 }
 
 fn file_name(base: u32, zone: &str) -> String {
@@ -199,6 +299,130 @@ fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).ctx(|| format!("removing {}", path.display())),
     }
+}
+
+/// The host id ranges mapped by user namespaces alive now, one per namespace: the
+/// outside ids of `<proc>/<pid>/uid_map` lines (the initial namespace's identity map
+/// left out), each with a pid in it.
+pub fn live_ranges(proc_root: &Path) -> Vec<(IdRange, i32)> {
+    let mut seen = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    let Ok(entries) = fs::read_dir(proc_root) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+            continue;
+        };
+        let Ok(ns) = fs::read_link(e.path().join("ns/user")) else {
+            continue;
+        };
+        if !seen.insert(ns) {
+            continue;
+        }
+        let Ok(text) = fs::read_to_string(e.path().join("uid_map")) else {
+            continue;
+        };
+        for (base, count) in parse_uid_map(&text) {
+            out.push((IdRange { base, count }, pid));
+        }
+    }
+    out
+}
+
+/// (outside base, count) of each line of a uid_map, the identity map left out.
+pub fn parse_uid_map(text: &str) -> Vec<(u32, u32)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace().map(|x| x.parse::<u32>().ok());
+            Some((f.next()??, f.next()??, f.next()??))
+        })
+        .filter(|&(inside, outside, count)| !(inside == 0 && outside == 0 && count == u32::MAX))
+        .filter(|&(_, _, count)| count > 0)
+        .map(|(_, outside, count)| (outside, count))
+        .collect()
+}
+
+/// Before a boot with recorded range `r`: re-record it in `userns/` if the index lost
+/// it, and refuse it if another zone's entry overlaps it (a copied zone directory, a
+/// range handed out again after the index was lost).
+pub fn check_at_boot(layout: &Layout, zone: &str, r: IdRange) -> Result<()> {
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let taken = read_all(layout)?;
+    if let Some((b, other)) = taken
+        .iter()
+        .find(|(b, z)| z != zone && IdRange::new(*b).overlaps(&r))
+    {
+        return Err(Error::Refused(format!(
+            "zone '{zone}': its host id range {}-{} (state.json) overlaps zone '{other}''s range from {b} ({}); two zones must never share host ids: if '{zone}' is a copy of '{other}', delete it ('warren delete --force {zone}') and make it with 'warren clone', else set a free userns-base on one of them",
+            r.base,
+            r.last(),
+            dir(layout).display()
+        )));
+    }
+    if !taken.iter().any(|(b, z)| z == zone && *b == r.base) {
+        record(layout, zone, r.base)?;
+    }
+    Ok(())
+}
+
+fn record(layout: &Layout, zone: &str, base: u32) -> Result<()> {
+    let d = dir(layout);
+    fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
+    let path = d.join(file_name(base, zone));
+    atomic_write(&path, format!("{zone}\n").as_bytes(), true).ctx(|| {
+        format!(
+            "zone '{zone}': recording its id range in {}",
+            path.display()
+        )
+    })
+}
+
+/// What [`reconcile`] found.
+#[derive(Debug, Default)]
+pub struct Reconciled {
+    /// Ranges re-recorded in `userns/` from zones' own records.
+    pub rerecorded: Vec<String>,
+    /// Zones whose recorded ranges overlap, with the remedy.
+    pub conflicts: Vec<String>,
+}
+
+/// `warren gc`: re-record every zone's range (from its `state.json`) in `userns/` and
+/// report zones whose recorded ranges overlap.
+pub fn reconcile(ctx: &crate::zone::Context, zones: &[String]) -> Result<Reconciled> {
+    let layout = &ctx.layout;
+    let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    let taken = read_all(layout)?;
+    let mut out = Reconciled::default();
+    let mut recorded: Vec<(String, IdRange)> = Vec::new();
+    // Zones the index names first: of two zones claiming one range (a copied
+    // directory), the one the index knows keeps it and the other is reported.
+    let mut order: Vec<&String> = zones.iter().collect();
+    order.sort_by_key(|z| !taken.iter().any(|(_, n)| n == *z));
+    for z in order {
+        let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(z)) else {
+            continue;
+        };
+        let Some(r) = lc.idmap else { continue };
+        if let Some((other, o)) = recorded.iter().find(|(_, o)| o.overlaps(&r)) {
+            out.conflicts.push(format!(
+                "zones '{other}' and '{z}' record overlapping host id ranges ({}-{} and {}-{}): one is probably a copy of the other's directory; delete the copy with 'warren delete --force' and make it with 'warren clone'",
+                o.base, o.last(), r.base, r.last()
+            ));
+            continue;
+        }
+        recorded.push((z.clone(), r));
+        if !taken.iter().any(|(b, n)| n == z && *b == r.base) {
+            record(layout, z, r.base)?;
+            out.rerecorded.push(format!(
+                "zone '{z}': re-recorded its id range {}-{} in {}",
+                r.base,
+                r.last(),
+                dir(layout).display()
+            ));
+        }
+    }
+    Ok(out)
 }
 
 /// Refuse a pinned base that overlaps another zone's range now (read-only; the
@@ -298,6 +522,32 @@ mod tests {
         assert!(choose(&[], "a", Some(1000)).is_err());
         assert!(choose(&[], "a", Some(u32::MAX - 10)).is_err());
         assert_eq!(choose(&[], "a", Some(65536)), Ok(65536));
+    }
+
+    #[test]
+    fn a_root_other_than_the_default_starts_elsewhere_and_wraps() {
+        let start = first_slot(&Layout::new("/tmp/some-root"));
+        assert!(
+            start >= FIRST_BASE && start.is_multiple_of(RANGE),
+            "{start}"
+        );
+        assert_eq!(
+            first_slot(&Layout::new(crate::layout::DEFAULT_ROOT)),
+            FIRST_BASE
+        );
+        let top = (u32::MAX / RANGE - 1) * RANGE;
+        assert_eq!(choose_from(&[], "a", None, top), Ok(top));
+        let taken = t(&[(top, "b")]);
+        assert_eq!(choose_from(&taken, "a", None, top), Ok(FIRST_BASE));
+    }
+
+    #[test]
+    fn uid_maps_of_zones_are_ranges_and_the_host_identity_is_not() {
+        assert_eq!(parse_uid_map("         0          0 4294967295\n"), vec![]);
+        assert_eq!(
+            parse_uid_map("         0 1073741824      65536\n"),
+            vec![(FIRST_BASE, RANGE)]
+        );
     }
 
     #[test]
