@@ -156,25 +156,13 @@ pub fn mount(
     cvt(unsafe { libc::mount(p(&src), tgt.as_ptr(), p(&fst), flags, p(&dat).cast()) }).map(drop)
 }
 
-/// `move_mount(fd, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH)`: attach the detached
-/// mount `fd` (from `open_tree(OPEN_TREE_CLONE)`) on `target` in the caller's mount
-/// namespace.
-pub fn move_mount_onto(fd: std::os::fd::BorrowedFd<'_>, target: &Path) -> io::Result<()> {
-    let c = cpath(target)?;
-    let empty = c"";
-    // SAFETY: "" with MOVE_MOUNT_F_EMPTY_PATH names the descriptor itself, which the
-    // borrow keeps open; `c` is NUL-terminated.
-    cvt(unsafe {
-        libc::syscall(
-            libc::SYS_move_mount,
-            fd.as_raw_fd(),
-            empty.as_ptr(),
-            libc::AT_FDCWD,
-            c.as_ptr(),
-            crate::userns::MOVE_MOUNT_F_EMPTY_PATH,
-        )
-    } as libc::c_int)
-    .map(drop)
+/// `chroot(path)` then `chdir("/")`: the caller's `/` becomes `path`.
+pub fn chroot(path: &Path) -> io::Result<()> {
+    let c = cpath(path)?;
+    // SAFETY: both paths are NUL-terminated.
+    cvt(unsafe { libc::chroot(c.as_ptr()) })?;
+    // SAFETY: as above.
+    cvt(unsafe { libc::chdir(c"/".as_ptr()) }).map(drop)
 }
 
 /// `umount2(target, flags)`.

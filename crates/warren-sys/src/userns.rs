@@ -325,6 +325,26 @@ pub fn open_tree_idmapped(path: &Path, userns: &File, attrs: u64) -> io::Result<
     )
 }
 
+/// Attach the detached mount `fd` (from `open_tree`/`fsmount`) at `target` in the
+/// caller's mount namespace (`move_mount` with `MOVE_MOUNT_F_EMPTY_PATH`).
+pub fn move_mount(fd: std::os::fd::BorrowedFd<'_>, target: &Path) -> io::Result<()> {
+    let t = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(target.as_os_str()))?;
+    let empty = c"";
+    // SAFETY: "" with MOVE_MOUNT_F_EMPTY_PATH names the descriptor itself; `t` is
+    // NUL-terminated and outlives the call; `fd` is a live descriptor (borrowed).
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_move_mount,
+            fd.as_raw_fd(),
+            empty.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            MOVE_MOUNT_F_EMPTY_PATH,
+        )
+    };
+    cvt(rc as libc::c_int).map(drop)
+}
+
 /// A detached, read-only, nosuid, nodev bind of the single file (or tree) at `path`
 /// (`open_tree(OPEN_TREE_CLONE)` + `mount_setattr`), close-on-exec. Executing a host
 /// binary through it (`execveat(fd, "")`) makes `/proc/<pid>/exe` point into this

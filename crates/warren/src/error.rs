@@ -19,7 +19,7 @@ pub enum ExitCode {
     Failure = 1,
     /// Bad command line (unknown flag, missing argument); printed by the parser.
     Usage = 2,
-    /// The zone or template named does not exist.
+    /// The zone, template or profile named does not exist.
     NotFound = 3,
     /// The zone is in the wrong state for this verb (e.g. boot of a configured zone).
     WrongState = 4,
@@ -36,6 +36,13 @@ pub enum ExitCode {
     System = 9,
     /// A state file is corrupt or from a newer warren.
     Corrupt = 10,
+    /// `warren login`/`exec`/`shell`: warren itself failed (any error above), so the
+    /// code never collides with the command's own status (podman's 125).
+    LoginFailed = 125,
+    /// `warren login`: the command exists in the zone but could not be executed.
+    NotExecutable = 126,
+    /// `warren login`: the command was not found in the zone.
+    CommandNotFound = 127,
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -84,7 +91,7 @@ pub enum Error {
         remedy: String,
     },
     #[error(
-        "warren must run as root (it creates namespaces, mounts and cgroups); run it with sudo"
+        "warren must run as root (it creates namespaces, mounts and cgroups, and its state root is root's alone, so reading verbs such as 'list' need it too); run it with sudo"
     )]
     NotRoot,
     /// The kernel refused an operation; the message names it and the remedy.
@@ -127,6 +134,15 @@ pub enum Error {
         waited_s: f64,
         path: PathBuf,
     },
+    /// The command a login runs was not found in the zone (`missing`), or was found
+    /// and could not be executed.
+    #[error("zone '{zone}': {program}: {message}")]
+    Command {
+        zone: String,
+        program: String,
+        missing: bool,
+        message: String,
+    },
     /// Several zones were acted on and some failed.
     /// An init that ended during boot's watch: the zone is installed again.
     #[error("zone '{zone}': its init {how} right after starting, so the zone is not running (it is installed again); the last lines of its console ({}):\n{console}\nfix the init or its config ('warren config show {zone}', 'warren logs {zone}') and boot again", log.display())]
@@ -141,6 +157,10 @@ pub enum Error {
     },
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+    #[error("profile '{0}' does not exist; create it with 'warren profile create {0} KEY=VALUE...' (see 'warren profile list')")]
+    NoSuchProfile(String),
+    #[error("profile '{0}' already exists; change it with 'warren profile set {0} KEY=VALUE' or delete it first")]
+    ProfileExists(String),
 }
 
 /// What an operator can do about a damaged state file at `path`, by its place in the
@@ -215,6 +235,19 @@ impl Error {
             Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } | Error::InitExited { .. } => ExitCode::Failure,
+            Error::NoSuchProfile(_) => ExitCode::NotFound,
+            Error::ProfileExists(_) => ExitCode::Conflict,
+            Error::Command { missing: true, .. } => ExitCode::CommandNotFound,
+            Error::Command { missing: false, .. } => ExitCode::NotExecutable,
+        }
+    }
+
+    /// The exit code of `warren login` (and its aliases) for this error: 126 or 127
+    /// when the command could not be started, 125 for every failure of warren's own.
+    pub fn login_exit_code(&self) -> ExitCode {
+        match self.exit_code() {
+            c @ (ExitCode::NotExecutable | ExitCode::CommandNotFound) => c,
+            _ => ExitCode::LoginFailed,
         }
     }
 

@@ -1,6 +1,6 @@
 //! Fault injection for crash-consistency tests.
 //!
-//! Every step of install, clone, boot, halt, uninstall, delete and create that leaves a
+//! Every step of install, clone, boot, halt, uninstall, delete, create and rename that leaves a
 //! different picture on disk or in the kernel has a named point. When the environment
 //! variable `WARREN_FAULT` names a point, warren kills itself with SIGKILL there, as a
 //! crash or an operator's `kill -9` would. Nothing else reads the variable; unset, a
@@ -36,6 +36,8 @@ pub const POINTS: &[&str] = &[
     // Any atomic write, between its temp file and the rename (crash.rs: the first
     // write of a boot, runtime.json): the temp file is gc's to collect.
     "write.after-temp",
+    "rename.after-record",
+    "rename.after-dir",
 ];
 
 /// The variable tests set to stop warren at a pause point.

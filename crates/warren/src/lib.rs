@@ -36,6 +36,7 @@ pub mod names;
 pub mod net;
 pub mod oci;
 pub mod procviews;
+pub mod profile;
 pub mod quota;
 pub mod runtime;
 pub mod sandbox;

@@ -71,6 +71,11 @@ pub struct Lifecycle {
     /// the next boot.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_run: Option<LastRun>,
+    /// The profiles the zone's config was made from at create, in the order applied
+    /// (`default` first when it exists; see `profile`). A record: changing a profile
+    /// later does not change the zone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub profiles: Vec<String>,
 }
 
 /// How a zone's last run ended, as far as warren could learn it. init's exit status
@@ -124,6 +129,7 @@ impl Lifecycle {
             evicted: None,
             idmap: None,
             last_run: None,
+            profiles: Vec::new(),
         }
     }
 }

@@ -125,7 +125,7 @@ fn wrong_states_and_missing_zones() {
     let env = Env::new();
     env.run(&["boot", "ghost"])
         .fails(3, "zone 'ghost' does not exist");
-    env.run(&["login", "ghost"]).fails(3, "does not exist");
+    env.run(&["login", "ghost"]).fails(125, "does not exist");
     env.host_zone("z", &[]);
     env.run(&["create", "z"])
         .fails(6, "zone 'z' already exists");

@@ -55,6 +55,10 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
             env.ok(&["create", "z"]);
             (vec!["delete", "z"], &["absent"])
         }
+        "rename" => {
+            env.host_zone("z", &[]);
+            (vec!["rename", "z", "z2"], &["installed", "absent"])
+        }
         other => panic!("no scenario for verb {other}"),
     }
 }

@@ -220,7 +220,8 @@ fn config_set_changes_a_running_zones_cgroups_at_once() {
 fn an_init_that_dies_at_boot_is_reported_with_its_status_and_console() {
     let env = Env::new();
     env.host_zone("f", &["init=/bin/false"]);
-    env.run(&["boot", "f"])
+    // A watch long enough for a loaded host (the default is 150 ms).
+    env.run(&["boot", "f", "--watch", "5000"])
         .fails(1, "its init exited with status 1 right after starting");
     assert_eq!(env.state("f"), "installed");
     let text = env.ok(&["list"]).stdout;

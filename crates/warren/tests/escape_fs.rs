@@ -5,10 +5,12 @@
 //! walks it. Every attempt aims only at this test's own files (a victim directory in
 //! /tmp, with a 64 MiB file whose bytes would show in a disk figure that followed a
 //! link): links that warren would write or delete through point at the victim, never
-//! at `/`. The one `dev -> /` image is refused before anything is made from it. The test prints `class | attempt | expected | result` and fails if any row
+//! at `/`; `warren cp` copies to and from zone paths that are such links. The one `dev -> /` image is refused before anything is made from it. The test prints `class | attempt | expected | result` and fails if any row
 //! does not match.
 
 mod common;
+#[path = "escape_fs/cp.rs"]
+mod cp;
 #[path = "escape_fs/images.rs"]
 mod images;
 
@@ -458,6 +460,7 @@ fn host_side_file_operations_stay_inside() {
     deep(&env, &mut t);
     swap(&env, &v, &mut t);
     copy_backend(&env, &v, &mut t);
+    cp::cp(&env, &v, &mut t);
     println!("class | attempt | expected | result");
     for r in &t.0 {
         println!(

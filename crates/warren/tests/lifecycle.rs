@@ -156,10 +156,10 @@ fn login_propagates_exit_status_and_runs_in_the_zone_cgroup() {
         r.stdout
     );
     env.run(&["login", "z", "--", "no-such-command"])
-        .fails(5, "command not found");
+        .fails(127, "command not found");
     env.ok(&["halt", "z"]);
     env.run(&["login", "z", "--", "true"])
-        .fails(4, "boot it before login");
+        .fails(125, "boot it before login");
 }
 
 #[test]

@@ -54,7 +54,7 @@ fn login_racing_a_halt_says_init_exited_not_cannot_allocate_memory() {
         !stderr.contains("Cannot allocate memory"),
         "the kernel's raw error reached the user: {stderr}"
     );
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(
         stderr.contains("zone 'z'")
             && stderr.contains("its init has exited")
@@ -95,7 +95,7 @@ fn login_that_opened_the_zone_before_a_whole_halt_says_init_exited() {
     .wait_with_output()
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert_eq!(out.status.code(), Some(125), "{stderr}");
     assert!(
         stderr.contains("zone 'z'")
             && stderr.contains("its init has exited")

@@ -43,34 +43,35 @@ impl V1Driver {
 /// the driver because its files must be filled before anything else works.
 pub fn writes(
     limits: &Limits,
-    memsw: bool,
+    has_memsw: bool,
 ) -> Result<Vec<(&'static str, &'static str, String)>, CgroupError> {
+    // `max` / `unlimited` (config::UNLIMITED): "max" for pids, -1 for memory files.
+    let mem = |n: u64| {
+        if n == crate::config::UNLIMITED {
+            "-1".to_string()
+        } else {
+            n.to_string()
+        }
+    };
+    let memsw = |max: u64, swap: u64| mem(max.saturating_add(swap));
     let mut w = Vec::new();
     if let Some(n) = limits.pids_max() {
-        w.push(("pids", "pids.max", n.to_string()));
+        w.push(("pids", "pids.max", crate::config::limit_text(n)));
     }
     if let Some(max) = limits.memory_max {
-        w.push(("memory", "memory.limit_in_bytes", max.to_string()));
+        w.push(("memory", "memory.limit_in_bytes", mem(max)));
         if let Some(swap) = limits.memory_swap {
-            if !memsw {
+            if !has_memsw {
                 return Err(CgroupError::MissingController {
                     controller: "memory swap accounting (memory.memsw.*)".into(),
                     hint: "boot the kernel with swapaccount=1, or unset memory.swap".into(),
                 });
             }
-            w.push((
-                "memory",
-                "memory.memsw.limit_in_bytes",
-                (max + swap).to_string(),
-            ));
-        } else if let (Some(swap), true) = (limits.swap_allowance, memsw) {
+            w.push(("memory", "memory.memsw.limit_in_bytes", memsw(max, swap)));
+        } else if let (Some(swap), true) = (limits.swap_allowance, has_memsw) {
             // Derived from memory.request: applied where the kernel accounts swap,
             // silently skipped where it does not (the zone did not ask for it).
-            w.push((
-                "memory",
-                "memory.memsw.limit_in_bytes",
-                (max + swap).to_string(),
-            ));
+            w.push(("memory", "memory.memsw.limit_in_bytes", memsw(max, swap)));
         }
     }
     if let Some(request) = limits.memory_request {

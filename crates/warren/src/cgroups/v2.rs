@@ -59,13 +59,13 @@ impl V2Driver {
 pub fn writes(limits: &Limits) -> Vec<(&'static str, String)> {
     let mut w = Vec::new();
     if let Some(n) = limits.pids_max() {
-        w.push(("pids.max", n.to_string()));
+        w.push(("pids.max", crate::config::limit_text(n)));
     }
     if let Some(max) = limits.memory_max {
-        w.push(("memory.max", max.to_string()));
+        w.push(("memory.max", crate::config::limit_text(max)));
     }
     if let Some(swap) = limits.memory_swap.or(limits.swap_allowance) {
-        w.push(("memory.swap.max", swap.to_string()));
+        w.push(("memory.swap.max", crate::config::limit_text(swap)));
     }
     if let Some(request) = limits.memory_request {
         w.push(("memory.low", request.to_string()));

@@ -7,7 +7,7 @@ Exit codes:
   0  success (also when the zone already was where the verb takes it)
   1  failure of another kind, or some of several zones failed
   2  usage error (bad flags or arguments)
-  3  the zone or template does not exist
+  3  the zone, template or profile does not exist
   4  the zone is in the wrong state for the verb
   5  invalid input: a name, a config key or value
   6  the name is taken, the template is in use, or a lock wait (--wait) expired
@@ -15,7 +15,8 @@ Exit codes:
   8  not running as root
   9  the kernel or filesystem refused an operation
  10  a state file is corrupt (the message names it and the remedy; docs/recovery.md)
-'warren login' exits with the status of the command it ran.
+'warren login' exits with the status of the command it ran, or 125/126/127
+(see 'warren login --help').
 
 Examples:
   warren template create host --from host
@@ -24,6 +25,8 @@ Examples:
   warren login web1 -- ps ax
   warren clone web1 web2
   warren list -v
+  warren ls 'web*' --state running -c name,address,memory
+  warren profile create small memory.max=64M && warren create web3 --profile small
   warren stat --interval 2 --sort mem
   warren halt web1 && warren uninstall web1 && warren delete web1
   warren demo --zones 100
@@ -63,6 +66,68 @@ Examples:
   warren doctor --zones 20000 --fix --dry-run
   warren doctor --probe procs --max 2000
   warren doctor --probe threads --max 5000 --cap 1000";
+
+pub(super) const LOGIN_HELP: &str = "\
+The command runs as the zone's root in / (a login shell in the user's home) unless
+-u or -w say otherwise, with the zone's default environment (config key env) under
+the -e entries. With a terminal on stdin and stdout it gets a pty of the zone (-t
+forces one, -T refuses one), whose size follows the caller's terminal.
+
+Exit codes: the command's own status (128 + N when signal N killed it), else
+  125  warren itself failed (no such zone, zone not running, bad -u, ...)
+  126  the command exists in the zone but cannot be executed
+  127  the command was not found in the zone
+
+Examples:
+  warren login web1
+  warren exec web1 ps ax
+  warren login -u www-data -w /srv -e LANG=C.UTF-8 web1 -- sh -c 'id; pwd'
+  warren shell web1";
+
+pub(super) const CP_HELP: &str = "\
+One side is ZONE:PATH, the other a host path. The zone may be running or halted.
+Inside the zone, paths are resolved as the zone sees them and never lead out of it:
+a symlink planted by the zone is followed within the zone's root or not at all.
+What is copied in is owned by the zone's root (or --uid/--gid, as ids inside the
+zone), mapped into the zone's host id range; what is copied out is owned by the
+caller, without set-id bits.
+
+Examples:
+  warren cp ./site.conf web1:/etc/nginx/conf.d/
+  warren cp -r ./www web1:/srv/www --uid 33 --gid 33
+  warren cp web1:/var/log/syslog ./web1-syslog
+  warren cp -r web1:/etc ./web1-etc";
+
+/// `warren login`'s options (also `exec` and `shell`).
+#[derive(Args, Debug, Default)]
+pub struct LoginOpts {
+    /// Set an environment variable (repeatable); KEY alone takes the caller's value.
+    #[arg(long = "env", short = 'e', value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Run as this user of the zone: NAME or UID, optionally :GID or :GROUP.
+    #[arg(long, short = 'u', value_name = "NAME|UID[:GID]")]
+    pub user: Option<String>,
+    /// Working directory inside the zone [default: /; a login shell: the user's home].
+    #[arg(long, short = 'w', value_name = "DIR")]
+    pub cwd: Option<String>,
+    /// Allocate a pty even when stdin or stdout is not a terminal.
+    #[arg(long, short = 't', conflicts_with = "no_tty")]
+    pub tty: bool,
+    /// Never allocate a pty: three pipes, even on a terminal.
+    #[arg(long = "no-tty", short = 'T')]
+    pub no_tty: bool,
+    /// Accepted as podman's `exec -i`: stdin is always relayed.
+    #[arg(long, short = 'i')]
+    pub interactive: bool,
+}
+
+/// An octal mode such as 0640 or 755.
+fn parse_mode(s: &str) -> std::result::Result<u32, String> {
+    u32::from_str_radix(s.trim_start_matches("0o"), 8)
+        .ok()
+        .filter(|m| *m <= 0o7777)
+        .ok_or_else(|| format!("{s:?}: expected an octal mode such as 0644"))
+}
 
 #[derive(Parser, Debug)]
 #[command(
@@ -112,6 +177,10 @@ pub enum Command {
         /// Set a config key, e.g. --set memory.max=512M (repeatable; see 'warren config keys').
         #[arg(long = "set", short = 's', value_name = "KEY=VALUE")]
         sets: Vec<String>,
+        /// Copy a profile's keys into the config, after the default profile and
+        /// before --config and --set (repeatable, applied in order).
+        #[arg(long = "profile", short = 'p', value_name = "PROFILE")]
+        profiles: Vec<String>,
     },
     /// Show or change a zone's config (warren's zonecfg).
     #[command(subcommand)]
@@ -125,6 +194,7 @@ pub enum Command {
     Clone { src: String, new: String },
     /// Boot zones (installed → running).
     #[command(
+        visible_alias = "start",
         after_help = "--autoboot boots every installed zone with autoboot = true (the systemd unit contrib/warren-autoboot.service runs it at host start)."
     )]
     Boot {
@@ -139,6 +209,7 @@ pub enum Command {
         watch: u64,
     },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
+    #[command(visible_alias = "stop")]
     Halt {
         #[command(flatten)]
         targets: Targets,
@@ -154,14 +225,48 @@ pub enum Command {
         timeout: Option<u64>,
     },
     /// Run a command (default: a login shell) inside a running zone.
-    #[command(
-        after_help = "Examples:\n  warren login web1\n  warren login web1 -- ps ax\n  warren login web1 -- sh -c 'echo $HOSTNAME'"
-    )]
+    #[command(visible_alias = "exec", after_help = LOGIN_HELP)]
     Login {
         zone: String,
-        /// The command and its arguments (after --).
-        #[arg(last = true)]
+        #[command(flatten)]
+        opts: LoginOpts,
+        /// The command and its arguments (after the zone, or after --).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         command: Vec<String>,
+    },
+    /// A login shell in a running zone ('warren login ZONE' with no command).
+    #[command(after_help = LOGIN_HELP)]
+    Shell {
+        zone: String,
+        #[command(flatten)]
+        opts: LoginOpts,
+    },
+    /// Copy files and trees into or out of a zone: SRC ZONE:DST or ZONE:SRC DST.
+    #[command(after_help = CP_HELP)]
+    Cp {
+        /// A host path, or ZONE:PATH (an absolute path inside the zone).
+        src: String,
+        /// A host path, or ZONE:PATH.
+        dst: String,
+        /// Copy directories and everything beneath them.
+        #[arg(long, short)]
+        recursive: bool,
+        /// Owner of what is copied in, as the zone sees it [default: 0, the zone's root].
+        #[arg(long, value_name = "UID")]
+        uid: Option<u32>,
+        /// Group of what is copied in, as the zone sees it [default: 0].
+        #[arg(long, value_name = "GID")]
+        gid: Option<u32>,
+        /// Mode of the files copied (octal, e.g. 0640) [default: the source's].
+        #[arg(long, value_name = "OCTAL", value_parser = parse_mode)]
+        mode: Option<u32>,
+    },
+    /// warren cp's side inside a zone (internal: run by 'warren cp').
+    #[command(name = "cp-helper", hide = true)]
+    CpHelper {
+        zone: String,
+        #[arg(allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Remove zones' roots (installed → configured).
     Uninstall {
@@ -169,6 +274,7 @@ pub enum Command {
         zones: Vec<String>,
     },
     /// Delete zones (must be configured, unless --force).
+    #[command(visible_alias = "rm")]
     Delete {
         #[arg(required = true)]
         zones: Vec<String>,
@@ -177,7 +283,22 @@ pub enum Command {
         force: bool,
     },
     /// List zones and their states.
+    #[command(visible_alias = "ls", after_help = listing::LIST_HELP)]
     List {
+        /// Only zones whose name matches: a name, or a glob with * and ?.
+        #[arg(value_name = "NAME|GLOB")]
+        pattern: Option<String>,
+        /// Only zones in this state (see below); repeatable.
+        #[arg(long, value_name = "STATE", value_parser = [
+            "configured", "incomplete", "installed", "ready", "running", "shutting_down", "evicted",
+        ])]
+        state: Vec<String>,
+        /// table (for people), json (the API objects, as --json) or csv.
+        #[arg(long, value_name = "FORMAT", value_parser = ["table", "json", "csv"])]
+        format: Option<String>,
+        /// The columns, comma-separated (see below).
+        #[arg(long, short = 'c', value_name = "COLUMNS", value_delimiter = ',')]
+        columns: Vec<String>,
         /// More columns: pid, uptime, network, limits, root.
         #[arg(long, short)]
         verbose: bool,
@@ -207,8 +328,12 @@ pub enum Command {
     /// The host's memory by kind (mdb's ::memstat), with what the zones are charged.
     #[command(after_help = stat::MEMSTAT_HELP)]
     Memstat,
-    /// The host as warren sees it: kernel, cgroups, storage backend and why.
-    Info,
+    /// The host as warren sees it (kernel, cgroups, storage backend and why), or one
+    /// zone in detail: state, limits in its config, id range, address, root, profiles.
+    Info {
+        /// The zone to describe [default: the host].
+        zone: Option<String>,
+    },
     /// Each running zone's /proc views (lxcfs's meminfo, cpuinfo, uptime…): live, dead
     /// or none; --refresh repairs dead ones.
     #[command(
@@ -286,6 +411,53 @@ pub enum Command {
     /// `bench scale` (a real workload in N zones at once: throughput, latency, memory).
     #[command(subcommand)]
     Bench(BenchCmd),
+
+    // Day-2 helpers (issue 15, items 6 and 8).
+    /// Rename a halted zone: its directory, lock, address lease and id range record.
+    #[command(
+        after_help = "Example: warren halt web1 && warren rename web1 shop1 && warren boot shop1"
+    )]
+    Rename { zone: String, new: String },
+    /// Named sets of config keys copied into zones at create (the `default` one always).
+    #[command(subcommand)]
+    Profile(ProfileCmd),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    #[command(after_help = gen::COMPLETIONS_HELP)]
+    Completions {
+        #[arg(value_parser = ["bash", "zsh", "fish"])]
+        shell: String,
+    },
+    /// Write man pages (warren.1 and one per verb) into DIR.
+    #[command(after_help = "Example: warren man /usr/local/share/man/man1 && mandb -q")]
+    Man { dir: PathBuf },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ProfileCmd {
+    /// Create a profile, optionally with keys: warren profile create small memory.max=64M
+    Create {
+        name: String,
+        #[arg(value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Set keys in a profile (new zones get them; existing zones keep theirs).
+    Set {
+        name: String,
+        #[arg(required = true, value_name = "KEY=VALUE")]
+        assignments: Vec<String>,
+    },
+    /// Remove keys from a profile.
+    Unset {
+        name: String,
+        #[arg(required = true)]
+        keys: Vec<String>,
+    },
+    /// Print a profile (TOML, or JSON with --json) and the zones made with it.
+    Show { name: String },
+    /// List profiles.
+    List,
+    /// Delete a profile (zones made with it keep their config).
+    Delete { name: String },
 }
 
 #[derive(Subcommand, Debug)]
@@ -492,8 +664,10 @@ pub enum ConfigCmd {
         #[command(flatten)]
         when: When,
     },
-    /// List the config keys with an example and what each does.
+    /// List the config keys: an example, the default, whether it changes live, the meaning.
     Keys,
+    /// Print one key's value in a zone's config, or its default when unset.
+    Get { zone: String, key: String },
 }
 
 /// Where `config set` / `unset` apply (zonecfg -r, Incus's live update).

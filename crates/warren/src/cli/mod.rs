@@ -2,18 +2,24 @@
 //! tables for people or `--json` (the API objects) for scripts. No logic of its own.
 //!
 //! Laid out by idea: the flags and help texts are in `args`, the verbs' dispatch here,
-//! the longer handlers beside it (`zonecfg`: template and config, `doctor_cmd`, `bench_cmd`).
+//! the longer handlers beside it (`zonecfg`: template and config, `doctor_cmd`, `bench_cmd`,
+//! `listing`: list and info ZONE, `profile_cmd`, `gen`: completions and man pages,
+//! `assist`: "did you mean" and who may run what).
 
 mod args;
+mod assist;
 mod bench_cmd;
 mod dayto;
 mod doctor_cmd;
+mod gen;
+mod listing;
 mod output;
 mod overcommit;
+mod profile_cmd;
 mod stat;
 mod zonecfg;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::builder::{PossibleValuesParser, TypedValueParser};
@@ -25,7 +31,7 @@ use crate::layout::{HostPaths, Layout, DEFAULT_ROOT};
 use crate::stat::SortKey;
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context, Outcome};
-use crate::{bench, config, demo, host, storage};
+use crate::{bench, config, demo, host, names, storage};
 
 pub use args::*;
 use bench_cmd::scale_options;
@@ -46,18 +52,64 @@ pub fn main() -> i32 {
         Ok(c) => c,
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
-                ExitCode::Usage as i32
-            } else {
+            return if !e.use_stderr() {
                 0
+            } else if login_verb(std::env::args()) {
+                ExitCode::LoginFailed as i32
+            } else {
+                ExitCode::Usage as i32
             };
         }
     };
+    // Only as root: a non-root caller may not learn the zones' names.
+    if warren_sys::geteuid() == 0 {
+        assist::suggest_from(&cli.root);
+    }
+    // A login's own failures exit 125 (126, 127), apart from the command's statuses.
+    let login = matches!(cli.command, Command::Login { .. } | Command::Shell { .. });
     match run(cli) {
         Ok(code) => code,
         Err(e) => {
             output::print_error(&e);
-            e.exit_code() as i32
+            if login {
+                e.login_exit_code() as i32
+            } else {
+                e.exit_code() as i32
+            }
+        }
+    }
+}
+
+/// Whether a command line that failed to parse is a login's (`login`, `exec`,
+/// `shell`): its first word that is not an option (nor a global option's value).
+fn login_verb(args: impl Iterator<Item = String>) -> bool {
+    let mut args = args.skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--root" | "--oci-root" => {
+                args.next();
+            }
+            _ if a.starts_with('-') => {}
+            verb => return matches!(verb, "login" | "exec" | "shell"),
+        }
+    }
+    false
+}
+
+impl LoginOpts {
+    /// The login request these options make with `argv`.
+    fn request<'a>(&'a self, argv: &'a [String]) -> crate::runtime::login::Request<'a> {
+        use crate::runtime::login::Tty;
+        crate::runtime::login::Request {
+            argv,
+            env: &self.env,
+            user: self.user.as_deref(),
+            cwd: self.cwd.as_deref(),
+            tty: match (self.tty, self.no_tty) {
+                (true, _) => Tty::Force,
+                (_, true) => Tty::Never,
+                _ => Tty::Auto,
+            },
         }
     }
 }
@@ -129,6 +181,9 @@ fn run(cli: Cli) -> Result<i32> {
         crate::lock::set_wait_limit(limit);
     }
     let layout = Layout::new(cli.root.clone());
+    if warren_sys::geteuid() != 0 && assist::needs_root(&cli.command) {
+        return Err(Error::NotRoot);
+    }
     if warren_sys::geteuid() == 0 {
         layout.secure().ctx(|| {
             format!(
@@ -146,8 +201,16 @@ fn run(cli: Cli) -> Result<i32> {
             template,
             config,
             sets,
+            profiles,
         } => {
-            let cfg = zone::create(&ctx, &name, template.as_deref(), config.as_deref(), &sets)?;
+            let cfg = zone::create_with_profiles(
+                &ctx,
+                &name,
+                template.as_deref(),
+                config.as_deref(),
+                &sets,
+                Some(&profiles),
+            )?;
             if json {
                 output::json(&cfg);
             } else {
@@ -245,7 +308,32 @@ fn run(cli: Cli) -> Result<i32> {
             res.print(json, r.is_ok());
             r?
         }
-        Command::Login { zone: z, command } => return zone::login(&ctx, &z, &command),
+        Command::Login {
+            zone: z,
+            opts,
+            command,
+        } => return zone::login(&ctx, &z, &opts.request(&command)),
+        Command::Shell { zone: z, opts } => return zone::login(&ctx, &z, &opts.request(&[])),
+        Command::Cp {
+            src,
+            dst,
+            recursive,
+            uid,
+            gid,
+            mode,
+        } => {
+            let opts = zone::CpOptions {
+                recursive,
+                uid,
+                gid,
+                mode,
+            };
+            let done = zone::cp(&ctx, &src, &dst, &opts)?;
+            if json {
+                output::json(&done);
+            }
+        }
+        Command::CpHelper { zone: z, args } => zone::cp_helper(&ctx, &z, &args)?,
         Command::Uninstall { zones } => {
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {
@@ -275,14 +363,25 @@ fn run(cli: Cli) -> Result<i32> {
             tail,
             since,
         } => dayto::logs_cmd(&ctx, &z, follow, tail, since.as_deref())?,
-        Command::List { verbose } => {
-            let infos = zone::list_with_oci(&ctx, &cli.oci_root)?;
-            if json {
-                output::json(&infos);
-            } else {
-                output::zone_table(&infos, verbose);
-            }
-        }
+        Command::List {
+            pattern,
+            state,
+            format,
+            columns,
+            verbose,
+        } => listing::list_cmd(
+            &ctx,
+            json,
+            &cli.oci_root,
+            listing::ListArgs {
+                pattern,
+                states: state,
+                format,
+                columns,
+                verbose,
+            },
+        )?,
+        Command::Info { zone: Some(z) } => listing::zone_info(&ctx, json, &z)?,
         Command::Gc => {
             let report = zone::gc(&ctx)?;
             if json {
@@ -333,7 +432,7 @@ fn run(cli: Cli) -> Result<i32> {
             count,
         )?,
         Command::Memstat => stat::memstat(&ctx, json)?,
-        Command::Info => {
+        Command::Info { zone: None } => {
             let info = host::info(&ctx)?;
             if json {
                 output::json(&info);
@@ -463,6 +562,41 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Rename { zone: z, new } => {
+            zone::rename(&ctx, &z, &new)?;
+            if !json {
+                println!("zone '{z}' renamed to '{new}'");
+            }
+        }
+        Command::Profile(c) => profile_cmd::profile_cmd(&ctx, json, c)?,
+        Command::Completions { shell } => gen::completions(&shell)?,
+        Command::Man { dir } => {
+            let pages = gen::man_pages(&dir)?;
+            if json {
+                output::json(&pages);
+            } else {
+                println!("{} man pages written to {}", pages.len(), dir.display());
+            }
+        }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod login_verb_tests {
+    use super::login_verb;
+
+    fn args(s: &str) -> impl Iterator<Item = String> + '_ {
+        s.split(' ').map(str::to_string)
+    }
+
+    #[test]
+    fn a_logins_usage_error_is_told_apart() {
+        assert!(login_verb(args("warren login --bogus z")));
+        assert!(login_verb(args("warren --root /x --json exec z")));
+        assert!(login_verb(args("warren shell")));
+        assert!(!login_verb(args("warren boot --bogus")));
+        assert!(!login_verb(args("warren --root login boot")));
+        assert!(!login_verb(args("warren")));
+    }
 }

@@ -1,7 +1,5 @@
 //! Printing: aligned tables, JSON, errors with their cause chain, progress bars.
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 
 use crate::config::{format_size, ZoneConfig};
@@ -23,6 +21,9 @@ pub fn print_error(e: &Error) {
         source = s.source();
         n += 1;
     }
+    if let Some(h) = super::assist::hint(e) {
+        eprintln!("warren: {h}");
+    }
 }
 
 pub fn json<T: Serialize + ?Sized>(v: &T) {
@@ -30,6 +31,15 @@ pub fn json<T: Serialize + ?Sized>(v: &T) {
         "{}",
         serde_json::to_string_pretty(v).expect("API objects serialise")
     );
+}
+
+/// A size as `list` shows it: "512M", or "max" for no limit.
+pub(super) fn size_or_max(n: u64) -> String {
+    if n == crate::config::UNLIMITED {
+        "max".into()
+    } else {
+        format_size(n)
+    }
 }
 
 /// Print rows as columns aligned to their widest cell.
@@ -57,23 +67,23 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) {
     }
 }
 
-fn limits_summary(c: &ZoneConfig) -> String {
+pub(super) fn limits_summary(c: &ZoneConfig) -> String {
     let l = &c.limits;
     let mut parts = Vec::new();
     if let Some(n) = l.max_processes {
-        parts.push(format!("procs={n}"));
+        parts.push(format!("procs={}", crate::config::limit_text(n)));
     }
     if let Some(n) = l.max_threads {
-        parts.push(format!("threads={n}"));
+        parts.push(format!("threads={}", crate::config::limit_text(n)));
     }
     if let Some(n) = l.memory_max {
-        parts.push(format!("mem={}", format_size(n)));
+        parts.push(format!("mem={}", size_or_max(n)));
     }
     if let Some(n) = l.memory_request {
         parts.push(format!("req={}", format_size(n)));
     }
     if let Some(n) = l.memory_swap {
-        parts.push(format!("swap={}", format_size(n)));
+        parts.push(format!("swap={}", size_or_max(n)));
     }
     if let Some(f) = l.cpu_max {
         parts.push(format!("cpu={f}"));
@@ -94,11 +104,33 @@ fn limits_summary(c: &ZoneConfig) -> String {
     }
 }
 
-fn uptime(s: u64) -> String {
+pub(super) fn uptime(s: u64) -> String {
     match s {
         0..=59 => format!("{s}s"),
         60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
         _ => format!("{}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The STATE cell of a `list` row.
+pub(super) fn state_cell(i: &ZoneInfo) -> String {
+    match (&i.state, &i.error, &i.oci) {
+        // An OCI container: its runtime-spec status, as `warren oci list` says.
+        (_, _, Some(o)) => o.status.to_string(),
+        (Some(s), _, _) => {
+            let mut st = s.to_string();
+            if let Some(ev) = &i.evicted {
+                st.push_str(&format!(" (evicted: {ev})"));
+            }
+            if let Some(n) = i.oom_kills.filter(|n| *n > 0) {
+                st.push_str(&format!(", oom-killed ({n})"));
+            } else if let Some(run) = &i.last_run {
+                st.push_str(&format!(", {run}"));
+            }
+            st
+        }
+        (None, Some(_), _) => "unreadable".into(),
+        _ => "-".into(),
     }
 }
 
@@ -107,24 +139,7 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     let rows: Vec<Vec<String>> = infos
         .iter()
         .map(|i| {
-            let state = match (&i.state, &i.error, &i.oci) {
-                // An OCI container: its runtime-spec status, as `warren oci list` says.
-                (_, _, Some(o)) => o.status.to_string(),
-                (Some(s), _, _) => {
-                    let mut st = s.to_string();
-                    if let Some(ev) = &i.evicted {
-                        st.push_str(&format!(" (evicted: {ev})"));
-                    }
-                    if let Some(n) = i.oom_kills.filter(|n| *n > 0) {
-                        st.push_str(&format!(", oom-killed ({n})"));
-                    } else if let Some(run) = &i.last_run {
-                        st.push_str(&format!(", {run}"));
-                    }
-                    st
-                }
-                (None, Some(_), _) => "unreadable".into(),
-                _ => dash(),
-            };
+            let state = state_cell(i);
             let mut row = vec![
                 i.name.clone(),
                 state,
@@ -189,12 +204,9 @@ pub fn template_table(ctx: &Context, list: &[Manifest]) {
     table(&["NAME", "KIND", "BACKEND", "ZONES", "SOURCE"], &rows);
 }
 
-pub fn key_table(keys: &BTreeMap<&'static str, (&'static str, &'static str)>) {
-    let rows: Vec<Vec<String>> = keys
-        .iter()
-        .map(|(k, (ex, help))| vec![k.to_string(), ex.to_string(), help.to_string()])
-        .collect();
-    table(&["KEY", "EXAMPLE", "MEANING"], &rows);
+/// `warren config keys`: (name, example, default, live, meaning) rows.
+pub fn key_table(rows: &[Vec<String>]) {
+    table(&["KEY", "EXAMPLE", "DEFAULT", "LIVE", "MEANING"], rows);
 }
 
 pub fn host_info(i: &HostInfo) {

@@ -104,13 +104,115 @@ pub(super) fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> 
             let change = zone::config_unset(ctx, &z, &keys, when.apply_to())?;
             super::dayto::config_change(&change, json);
         }
-        ConfigCmd::Keys => {
-            let keys = config::key_help();
-            if json {
-                output::json(&keys);
-            } else {
-                output::key_table(&keys);
-            }
+        ConfigCmd::Keys => config_keys(ctx, json)?,
+        ConfigCmd::Get { zone: z, key } => config_get(ctx, json, &z, &key)?,
+    }
+    Ok(())
+}
+
+/// One row of `warren config keys --json`.
+#[derive(serde::Serialize)]
+struct KeyRow {
+    name: &'static str,
+    example: &'static str,
+    /// What a new zone gets: the `default` profile's value if it sets one, else the
+    /// built-in default.
+    default: String,
+    /// Whether the key can change on a running zone (cgroup limits); the others take
+    /// effect at the next boot.
+    live: bool,
+    help: &'static str,
+}
+
+/// `warren config keys`: every key with an example, its default, whether it is live.
+fn config_keys(ctx: &Context, json: bool) -> Result<()> {
+    // The default profile is root's; as anyone else, show the built-in defaults.
+    let profile = if warren_sys::geteuid() == 0 {
+        crate::profile::read(&ctx.layout, crate::profile::DEFAULT)?.unwrap_or_default()
+    } else {
+        toml::Table::new()
+    };
+    let mut from_profile = Vec::new();
+    config::flatten_table(&profile, &mut from_profile);
+    let rows: Vec<KeyRow> = config::keys_sorted()
+        .into_iter()
+        .map(|k| KeyRow {
+            name: k.name,
+            example: k.example,
+            default: from_profile
+                .iter()
+                .find(|(n, _)| n == k.name)
+                .map(|(_, v)| format!("{v} (profile)"))
+                .unwrap_or_else(|| k.default.to_string()),
+            live: k.live,
+            help: k.help,
+        })
+        .collect();
+    if json {
+        output::json(&rows);
+    } else {
+        let rows: Vec<Vec<String>> = rows
+            .into_iter()
+            .map(|r| {
+                vec![
+                    r.name.into(),
+                    r.example.into(),
+                    r.default,
+                    if r.live { "yes" } else { "no" }.into(),
+                    r.help.into(),
+                ]
+            })
+            .collect();
+        output::key_table(&rows);
+    }
+    Ok(())
+}
+
+/// `warren config get ZONE KEY`: the key's value in the zone's config (TOML form), or
+/// its default, marked so, when the config does not set it.
+fn config_get(ctx: &Context, json: bool, zone_name: &str, key: &str) -> Result<()> {
+    let k = config::key(key).ok_or_else(|| Error::config(zone_name, config::unknown_key(key)))?;
+    let z = zone::load(ctx, zone_name)?;
+    let mut entries = Vec::new();
+    config::flatten_table(&config::to_table(&z.config), &mut entries);
+    let value = entries.into_iter().find(|(n, _)| n == key).map(|(_, v)| v);
+    if json {
+        #[derive(serde::Serialize)]
+        struct Got<'a> {
+            zone: &'a str,
+            key: &'a str,
+            value: Option<toml::Value>,
+            default: &'a str,
+            set: bool,
+        }
+        output::json(&Got {
+            zone: zone_name,
+            key,
+            set: value.is_some(),
+            value,
+            default: k.default,
+        });
+        return Ok(());
+    }
+    // Strings bare, as a script wants them ("512M", not "\"512M\"").
+    let bare = |v: &toml::Value| match v {
+        toml::Value::String(s) => s.clone(),
+        v => v.to_string(),
+    };
+    match value {
+        Some(v) => println!("{}", bare(&v)),
+        None => {
+            // The host's caps: what the zone boots with (the default profile's, or
+            // the built-in ones).
+            let d = config::Defaults::load(ctx.layout.root())?;
+            let shown = match key {
+                "memory.max" => config::format_size(d.memory_max),
+                "max-processes" if z.config.limits.max_threads.is_none() => {
+                    d.max_processes.to_string()
+                }
+                _ => k.default.trim_matches('"').to_string(),
+            };
+            println!("{shown} (default; not set)");
         }
     }
     Ok(())

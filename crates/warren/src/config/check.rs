@@ -33,7 +33,10 @@ pub(super) fn check_consistency(zone: &str, c: &ZoneConfig) -> Result<()> {
         if t < p {
             return Err(Error::config(
                 zone,
-                format!("max-threads {t} is below max-processes {p}; every process has at least one thread, so raise max-threads"),
+                format!(
+                    "max-threads {t} is below max-processes {}; every process has at least one thread, so raise max-threads",
+                    limit_text(p)
+                ),
             ));
         }
     }

@@ -13,9 +13,13 @@
 //!
 //! The defaults are applied at boot to the limits the config leaves unset; they are
 //! not written into the zone's config, so a changed host default reaches every zone
-//! at its next boot. Two host settings of /proc views (docs/proc-views.md) live here too:
-//! `proc-views = false` turns them off for every zone that does not set the key itself,
-//! and `lxcfs-dir` (host-only, default `/var/lib/lxcfs`) is where lxcfs is mounted.
+//! at its next boot. That file is also the `default` profile (`warren profile set
+//! default KEY=VALUE`, see `crate::profile`): one file, one mechanism. Any zone key may
+//! be in it; the others are copied into each new zone's config at create, the
+//! [`DEFAULT_KEYS`] are not (applied at boot). Two host settings of /proc views
+//! (docs/proc-views.md) live here too: `proc-views = false` turns them off for every
+//! zone that does not set the key itself, and `lxcfs-dir` (host-only, [`HOST_KEYS`],
+//! default `/var/lib/lxcfs`) is where lxcfs is mounted.
 //!
 //! There is no default disk cap: the only mechanism warren has
 //! (`disk.max`, a loop-mounted ext4 image per zone) costs a loop device and a journal
@@ -32,10 +36,24 @@ pub const DEFAULT_MAX_PROCESSES: u64 = 1024;
 pub const DEFAULT_MEMORY_MAX: u64 = 512 << 20;
 /// Where Debian's lxcfs unit (and contrib/warren-lxcfs.service) mounts lxcfs.
 pub const DEFAULT_LXCFS_DIR: &str = "/var/lib/lxcfs";
-/// The zone keys `defaults.toml` may set.
+/// The keys of `defaults.toml` (the `default` profile) that are applied at boot
+/// rather than copied at create.
 pub const DEFAULT_KEYS: [&str; 3] = ["max-processes", "memory.max", "proc-views"];
 /// The host-only key of `defaults.toml`: where lxcfs is mounted.
 pub const LXCFS_DIR_KEY: &str = "lxcfs-dir";
+/// Keys of `defaults.toml` that are host settings, not zone keys.
+pub const HOST_KEYS: [&str; 1] = [LXCFS_DIR_KEY];
+
+/// `table` without its [`HOST_KEYS`] (what a zone may take from it), and the host
+/// keys' values.
+pub fn split_host_keys(table: &toml::Table) -> (toml::Table, Vec<(String, toml::Value)>) {
+    let mut zone = table.clone();
+    let host = HOST_KEYS
+        .iter()
+        .filter_map(|k| zone.remove(*k).map(|v| (k.to_string(), v)))
+        .collect();
+    (zone, host)
+}
 
 /// The host's defaults for unset limits, and its /proc views settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,33 +93,21 @@ impl Defaults {
         if let Some(m) = duplicate_key(&table) {
             return Err(bad(m));
         }
-        let mut entries = Vec::new();
-        flatten("", &table, &mut entries);
-        let mut scratch = ZoneConfig::new("host");
+        let (zone_keys, host_keys) = split_host_keys(&table);
         let mut lxcfs_dir = None;
-        for (name, value) in &entries {
-            if name == LXCFS_DIR_KEY {
-                let dir = value
-                    .as_str()
-                    .map(PathBuf::from)
-                    .filter(|p| p.is_absolute())
-                    .ok_or_else(|| {
-                        bad(format!(
-                            "{name} {value}: expected the absolute path lxcfs is mounted at, such as \"{DEFAULT_LXCFS_DIR}\""
-                        ))
-                    })?;
-                lxcfs_dir = Some(dir);
-                continue;
-            }
-            if !DEFAULT_KEYS.contains(&name.as_str()) {
-                return Err(bad(format!(
-                    "{name}: only {} have host defaults ({LXCFS_DIR_KEY} is the one host setting)",
-                    DEFAULT_KEYS.join(", ")
-                )));
-            }
-            let key = find_key(name).expect("default keys are zone keys");
-            (key.apply)(&mut scratch, value).map_err(|m| bad(format!("{name} {m}")))?;
+        for (name, value) in &host_keys {
+            let dir = value
+                .as_str()
+                .map(PathBuf::from)
+                .filter(|p| p.is_absolute())
+                .ok_or_else(|| {
+                    bad(format!(
+                        "{name} {value}: expected the absolute path lxcfs is mounted at, such as \"{DEFAULT_LXCFS_DIR}\""
+                    ))
+                })?;
+            lxcfs_dir = Some(dir);
         }
+        let scratch = check_partial(&zone_keys).map_err(bad)?;
         let builtin = Defaults::default();
         Ok(Defaults {
             max_processes: scratch
@@ -126,6 +132,23 @@ impl Defaults {
             }),
         }
     }
+}
+
+/// Check a partial config table (a profile, `defaults.toml`): every key known and
+/// every value valid, without the rules that involve several keys (the zone's own
+/// config may complete them). The result is a scratch config holding the values.
+pub fn check_partial(table: &toml::Table) -> std::result::Result<ZoneConfig, String> {
+    if let Some(m) = duplicate_key(table) {
+        return Err(m);
+    }
+    let mut entries = Vec::new();
+    flatten("", table, &mut entries);
+    let mut scratch = ZoneConfig::new("host");
+    for (name, value) in &entries {
+        let key = find_key(name).ok_or_else(|| super::unknown_key(name))?;
+        (key.apply)(&mut scratch, value).map_err(|m| format!("{name} {m}"))?;
+    }
+    Ok(scratch)
 }
 
 impl Limits {
@@ -170,9 +193,13 @@ mod tests {
         assert_eq!(d.max_processes, 4096);
         assert_eq!(d.memory_max, 2 << 30);
         assert_eq!(Defaults::parse(f, "").unwrap(), Defaults::default());
-        let e = Defaults::parse(f, "cpu.max = 1").unwrap_err().to_string();
+        // The default profile may hold any zone key; only the two limits are defaults
+        // at boot.
+        let d = Defaults::parse(f, "cpu.max = 1\nmax-processes = 7").unwrap();
+        assert_eq!(d.max_processes, 7);
+        let e = Defaults::parse(f, "mem.max = 1").unwrap_err().to_string();
         assert!(
-            e.contains("/r/defaults.toml") && e.contains("cpu.max"),
+            e.contains("/r/defaults.toml") && e.contains("memory.max"),
             "{e}"
         );
         let d = Defaults::parse(f, "proc-views = false\nlxcfs-dir = \"/run/lx\"\n").unwrap();

@@ -1,5 +1,5 @@
-//! The one registry of config keys, with a parser each, and how an unknown key is
-//! answered (the nearest known one).
+//! The one registry of config keys, with a parser each, its default and whether it
+//! changes live. How an unknown key is answered is in `suggest`.
 
 use super::*;
 
@@ -8,6 +8,11 @@ pub struct Key {
     pub name: &'static str,
     pub help: &'static str,
     pub example: &'static str,
+    /// The value a zone gets when neither its config nor a profile sets the key.
+    pub default: &'static str,
+    /// Whether a running zone's limit can change without a reboot (the cgroup file is
+    /// written live); the others take effect at the next boot.
+    pub live: bool,
     pub(super) apply: fn(&mut ZoneConfig, &toml::Value) -> std::result::Result<(), String>,
 }
 
@@ -15,6 +20,8 @@ pub struct Key {
 pub static KEYS: &[Key] = &[
     Key {
         name: "userns",
+        default: "true",
+        live: false,
         help: "run the zone in its own user namespace, its root mapped to 65536 unprivileged host ids (default true; false keeps host ids, see docs/isolation.md)",
         example: "false",
         apply: |c, v| {
@@ -24,6 +31,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "userns-base",
+        default: "allocated",
+        live: false,
         help: "pin the first host id of the zone's 65536 (default: allocated from 1073741824 on, never overlapping another zone's)",
         example: "1073741824",
         apply: |c, v| {
@@ -37,9 +46,15 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "disk.max",
+        default: "none",
+        live: false,
         help: "cap on what the zone writes (its private layer); writes past it fail with ENOSPC (see 'warren info' for the mechanism)",
         example: "\"1G\"",
         apply: |c, v| {
+            if is_unlimited(v) {
+                c.disk_max = None;
+                return Ok(());
+            }
             let n = want_size(v)?;
             if n < crate::quota::MIN_SIZE {
                 return Err(format!(
@@ -54,96 +69,128 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "rlimit.as",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_AS for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "as", v),
     },
     Key {
         name: "rlimit.core",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_CORE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "core", v),
     },
     Key {
         name: "rlimit.cpu",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_CPU for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "cpu", v),
     },
     Key {
         name: "rlimit.data",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_DATA for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "data", v),
     },
     Key {
         name: "rlimit.fsize",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_FSIZE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "fsize", v),
     },
     Key {
         name: "rlimit.locks",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_LOCKS for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "locks", v),
     },
     Key {
         name: "rlimit.memlock",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_MEMLOCK for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "memlock", v),
     },
     Key {
         name: "rlimit.msgqueue",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_MSGQUEUE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "msgqueue", v),
     },
     Key {
         name: "rlimit.nice",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_NICE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "nice", v),
     },
     Key {
         name: "rlimit.nofile",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_NOFILE for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"1024:4096\"",
         apply: |c, v| set_rlimit(c, "nofile", v),
     },
     Key {
         name: "rlimit.nproc",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_NPROC for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "nproc", v),
     },
     Key {
         name: "rlimit.rtprio",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_RTPRIO for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "rtprio", v),
     },
     Key {
         name: "rlimit.rttime",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_RTTIME for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "rttime", v),
     },
     Key {
         name: "rlimit.sigpending",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_SIGPENDING for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "sigpending", v),
     },
     Key {
         name: "rlimit.stack",
+        default: "the host's",
+        live: false,
         help: "RLIMIT_STACK for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "stack", v),
     },
     Key {
         name: "caps.add",
+        default: "[]",
+        live: false,
         help: "capabilities the zone's root keeps on top of the default set (docs/isolation.md)",
         example: "[\"CAP_SYS_NICE\"]",
         apply: |c, v| {
@@ -153,6 +200,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "caps.drop",
+        default: "[]",
+        live: false,
         help: "capabilities removed from the default set",
         example: "[\"CAP_NET_RAW\"]",
         apply: |c, v| {
@@ -162,6 +211,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "seccomp.deny",
+        default: "[]",
+        live: false,
         help: "syscalls denied (EPERM) on top of the default seccomp filter",
         example: "[\"io_uring_setup\"]",
         apply: |c, v| {
@@ -179,7 +230,20 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "env",
+        default: "[]",
+        live: false,
+        help: "the zone's default environment, KEY=VALUE strings given to its init, its services and every login ('warren login -e' overrides them)",
+        example: "[\"LANG=C.UTF-8\"]",
+        apply: |c, v| {
+            c.env = want_env(v)?;
+            Ok(())
+        },
+    },
+    Key {
         name: "template",
+        default: "\"host\"",
+        live: false,
         help: "the template the zone's root is made from",
         example: "\"host\"",
         apply: |c, v| {
@@ -193,6 +257,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "brand",
+        default: "\"native\"",
+        live: false,
         help: "how the zone runs: native (namespaces + cgroups)",
         example: "\"native\"",
         apply: |c, v| match want_str(v, "\"native\"")? {
@@ -206,6 +272,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net",
+        default: "\"none\"",
+        live: false,
         help: "network: none (own namespace, loopback only), host (share the host's) or bridge (own namespace, eth0 on a host bridge)",
         example: "\"bridge\"",
         apply: |c, v| match want_str(v, "\"none\", \"host\" or \"bridge\"")? {
@@ -228,6 +296,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net-bridge",
+        default: "\"warren0\"",
+        live: false,
         help: "net = \"bridge\": the host bridge to attach to, created on first use (default warren0)",
         example: "\"warren0\"",
         apply: |c, v| {
@@ -241,6 +311,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net-subnet",
+        default: "\"10.231.0.0/16\"",
+        live: false,
         help: "net = \"bridge\": the IPv4 subnet of the bridge; .1 is the bridge and gateway (default 10.231.0.0/16)",
         example: "\"10.231.0.0/16\"",
         apply: |c, v| {
@@ -251,6 +323,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net-address",
+        default: "lowest free",
+        live: false,
         help: "net = \"bridge\": pin the zone's IPv4 address (default: the lowest free one)",
         example: "\"10.231.0.10\"",
         apply: |c, v| {
@@ -264,6 +338,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "net-isolated",
+        default: "false",
+        live: false,
         help: "net = \"bridge\": no traffic bridged between this zone and any other zone, either way; the host and gateway stay reachable (default false)",
         example: "true",
         apply: |c, v| {
@@ -273,6 +349,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "hostname",
+        default: "the zone's name",
+        live: false,
         help: "the hostname inside the zone (default: the zone's name)",
         example: "\"web1\"",
         apply: |c, v| {
@@ -292,6 +370,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "init",
+        default: "warren's init",
+        live: false,
         help:
             "PID 1: a command (string for /bin/sh -c, or an argv array); default: warren's own init",
         example: "[\"/bin/sleep\", \"infinity\"]",
@@ -311,6 +391,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "services",
+        default: "[]",
+        live: false,
         help: "commands warren's init starts at boot (strings for /bin/sh -c, or argv arrays)",
         example: "[\"sleep infinity\"]",
         apply: |c, v| {
@@ -323,6 +405,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "autoboot",
+        default: "false",
+        live: false,
         help: "boot the zone with 'warren boot --autoboot' at host start",
         example: "true",
         apply: |c, v| {
@@ -332,6 +416,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "proc-views",
+        default: "when lxcfs is mounted",
+        live: false,
         help: "the zone's /proc/meminfo, cpuinfo, stat, uptime, loadavg… show its own limits and usage, from the host's lxcfs (default: when lxcfs is mounted, see 'warren info'; true: boot fails without it; false: the host's values; docs/proc-views.md)",
         example: "false",
         apply: |c, v| {
@@ -341,6 +427,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "priority",
+        default: "\"normal\"",
+        live: false,
         help: "eviction order under memory pressure: critical, normal or best-effort",
         example: "\"normal\"",
         apply: |c, v| {
@@ -359,6 +447,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "stop-timeout",
+        default: "10",
+        live: false,
         help: "seconds halt waits for a graceful stop before killing (default 10)",
         example: "10",
         apply: |c, v| {
@@ -368,28 +458,34 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "max-processes",
-        help: "most processes in the zone (the pids controller, unless max-threads is set; default 1024, or the host's defaults.toml)",
+        default: "1024",
+        live: true,
+        help: "most processes in the zone (the pids controller, unless max-threads is set; default 1024, or the default profile's; \"max\" for none)",
         example: "100",
         apply: |c, v| {
-            c.limits.max_processes = Some(want_int(v, 1, 4_194_304)?);
+            c.limits.max_processes = Some(want_int_or_max(v, 1, 4_194_304)?);
             Ok(())
         },
     },
     Key {
         name: "max-threads",
-        help: "most tasks (threads, counting each process's main thread) in the zone",
+        default: "none",
+        live: true,
+        help: "most tasks (threads, counting each process's main thread) in the zone (\"max\" for none)",
         example: "1000",
         apply: |c, v| {
-            c.limits.max_threads = Some(want_int(v, 1, 4_194_304)?);
+            c.limits.max_threads = Some(want_int_or_max(v, 1, 4_194_304)?);
             Ok(())
         },
     },
     Key {
         name: "memory.max",
-        help: "memory cap (RAM); past it the zone's own processes are reclaimed or OOM-killed (default 512M, or the host's defaults.toml)",
+        default: "\"512M\"",
+        live: true,
+        help: "memory cap (RAM); past it the zone's own processes are reclaimed or OOM-killed (default 512M, or the default profile's; \"max\" for none)",
         example: "\"512M\"",
         apply: |c, v| {
-            let n = want_size(v)?;
+            let n = want_size_or_max(v)?;
             if n < 4 << 20 {
                 return Err(format!(
                     "{}: at least 4M is needed for a zone to start; give a size such as \"512M\"",
@@ -402,15 +498,19 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "memory.swap",
-        help: "swap the zone may use on top of memory.max",
+        default: "none",
+        live: true,
+        help: "swap the zone may use on top of memory.max (\"max\": as much as the host has)",
         example: "\"256M\"",
         apply: |c, v| {
-            c.limits.memory_swap = Some(want_size(v)?);
+            c.limits.memory_swap = Some(want_size_or_max(v)?);
             Ok(())
         },
     },
     Key {
         name: "memory.request",
+        default: "none",
+        live: true,
         help: "guaranteed memory (v1 soft limit, v2 memory.low); also sets the zone's share of host swap unless memory.swap is set",
         example: "\"128M\"",
         apply: |c, v| {
@@ -420,6 +520,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "cpu.shares",
+        default: "1024",
+        live: true,
         help: "relative CPU weight, cgroup v1 scale (2-262144, default 1024)",
         example: "1024",
         apply: |c, v| {
@@ -429,6 +531,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "cpu.weight",
+        default: "100",
+        live: true,
         help: "relative CPU weight, cgroup v2 scale (1-10000, default 100)",
         example: "100",
         apply: |c, v| {
@@ -438,9 +542,15 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "cpu.max",
-        help: "CPU cap in CPUs, e.g. 0.5 for half of one CPU",
+        default: "none",
+        live: true,
+        help: "CPU cap in CPUs, e.g. 0.5 for half of one CPU (\"max\": no cap)",
         example: "0.5",
         apply: |c, v| {
+            if is_unlimited(v) {
+                c.limits.cpu_max = None;
+                return Ok(());
+            }
             let f = match v {
                 toml::Value::Float(f) => *f,
                 toml::Value::Integer(i) => *i as f64,
@@ -464,6 +574,8 @@ pub static KEYS: &[Key] = &[
     },
     Key {
         name: "cpuset",
+        default: "all CPUs",
+        live: true,
         help: "the CPUs the zone may run on, e.g. \"0-1\" or \"0,2\"",
         example: "\"0-1\"",
         apply: |c, v| {
@@ -522,43 +634,23 @@ pub(super) fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<(String, 
     }
 }
 
+/// A table's leaves as dotted keys (either TOML spelling of a key gives one name).
+pub fn flatten_table(table: &toml::Table, out: &mut Vec<(String, toml::Value)>) {
+    flatten("", table, out)
+}
+
 pub(super) fn find_key(name: &str) -> Option<&'static Key> {
     KEYS.iter().find(|k| k.name == name)
 }
 
-/// The closest known key to `name`, for "did you mean".
-pub(super) fn suggest(name: &str) -> Option<&'static str> {
-    KEYS.iter()
-        .map(|k| (edit_distance(k.name, name), k.name))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, n)| n)
+/// `warren config keys`: every key in name order.
+pub fn keys_sorted() -> Vec<&'static Key> {
+    let mut v: Vec<&'static Key> = KEYS.iter().collect();
+    v.sort_by_key(|k| k.name);
+    v
 }
 
-pub(super) fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let sub = prev[j] + usize::from(ca != *cb);
-            cur.push(sub.min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-pub(super) fn unknown_key(name: &str) -> String {
-    match suggest(name) {
-        Some(s) => {
-            format!("unknown config key '{name}' (did you mean '{s}'?); see 'warren config keys'")
-        }
-        None => format!("unknown config key '{name}'; see 'warren config keys' for the list"),
-    }
-}
-
-/// `warren config keys`: name, example, help.
-pub fn key_help() -> BTreeMap<&'static str, (&'static str, &'static str)> {
-    KEYS.iter().map(|k| (k.name, (k.example, k.help))).collect()
+/// The registered key named `name`, if any.
+pub fn key(name: &str) -> Option<&'static Key> {
+    find_key(name)
 }

@@ -7,9 +7,10 @@
 //!
 //! Everything here is pure: host facts (online CPUs) are passed in.
 //!
-//! Laid out by idea: the types are here; [`keys`] is the registry, [`values`] the
-//! value parsers, [`toml_form`] the file and `--set` forms, [`check`] the rules that
-//! involve several keys or the host.
+//! Laid out by idea: the types are here; [`keys`] is the registry, [`suggest`] answers
+//! an unknown key, [`values`] the value parsers, [`toml_form`] the file and `--set`
+//! forms, [`check`] the rules that involve several keys or the host, [`defaults`] the
+//! host's default limits (the `default` profile's caps).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -24,12 +25,14 @@ use crate::net::subnet::{ifname_problem, Subnet, DEFAULT_BRIDGE, DEFAULT_SUBNET}
 mod check;
 mod defaults;
 mod keys;
+mod suggest;
 mod toml_form;
 mod values;
 
 pub use check::*;
 pub use defaults::*;
 pub use keys::*;
+pub use suggest::*;
 pub use toml_form::*;
 pub use values::*;
 
@@ -201,6 +204,9 @@ pub struct ZoneConfig {
     /// `None`: when the host has them (`defaults.toml`, lxcfs mounted); `Some(true)`:
     /// required, the boot fails without them; `Some(false)`: never.
     pub proc_views: Option<bool>,
+    /// The zone's default environment (`KEY=VALUE`), given to its init (and so its
+    /// services) and to every login, where `-e` overrides it.
+    pub env: Vec<String>,
 }
 
 impl ZoneConfig {
@@ -229,6 +235,7 @@ impl ZoneConfig {
             rlimits: BTreeMap::new(),
             disk_max: None,
             proc_views: None,
+            env: Vec::new(),
         }
     }
 

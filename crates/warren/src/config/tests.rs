@@ -90,8 +90,44 @@ fn bad_size_names_field_and_fix() {
         .to_string();
     assert_eq!(
         e,
-        "zone 'web1': memory.max \"12X\": expected a size such as 512M or 2G"
+        "zone 'web1': memory.max \"12X\": expected a size such as 512M or 2G, or \"max\" for no limit"
     );
+}
+
+#[test]
+fn max_and_unlimited_mean_no_limit_and_round_trip() {
+    let c = p("template = \"host\"\nmemory.max = \"max\"\nmemory.swap = \"unlimited\"\nmax-processes = \"MAX\"\ncpu.max = \"max\"\ndisk.max = \"unlimited\"").unwrap();
+    assert_eq!(c.limits.memory_max, Some(UNLIMITED));
+    assert_eq!(c.limits.memory_swap, Some(UNLIMITED));
+    assert_eq!(c.limits.max_processes, Some(UNLIMITED));
+    assert_eq!((c.limits.cpu_max, c.disk_max), (None, None));
+    // The host defaults do not replace an explicit "max".
+    let l = c.limits.with_defaults(&Defaults::default());
+    assert_eq!(l.pids_max(), Some(UNLIMITED));
+    assert_eq!(limit_text(UNLIMITED), "max");
+    let text = to_toml(&c);
+    assert!(text.contains("max-processes = \"max\""), "{text}");
+    assert_eq!(parse("web1", &text).unwrap(), c);
+    let e = p("template = \"host\"\nmax-threads = \"lots\"")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("or \"max\" for no limit"), "{e}");
+}
+
+#[test]
+fn keys_are_suggested_by_meaning_then_spelling() {
+    assert_eq!(suggest("mem.max"), Some("memory.max"));
+    assert_eq!(suggest("pids.max"), Some("max-processes"));
+    assert_eq!(suggest("PIDS_MAX"), Some("max-processes"));
+    assert_eq!(suggest("memory.low"), Some("memory.request"));
+    assert_eq!(suggest("cpuset.cpus"), Some("cpuset"));
+    assert_eq!(suggest("max_processes"), Some("max-processes"));
+    assert_eq!(suggest("zzzzzzzzzz"), None);
+    // Every synonym names a real key, and every key says whether it is live.
+    for (_, k) in SYNONYMS {
+        assert!(key(k).is_some(), "{k}");
+    }
+    assert!(key("memory.max").unwrap().live && !key("net").unwrap().live);
 }
 
 #[test]
@@ -410,4 +446,21 @@ fn commands_with_nul_or_the_unit_separator_are_refused() {
     }
     // Other control characters reach init intact: a tab in a shell command is fine.
     p("template = \"host\"\nservices = [\"sleep\\t1\"]\n").unwrap();
+}
+
+#[test]
+fn env_is_a_list_of_key_value_strings_and_round_trips() {
+    let c = p("template = \"host\"\nenv = [\"LANG=C.UTF-8\", \"EMPTY=\"]\n").unwrap();
+    assert_eq!(c.env, ["LANG=C.UTF-8", "EMPTY="]);
+    assert_eq!(p(&to_toml(&c)).unwrap().env, c.env);
+    for (bad, why) in [
+        ("env = [\"NOEQUALS\"]", "expected KEY=VALUE"),
+        ("env = [\"=v\"]", "name before '=' is empty"),
+        ("env = \"LANG=C\"", "expected an array"),
+    ] {
+        let e = p(&format!("template = \"host\"\n{bad}\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
 }

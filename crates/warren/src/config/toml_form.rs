@@ -29,7 +29,7 @@ pub fn from_table(zone: &str, table: &toml::Table) -> Result<ZoneConfig> {
 /// The first key given twice in `table` under two spellings (a quoted dotted key such
 /// as `"memory.max"` and `max` in `[memory]`), as a message naming both and the fix.
 /// TOML itself refuses a key repeated in one spelling.
-pub(super) fn duplicate_key(table: &toml::Table) -> Option<String> {
+pub fn duplicate_key(table: &toml::Table) -> Option<String> {
     fn walk(
         path: &[&str],
         table: &toml::Table,
@@ -212,6 +212,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if !c.seccomp_deny.is_empty() {
         put("seccomp.deny", list(&c.seccomp_deny));
     }
+    if !c.env.is_empty() {
+        put("env", list(&c.env));
+    }
     let cmd = |c: &Command| match c {
         Command::Shell(s) => toml::Value::String(s.clone()),
         Command::Argv(v) => toml::Value::Array(v.iter().cloned().map(Into::into).collect()),
@@ -248,16 +251,16 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     }
     let l = &c.limits;
     if let Some(n) = l.max_processes {
-        put("max-processes", int(n));
+        put("max-processes", int_or_max(n));
     }
     if let Some(n) = l.max_threads {
-        put("max-threads", int(n));
+        put("max-threads", int_or_max(n));
     }
     if let Some(n) = l.memory_max {
-        put("memory.max", format_size(n).into());
+        put("memory.max", size_or_max(n));
     }
     if let Some(n) = l.memory_swap {
-        put("memory.swap", format_size(n).into());
+        put("memory.swap", size_or_max(n));
     }
     if let Some(n) = l.memory_request {
         put("memory.request", format_size(n).into());
@@ -297,20 +300,17 @@ pub fn to_toml(c: &ZoneConfig) -> String {
     toml::to_string(&to_table(c)).expect("a table always serialises")
 }
 
-/// Keys a running zone takes without a reboot: each is a cgroup file (see
-/// `cgroups::live`). `disk.max` is not among them: its loop-backed ext4 image is sized
-/// and mounted at boot.
-pub const LIVE_KEYS: [&str; 9] = [
-    "max-processes",
-    "max-threads",
-    "memory.max",
-    "memory.swap",
-    "memory.request",
-    "cpu.shares",
-    "cpu.weight",
-    "cpu.max",
-    "cpuset",
-];
+/// Keys a running zone takes without a reboot: those the registry marks `live` (each
+/// is a cgroup file, see `cgroups::live`). `disk.max` is not among them: its
+/// loop-backed ext4 image is made at install.
+pub fn live_keys() -> Vec<&'static str> {
+    KEYS.iter().filter(|k| k.live).map(|k| k.name).collect()
+}
+
+/// Whether `key` is one of [`live_keys`].
+pub fn is_live(key: &str) -> bool {
+    find_key(key).is_some_and(|k| k.live)
+}
 
 /// The dotted keys whose values differ between `old` (none: every key of `new`) and
 /// `new`, sorted.

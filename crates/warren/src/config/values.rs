@@ -108,6 +108,36 @@ pub(super) fn want_names(v: &toml::Value, what: &str) -> std::result::Result<Vec
     Ok(items.into_iter().filter(|s| !s.is_empty()).collect())
 }
 
+/// Environment entries: a TOML array of `KEY=VALUE` strings (KEY non-empty, without
+/// `=` or NUL; the value without NUL).
+pub(super) fn want_env(v: &toml::Value) -> std::result::Result<Vec<String>, String> {
+    let toml::Value::Array(items) = v else {
+        return Err(format!(
+            "{}: expected an array of \"KEY=VALUE\" strings such as [\"LANG=C.UTF-8\"]",
+            short(v)
+        ));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let s = want_str(item, "a \"KEY=VALUE\" string")?;
+        if let Some(p) = env_problem(s) {
+            return Err(format!("{s:?}: {p}"));
+        }
+        out.push(s.to_string());
+    }
+    Ok(out)
+}
+
+/// What is wrong with an environment entry `KEY=VALUE`, if anything.
+pub fn env_problem(entry: &str) -> Option<&'static str> {
+    match entry.split_once('=') {
+        _ if entry.contains('\0') => Some("contains a NUL byte"),
+        None => Some("expected KEY=VALUE (an '=' after the name)"),
+        Some(("", _)) => Some("the name before '=' is empty"),
+        Some(_) => None,
+    }
+}
+
 /// Capability names, canonicalised (`sys_nice` → `CAP_SYS_NICE`).
 pub(super) fn want_caps(v: &toml::Value) -> std::result::Result<Vec<String>, String> {
     want_names(v, "capability names such as [\"CAP_SYS_NICE\"]")?
@@ -197,4 +227,70 @@ pub(super) fn want_command(v: &toml::Value) -> std::result::Result<Command, Stri
         }
     }
     Ok(cmd)
+}
+
+/// A limit set to `max` / `unlimited`: no cap, not even the host's default (stored in
+/// `Limits` as this value, written to the cgroup as `max`, or `-1` on cgroup v1).
+pub const UNLIMITED: u64 = u64::MAX;
+
+/// The text a cgroup v2 limit file takes for `n` (`max` for [`UNLIMITED`]).
+pub fn limit_text(n: u64) -> String {
+    if n == UNLIMITED {
+        "max".into()
+    } else {
+        n.to_string()
+    }
+}
+
+/// Whether a value spells "no limit": `max`, `unlimited` or `infinity` (any case).
+pub(super) fn is_unlimited(v: &toml::Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        let s = s.trim();
+        ["max", "unlimited", "infinity"]
+            .iter()
+            .any(|w| s.eq_ignore_ascii_case(w))
+    })
+}
+
+/// A size, or `max` / `unlimited` ([`UNLIMITED`]).
+pub(super) fn want_size_or_max(v: &toml::Value) -> std::result::Result<u64, String> {
+    if is_unlimited(v) {
+        return Ok(UNLIMITED);
+    }
+    want_size(v).map_err(|_| {
+        format!(
+            "{}: expected a size such as 512M or 2G, or \"max\" for no limit",
+            short(v)
+        )
+    })
+}
+
+/// A whole number in `min..=max`, or `max` / `unlimited` ([`UNLIMITED`]).
+pub(super) fn want_int_or_max(
+    v: &toml::Value,
+    min: u64,
+    max: u64,
+) -> std::result::Result<u64, String> {
+    if is_unlimited(v) {
+        return Ok(UNLIMITED);
+    }
+    want_int(v, min, max).map_err(|m| format!("{m}, or \"max\" for no limit"))
+}
+
+/// The config form of a size limit: "512M", or "max".
+pub fn size_or_max(n: u64) -> toml::Value {
+    if n == UNLIMITED {
+        "max".into()
+    } else {
+        format_size(n).into()
+    }
+}
+
+/// The config form of a count limit: 100, or "max".
+pub fn int_or_max(n: u64) -> toml::Value {
+    if n == UNLIMITED {
+        "max".into()
+    } else {
+        toml::Value::Integer(n as i64)
+    }
 }

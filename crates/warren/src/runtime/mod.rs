@@ -16,6 +16,8 @@ mod boot;
 pub mod console;
 pub mod init;
 pub mod login;
+mod login_io;
+pub mod login_user;
 mod spec;
 mod stop;
 mod userns;

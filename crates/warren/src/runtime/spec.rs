@@ -160,6 +160,12 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
         "container=warren".to_string(),
         format!("WARREN_ZONE={zone}"),
     ];
+    // The zone's own `env` last: an entry replaces a default of the same name.
+    for entry in &spec.config.env {
+        let key = entry.split_once('=').map_or(entry.as_str(), |(k, _)| k);
+        env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
+        env.push(entry.clone());
+    }
     if spec.config.init.is_none() {
         env.extend(init::encode_services(&spec.config.services));
     }

@@ -57,7 +57,7 @@ pub fn reattach_views(
                 }
             }
             for (rel, fd) in &fresh {
-                warren_sys::fs::move_mount_onto(fd.as_fd(), &Path::new("/").join(rel))?;
+                warren_sys::userns::move_mount(fd.as_fd(), &Path::new("/").join(rel))?;
             }
             Ok(())
         })();

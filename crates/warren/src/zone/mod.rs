@@ -5,10 +5,14 @@
 //! whether the verb applies, and then acts. Reading verbs (`list`) take no lock and
 //! report the state derived from the files and the kernel.
 
+mod cp;
+mod cp_offline;
+mod cp_tar;
 mod gc;
 mod lifecycle;
 mod prepare;
 mod records;
+mod rename;
 
 use std::cell::OnceCell;
 use std::fs;
@@ -17,13 +21,15 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+pub use cp::{cp, helper_main as cp_helper, CpOptions, CpReport};
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, boot_watched, clone, config_bytes, config_replace, config_set,
-    config_unset, create, delete, evict, halt, install, login, reboot, uninstall, ApplyTo,
-    BootReport, ConfigChange, Outcome,
+    config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
+    uninstall, ApplyTo, BootReport, ConfigChange, Outcome,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
+pub use rename::rename;
 
 use crate::cgroups::{discover, CgroupDriver, Hierarchy};
 use crate::config::{self, ZoneConfig};

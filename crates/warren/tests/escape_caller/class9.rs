@@ -144,7 +144,7 @@ fn class9_default_limits() {
     env.host_zone("d6", &[]);
     for (text, key, what) in [
         ("max-processes = \"lots\"\n", "max-processes", "a bad value"),
-        ("cpu.max = 1\n", "cpu.max", "a key with no host default"),
+        ("cpu.maxx = 1\n", "cpu.maxx", "an unknown key"),
         ("max-processes = = 3\n", "defaults.toml", "invalid TOML"),
     ] {
         std::fs::write(&defaults, text).unwrap();

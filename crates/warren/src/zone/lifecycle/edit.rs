@@ -94,7 +94,7 @@ fn edit_config(
                 format!(
                     "{} cannot change while the zone runs (live keys: {}); drop --live-only, or use --next-boot",
                     next_boot.join(", "),
-                    config::LIVE_KEYS.join(", ")
+                    config::live_keys().join(", ")
                 ),
             ));
         }

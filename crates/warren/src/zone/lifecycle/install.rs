@@ -4,7 +4,8 @@
 
 use super::*;
 
-/// `warren create`: a new zone in state configured.
+/// `warren create` without profiles (demo and bench zones): a new zone in state
+/// configured.
 pub fn create(
     ctx: &Context,
     name: &str,
@@ -12,8 +13,26 @@ pub fn create(
     config_file: Option<&Path>,
     sets: &[String],
 ) -> Result<ZoneConfig> {
+    create_with_profiles(ctx, name, template_name, config_file, sets, None)
+}
+
+/// `warren create`: a new zone in state configured, its config made from the profiles
+/// (`Some`: the `default` profile, then these; see `crate::profile`), then the config
+/// file, then `--template`, then `--set`.
+pub fn create_with_profiles(
+    ctx: &Context,
+    name: &str,
+    template_name: Option<&str>,
+    config_file: Option<&Path>,
+    sets: &[String],
+    profiles: Option<&[String]>,
+) -> Result<ZoneConfig> {
     names::zone(name)?;
-    let mut table = match config_file {
+    let (mut table, applied) = match profiles {
+        Some(p) => crate::profile::merged(&ctx.layout, p)?,
+        None => (toml::Table::new(), Vec::new()),
+    };
+    let own = match config_file {
         Some(path) => {
             let text = read_text_bounded(path, MAX_SMALL_FILE).map_err(|e| {
                 Error::Invalid(format!(
@@ -38,8 +57,14 @@ pub fn create(
                 )
             })?
         }
-        None => config::to_table(&ZoneConfig::new("host")),
+        None => {
+            let mut t = config::to_table(&ZoneConfig::new("host"));
+            // The built-in template and network give way to a profile's.
+            t.retain(|k, _| !table.contains_key(k));
+            t
+        }
     };
+    crate::profile::overlay(name, &mut table, &own)?;
     if let Some(t) = template_name {
         names::template(t)?;
         table.insert("template".into(), t.into());
@@ -65,7 +90,11 @@ pub fn create(
         fault::point("create.after-mkdir");
         write_config(&tmp, &cfg)?;
         fault::point("create.after-config");
-        state::save_lifecycle(&tmp, &Lifecycle::configured())?;
+        let lc = Lifecycle {
+            profiles: applied,
+            ..Lifecycle::configured()
+        };
+        state::save_lifecycle(&tmp, &lc)?;
         fs::rename(&tmp, &dir)
             .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
         sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
@@ -121,7 +150,10 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
         // Roll back to configured; if that fails too, incomplete tells the next command.
         let cleanup = be.uninstall(&z.dir).and_then(|_| {
             crate::quota::remove_image(&z.dir)?;
-            z.lifecycle = Lifecycle::configured();
+            z.lifecycle = Lifecycle {
+                profiles: std::mem::take(&mut z.lifecycle.profiles),
+                ..Lifecycle::configured()
+            };
             state::save_lifecycle(&z.dir, &z.lifecycle)
         });
         return Err(e.with_cleanup(cleanup.err()));
@@ -220,6 +252,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
             state: ZoneState::Installed,
             backend: Some(kind),
             idmap: range,
+            profiles: source.lifecycle.profiles.clone(),
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
@@ -258,7 +291,10 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
     }
     // The id range stays the zone's until it is deleted.
     let idmap = z.lifecycle.idmap;
-    z.lifecycle = Lifecycle::configured();
+    z.lifecycle = Lifecycle {
+        profiles: std::mem::take(&mut z.lifecycle.profiles),
+        ..Lifecycle::configured()
+    };
     z.lifecycle.idmap = idmap;
     state::save_lifecycle(&z.dir, &z.lifecycle)
 }

@@ -2,7 +2,7 @@
 //! to the zone's cgroups, and undoing that when the config cannot be written.
 //!
 //! `config set` / `unset` / `edit` (see `edit`) apply to the running zone every
-//! changed key of [`config::LIVE_KEYS`] (through `cgroups::live`: the zone's files
+//! changed key the registry marks live ([`config::live_keys`]) (through `cgroups::live`: the zone's files
 //! read first, written back if any write fails) before the config is written; if the
 //! write fails, the old limits are applied again. Other keys take effect at the next
 //! boot, and the answer says which. `--live-only` changes the running zone only
@@ -48,10 +48,7 @@ pub fn split(st: ZoneState, changed: &[String], to: ApplyTo) -> (Vec<String>, Ve
     if st != ZoneState::Running || to == ApplyTo::NextBoot {
         return (Vec::new(), changed.to_vec());
     }
-    changed
-        .iter()
-        .cloned()
-        .partition(|k| config::LIVE_KEYS.contains(&k.as_str()))
+    changed.iter().cloned().partition(|k| config::is_live(k))
 }
 
 /// Why `key`, a limit, does not change now for a zone in state `st` (shown with the
@@ -117,6 +114,20 @@ mod tests {
         let (live, later) = split(ZoneState::Installed, &changed, ApplyTo::Both);
         assert!(live.is_empty());
         assert_eq!(later, changed);
+        assert_eq!(
+            config::live_keys(),
+            [
+                "max-processes",
+                "max-threads",
+                "memory.max",
+                "memory.swap",
+                "memory.request",
+                "cpu.shares",
+                "cpu.weight",
+                "cpu.max",
+                "cpuset"
+            ]
+        );
         assert!(reboot_reason("disk.max", ZoneState::Installed).is_some());
         assert!(reboot_reason("disk.max", ZoneState::Configured).is_none());
         assert!(reboot_reason("rlimit.nofile", ZoneState::Running).is_some());

@@ -34,7 +34,7 @@ mod run;
 mod views;
 
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
-pub use install::{clone, create, delete, install, uninstall};
+pub use install::{clone, create, create_with_profiles, delete, install, uninstall};
 pub use live::{ApplyTo, ConfigChange};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};

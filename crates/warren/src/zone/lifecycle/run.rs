@@ -399,8 +399,8 @@ pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<()
     boot_locked(ctx, &mut z, runtime::BOOT_WATCH).map(drop)
 }
 
-/// `warren login`: run `argv` (or a login shell) inside the running zone.
-pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
+/// `warren login`: run `req` (or a login shell) inside the running zone.
+pub fn login(ctx: &Context, name: &str, req: &runtime::login::Request<'_>) -> Result<i32> {
     ctx.require_root()?;
     let z = load(ctx, name)?;
     state::check(name, Verb::Login, z.state(ctx))?;
@@ -410,15 +410,16 @@ pub fn login(ctx: &Context, name: &str, argv: &[String]) -> Result<i32> {
         .expect("a running zone has a runtime record");
     let init = rt.init.expect("a running zone has an init");
     let confinement = crate::isolation::Confinement::for_zone(&z.config);
-    runtime::login::login(
-        name,
+    let zone = runtime::login::ZoneRef {
+        zone: name,
         init,
-        &rt.cgroups,
-        &confinement,
-        &z.config.rlimits,
-        argv,
-        &ctx.host.proc,
-    )
+        cgroups: &rt.cgroups,
+        confinement: &confinement,
+        rlimits: &z.config.rlimits,
+        env: &z.config.env,
+        proc_root: &ctx.host.proc,
+    };
+    runtime::login::login(&zone, req)
 }
 
 /// The zones `warren boot --autoboot` starts: installed zones with `autoboot = true`.
