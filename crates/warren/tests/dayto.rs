@@ -150,6 +150,12 @@ fn config_set_changes_a_running_zones_cgroups_at_once() {
     assert!(drift
         .iter()
         .all(|f| f["file"].as_str().unwrap().starts_with("memory.")));
+    let info = env.ok(&["info", "lv"]).stdout;
+    assert!(
+        info.contains("in force:")
+            && info.contains("memory.limit_in_bytes=67108864 (configured 134217728)"),
+        "{info}"
+    );
     let verbose = env.ok(&["list", "-v"]).stdout;
     assert!(
         verbose.contains("[in force memory.limit_in_bytes=67108864"),
