@@ -147,6 +147,10 @@ if run boot-plain $W boot $plain; then
     $W login $plain -- dd if=/dev/zero of=/dev/null bs=64M count=1 2>&1 | log
     kills=$(cgval $plain oom_kill)
     if [ "${kills:-0}" -ge 1 ]; then result oom-kill ok "oom_kill $kills"; else result oom-kill fail "oom_kill ${kills:-unreadable}"; fi
+    case "$($W list 2>&1)" in
+    *"running, oom-killed ("*) result list-oom-killed ok "$($W list | grep $plain)" ;;
+    *) result list-oom-killed fail "$($W list 2>&1 | grep $plain)" ;;
+    esac
     # The process cap: 40 sleepers asked for, pids.max 20 holds.
     $W login $plain -- sh -c 'for i in $(seq 40); do sleep 3 & done 2>/dev/null; wait' 2>&1 | tail -2 | log
     max=$(cgval $plain pids_events_max)
@@ -179,6 +183,44 @@ if run boot-userns $W boot $uz; then
         expect v2-cpu-zone-controllers "$(cat $(zdir $plain unified)/cgroup.controllers)" "cpu memory pids"
     fi
 fi
+
+# Live limits: config set on a running zone booted without a CPU limit changes its
+# files at once (joining the cpu controller: v1 a cpu cgroup, v2 another bucket).
+lv=${P}lv
+run create-live $W create $lv --template bb --set memory.max=64M
+run install-live $W install $lv
+if run boot-live $W boot $lv; then
+    if run live-set $W config set $lv memory.max=48M cpu.max=0.25 max-processes=30; then
+        expect live-memory.max "$(cgval $lv memory.max)" 50331648
+        expect live-cpu.max "$(cgval $lv cpu.max)" "25000 100000"
+        expect live-pids.max "$(cgval $lv pids.max)" 30
+        run live-login $W login $lv -- true
+    fi
+    run live-only $W config set $lv --live-only memory.max=40M
+    out=$($W list -v 2>&1)
+    case "$out" in
+    *"in force $(v1v2 memory.limit_in_bytes memory.max)=41943040 (configured 50331648)"*) result live-in-force ok "$(echo "$out" | grep $lv)" ;;
+    *) result live-in-force fail "$(echo "$out" | grep $lv)" ;;
+    esac
+    $W halt $lv 2>&1 | log
+fi
+$W delete --force $lv 2>&1 | log
+
+# An init that dies at once: boot says so with its status, list shows it.
+bad=${P}bad
+run create-false $W create $bad --template bb --set init=/bin/false
+run install-false $W install $bad
+out=$($W boot $bad --watch 5000 2>&1); rc=$?
+echo "$out" | log
+case "$rc:$out" in
+1:*"exited with status 1"*) result init-exit-reported ok "$(echo "$out" | head -1)" ;;
+*) result init-exit-reported fail "rc=$rc: $out" ;;
+esac
+case "$($W list 2>&1)" in
+*"installed, exited (status 1)"*) result list-exited ok "$($W list | grep $bad)" ;;
+*) result list-exited fail "$($W list 2>&1 | grep $bad)" ;;
+esac
+$W delete --force $bad 2>&1 | log
 
 # memory.swap -> memory.swap.max (v1: memsw), with warren's own swap (zram in the VM,
 # the test's file on the host): 24 MiB in a 16 MiB zone fit only through swap.

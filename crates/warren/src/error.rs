@@ -144,6 +144,17 @@ pub enum Error {
         message: String,
     },
     /// Several zones were acted on and some failed.
+    /// An init that ended during boot's watch: the zone is installed again.
+    #[error("zone '{zone}': its init {how} right after starting, so the zone is not running (it is installed again); the last lines of its console ({}):\n{console}\nfix the init or its config ('warren config show {zone}', 'warren logs {zone}') and boot again", log.display())]
+    InitExited {
+        zone: String,
+        how: String,
+        /// Its exit status or signal, when known.
+        code: Option<i32>,
+        signal: Option<i32>,
+        console: String,
+        log: PathBuf,
+    },
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
     #[error("profile '{0}' does not exist; create it with 'warren profile create {0} KEY=VALUE...' (see 'warren profile list')")]
@@ -223,7 +234,7 @@ impl Error {
             Error::Io { .. } | Error::Cgroup(_) | Error::Refused(_) => ExitCode::System,
             Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
-            Error::Partial { .. } => ExitCode::Failure,
+            Error::Partial { .. } | Error::InitExited { .. } => ExitCode::Failure,
             Error::NoSuchProfile(_) => ExitCode::NotFound,
             Error::ProfileExists(_) => ExitCode::Conflict,
             Error::Command { missing: true, .. } => ExitCode::CommandNotFound,

@@ -28,6 +28,7 @@ pub mod fsutil;
 pub mod host;
 pub mod idmap;
 pub mod isolation;
+pub mod journal;
 pub mod layout;
 pub mod lock;
 pub mod measure;

@@ -67,11 +67,54 @@ pub struct Lifecycle {
     /// The host ids of the zone's user namespace (see `idmap`), once allocated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idmap: Option<crate::idmap::IdRange>,
+    /// How the last run ended when it ended by itself or saw OOM kills; cleared by
+    /// the next boot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<LastRun>,
     /// The profiles the zone's config was made from at create, in the order applied
     /// (`default` first when it exists; see `profile`). A record: changing a profile
     /// later does not change the zone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub profiles: Vec<String>,
+}
+
+/// How a zone's last run ended, as far as warren could learn it. init's exit status
+/// is known only to its parent: the booting `warren` during boot's brief watch
+/// ([`crate::zone::BOOT_WATCH`]); an init that dies later is found gone, status
+/// unknown (docs/cli.md, "What warren knows about a guest's failure").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LastRun {
+    /// Unix time in milliseconds when warren learnt it.
+    pub at_ms: u64,
+    /// init exited by itself (not halted or evicted).
+    pub exited: bool,
+    /// init's exit status, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<i32>,
+    /// The signal that killed init, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// OOM kills inside the zone during the run (v1 memory.oom_control `oom_kill`, v2
+    /// memory.events `oom_kill`).
+    #[serde(default)]
+    pub oom_kills: u64,
+}
+
+impl fmt::Display for LastRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts = Vec::new();
+        if self.exited {
+            parts.push(match (self.status, self.signal) {
+                (Some(c), _) => format!("exited (status {c})"),
+                (_, Some(s)) => format!("exited (signal {s})"),
+                _ => "exited (status unknown)".to_string(),
+            });
+        }
+        if self.oom_kills > 0 {
+            parts.push(format!("oom-killed ({})", self.oom_kills));
+        }
+        f.write_str(&parts.join(", "))
+    }
 }
 
 pub const STATE_VERSION: u32 = 1;
@@ -85,6 +128,7 @@ impl Lifecycle {
             incomplete_op: None,
             evicted: None,
             idmap: None,
+            last_run: None,
             profiles: Vec::new(),
         }
     }

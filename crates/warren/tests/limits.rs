@@ -118,11 +118,12 @@ fn limit_changes_apply_at_next_boot() {
     let env = Env::new();
     env.host_zone("l", &[]);
     env.ok(&["boot", "l"]);
-    let r = env.ok(&["config", "set", "l", "max-processes=33"]);
+    let r = env.ok(&["config", "set", "l", "--next-boot", "max-processes=33"]);
     assert!(r.stdout.contains("next boot"), "{}", r.stdout);
+    assert_ne!(env.cgroup_file("l", "pids", "pids.max"), "33");
     env.ok(&["reboot", "l"]);
     assert_eq!(env.cgroup_file("l", "pids", "pids.max"), "33");
-    env.ok(&["config", "unset", "l", "max-processes"]);
+    env.ok(&["config", "unset", "l", "--next-boot", "max-processes"]);
     env.ok(&["reboot", "l"]);
     // Unset, the zone falls back to the host's default cap (config::defaults).
     assert_eq!(env.cgroup_file("l", "pids", "pids.max"), "1024");

@@ -114,7 +114,7 @@ fn hog(zone: &str, env: &Env, mib: u64, hold_s: f64) -> Child {
 }
 
 fn events(env: &Env) -> Vec<serde_json::Value> {
-    let r = env.ok(&["events", "--json"]);
+    let r = env.ok(&["events", "--json", "--type", "agent"]);
     serde_json::from_str::<serde_json::Value>(&r.stdout)
         .unwrap()
         .as_array()
@@ -333,7 +333,7 @@ fn swap_refuses_filesystems_that_cannot_hold_it_and_agent_config_errors() {
         "memory.request=128M",
     ])
     .fails(5, "memory.request 128M is above memory.max 64M");
-    let r = env.ok(&["events"]);
+    let r = env.ok(&["events", "--type", "agent"]);
     assert!(r.stdout.contains("no events"), "{}", r.stdout);
 }
 
@@ -440,7 +440,7 @@ fn agent_restarts_evicted_zones_once_pressure_is_gone() {
         .as_str()
         .unwrap()
         .contains("available memory 1.0% < 10%"));
-    let r = env.ok(&["events"]);
+    let r = env.ok(&["events", "--type", "agent"]);
     assert!(
         r.stdout.contains("evict") && r.stdout.contains("restart"),
         "{}",

@@ -2,15 +2,13 @@
 //! halt as `warren halt`), boot evicted zones again, and record each action as one JSON
 //! line in `<root>/events.jsonl` (`warren events` prints them).
 
-use std::fs::OpenOptions;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use super::decide::{Breach, Sample};
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 use crate::layout::Layout;
 use crate::zone::{self, Context};
 
@@ -56,43 +54,31 @@ pub struct Event {
 }
 
 pub fn events_path(layout: &Layout) -> PathBuf {
-    layout.root().join("events.jsonl")
+    crate::journal::path(layout)
 }
 
-/// Append one event (one `write` of one line, so concurrent writers do not interleave).
+/// Append one event to the state root's journal ([`crate::journal`], type `agent`).
 pub fn record(layout: &Layout, e: &Event) -> Result<()> {
-    let p = events_path(layout);
-    let mut line = serde_json::to_string(e).expect("event serialises");
-    line.push('\n');
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&p)
-        .and_then(|mut f| f.write_all(line.as_bytes()))
-        .ctx(|| format!("appending to {}", p.display()))
+    crate::journal::append(
+        layout,
+        crate::journal::EventType::Agent,
+        serde_json::to_value(e).expect("event serialises"),
+    )
 }
 
 /// The most of `events.jsonl` warren reads (64 MiB, some 200,000 events).
 pub const MAX_EVENTS_FILE: u64 = 64 << 20;
 
-/// Every recorded event, oldest first; lines that do not parse are skipped.
+/// Every recorded agent event, oldest first; lines that do not parse are skipped.
 pub fn read(layout: &Layout) -> Result<Vec<Event>> {
-    let p = events_path(layout);
-    let text = match crate::fsutil::read_bounded(&p, MAX_EVENTS_FILE) {
-        Ok(b) => String::from_utf8_lossy(&b).into_owned(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => {
-            return Err(e).ctx(|| {
-                format!(
-                    "reading {} (move it aside and warren starts a new one)",
-                    p.display()
-                )
-            })
-        }
+    let filter = crate::journal::Filter {
+        kind: Some(crate::journal::EventType::Agent),
+        since_ms: None,
     };
-    Ok(text
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
+    Ok(crate::journal::read(layout, &filter)?
+        .into_iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .filter_map(|v| serde_json::from_value(v).ok())
         .collect())
 }
 

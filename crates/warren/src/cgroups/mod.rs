@@ -16,6 +16,7 @@
 pub mod delegate;
 pub mod devices;
 mod discover;
+pub mod live;
 pub mod place;
 pub mod v1;
 pub mod v2;
@@ -111,6 +112,17 @@ pub trait CgroupDriver {
         limits: &Limits,
         options: &CreateOptions,
     ) -> Result<Created, CgroupError>;
+    /// A running zone's `set` extended with the controllers `limits` need that it was
+    /// created without (cpu, cpuset), so a live change can set them: v1 makes the
+    /// zone's directory in that hierarchy and moves its processes there; v2 enables
+    /// the controller above the zone's directory. The set is unchanged when nothing
+    /// is missing.
+    fn join_controllers(
+        &self,
+        zone: &str,
+        set: &CgroupSet,
+        limits: &Limits,
+    ) -> Result<CgroupSet, CgroupError>;
 }
 
 /// What [`CgroupDriver::create_at`] adds to a zone's defaults.
@@ -173,7 +185,7 @@ fn read_pids(path: &Path) -> io::Result<Vec<i32>> {
 }
 
 impl CgroupSet {
-    fn dir_with(&self, controller: &str) -> Option<&Path> {
+    pub(crate) fn dir_with(&self, controller: &str) -> Option<&Path> {
         match self.version {
             CgroupVersion::V2 => self.dirs.first().map(|(_, d)| d.as_path()),
             CgroupVersion::V1 => self

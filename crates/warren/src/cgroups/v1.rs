@@ -267,6 +267,73 @@ impl CgroupDriver for V1Driver {
             }
         }
     }
+
+    fn join_controllers(
+        &self,
+        zone: &str,
+        set: &CgroupSet,
+        limits: &Limits,
+    ) -> Result<CgroupSet, CgroupError> {
+        let mut wanted = Vec::new();
+        if limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some() {
+            wanted.push("cpu");
+        }
+        if limits.cpuset.is_some() {
+            wanted.push("cpuset");
+        }
+        let mut out = set.clone();
+        for c in wanted {
+            if out.dir_with(c).is_some() {
+                continue;
+            }
+            let Some((ctrls, own)) = self
+                .hierarchies
+                .iter()
+                .find(|(cs, _)| cs.iter().any(|x| x == c))
+            else {
+                return Err(CgroupError::MissingController {
+                    controller: c.into(),
+                    hint: format!("unset the {c} limit or mount the v1 {c} hierarchy"),
+                });
+            };
+            let parent = own.join(&self.group);
+            let dir = parent.join(zone);
+            let is_cpuset = c == "cpuset";
+            super::make_group_and_zone(&parent, &dir, || {
+                if is_cpuset {
+                    inherit_cpuset(own, &parent)?;
+                }
+                Ok(())
+            })?;
+            if is_cpuset {
+                inherit_cpuset(&parent, &dir)?;
+            }
+            out.dirs.push((ctrls.join(","), dir.clone()));
+            // Move every process of the zone; a fork during the move puts its child
+            // where its parent was, so repeat until a pass finds none left behind.
+            for _ in 0..100 {
+                let moved: Vec<i32> =
+                    super::read_pids(&dir.join("cgroup.procs")).map_err(io_err("reading", &dir))?;
+                let left: Vec<i32> = set
+                    .pids()?
+                    .into_iter()
+                    .filter(|p| !moved.contains(p))
+                    .collect();
+                if left.is_empty() {
+                    break;
+                }
+                for pid in left {
+                    // A process that exited meanwhile (ESRCH) needs no move.
+                    match write_file(&dir, "cgroup.procs", &pid.to_string()) {
+                        Err(CgroupError::Io { source, .. })
+                            if source.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
+                        r => r?,
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
 }
 
 /// (file, value) writes of the zone's `devices` cgroup, in order: deny everything,

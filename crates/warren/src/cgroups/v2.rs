@@ -148,6 +148,61 @@ impl CgroupDriver for V2Driver {
         )]
     }
 
+    fn join_controllers(
+        &self,
+        zone: &str,
+        set: &CgroupSet,
+        limits: &Limits,
+    ) -> Result<CgroupSet, CgroupError> {
+        let wanted = needed(limits);
+        let Some((_, dir)) = set.dirs.first() else {
+            return Ok(set.clone());
+        };
+        let have = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+        if wanted
+            .iter()
+            .all(|c| have.split_whitespace().any(|h| h == *c))
+        {
+            return Ok(set.clone());
+        }
+        // A zone sits in the bucket of exactly its controllers (module doc): one that now
+        // needs another moves to that set's bucket. The new directory is made as at
+        // boot (device program included), every process of the zone is moved into it
+        // (repeated: a fork during the move leaves its child behind), and the old one
+        // is removed (best effort: gc collects an empty one left over).
+        let created = self.create_at(
+            &Place::Zone(zone.into()),
+            limits,
+            &super::CreateOptions::default(),
+        )?;
+        let Some((_, new_dir)) = created.set.dirs.first() else {
+            return Ok(set.clone());
+        };
+        if new_dir == dir {
+            return Ok(created.set);
+        }
+        for _ in 0..100 {
+            let left = super::read_pids(&dir.join("cgroup.procs"))
+                .map_err(super::io_err("reading", dir))?;
+            if left.is_empty() {
+                break;
+            }
+            for pid in left {
+                match write_file(new_dir, "cgroup.procs", &pid.to_string()) {
+                    Err(CgroupError::Io { source, .. })
+                        if source.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
+                    r => r?,
+                }
+            }
+        }
+        let old = CgroupSet {
+            version: CgroupVersion::V2,
+            dirs: vec![("unified".into(), dir.clone())],
+        };
+        let _ = old.remove(std::time::Duration::from_millis(500));
+        Ok(created.set)
+    }
+
     fn create_at(
         &self,
         place: &Place,

@@ -203,6 +203,10 @@ pub enum Command {
         /// Boot the zones whose config says autoboot = true.
         #[arg(long, conflicts_with_all = ["zones", "all"])]
         autoboot: bool,
+        /// Milliseconds to watch each new init: one that ends within them fails the
+        /// boot with its exit status and console (0: do not watch).
+        #[arg(long, value_name = "MS", default_value_t = crate::runtime::BOOT_WATCH.as_millis() as u64)]
+        watch: u64,
     },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
     #[command(visible_alias = "stop")]
@@ -366,8 +370,33 @@ pub enum Command {
         #[arg(long)]
         once: bool,
     },
-    /// What the agent did: evictions and restarts, with reasons (<root>/events.jsonl).
-    Events,
+    /// The event journal: lifecycle, config and agent events (<root>/events.jsonl).
+    #[command(after_help = dayto::EVENTS_HELP)]
+    Events {
+        /// Keep printing events as they happen (one JSON line each with --json).
+        #[arg(long, short)]
+        follow: bool,
+        /// Only events of this type: lifecycle, agent or config.
+        #[arg(long = "type", value_name = "TYPE")]
+        kind: Option<crate::journal::EventType>,
+        /// Only events since T: 30s, 10m, 2h, 1d back, Unix seconds, or 2026-12-03T20:00:00Z.
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+    },
+    /// A zone's console: what its init and services print (live while it runs).
+    #[command(after_help = dayto::LOGS_HELP)]
+    Logs {
+        zone: String,
+        /// Keep printing what the zone writes, until it halts (or Ctrl-C).
+        #[arg(long, short)]
+        follow: bool,
+        /// Only the last N lines.
+        #[arg(long, short = 'n', value_name = "N")]
+        tail: Option<usize>,
+        /// Also the saved consoles of earlier runs written since T (see below).
+        #[arg(long, value_name = "T")]
+        since: Option<String>,
+    },
     /// The main job: clone and boot N zones from the host template, measure, clean up.
     Demo {
         /// How many zones.
@@ -614,26 +643,52 @@ pub enum ConfigCmd {
     /// Print a zone's config (TOML, or JSON with --json).
     Show { zone: String },
     /// Set keys: warren config set web1 memory.max=1G cpu.max=0.5
+    #[command(after_help = dayto::LIVE_HELP)]
     Set {
         zone: String,
         #[arg(required = true, value_name = "KEY=VALUE")]
         assignments: Vec<String>,
+        #[command(flatten)]
+        when: When,
     },
     /// Edit the config file in $EDITOR (on a copy; validated, then written atomically).
     ///
     /// Also repairs a config.toml that is missing, not UTF-8 or not valid TOML: the
     /// copy holds what could be read. An invalid result is not written; the copy is kept.
     Edit { zone: String },
-    /// Remove keys (back to their defaults).
+    /// Remove keys (back to their defaults; live on a running zone as for set).
     Unset {
         zone: String,
         #[arg(required = true)]
         keys: Vec<String>,
+        #[command(flatten)]
+        when: When,
     },
     /// List the config keys: an example, the default, whether it changes live, the meaning.
     Keys,
     /// Print one key's value in a zone's config, or its default when unset.
     Get { zone: String, key: String },
+}
+
+/// Where `config set` / `unset` apply (zonecfg -r, Incus's live update).
+#[derive(Args, Debug)]
+pub struct When {
+    /// Change the running zone only; config.toml stays as it is (live keys only).
+    #[arg(long, conflicts_with = "next_boot")]
+    pub live_only: bool,
+    /// Change config.toml only; the running zone keeps its limits until it reboots.
+    #[arg(long)]
+    pub next_boot: bool,
+}
+
+impl When {
+    pub fn apply_to(&self) -> zone::ApplyTo {
+        match (self.live_only, self.next_boot) {
+            (true, _) => zone::ApplyTo::LiveOnly,
+            (_, true) => zone::ApplyTo::NextBoot,
+            _ => zone::ApplyTo::Both,
+        }
+    }
 }
 
 /// `--wait`: a number of seconds, 0 or more (fractions allowed).

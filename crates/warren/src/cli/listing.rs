@@ -269,6 +269,28 @@ pub(super) fn zone_info(ctx: &Context, json: bool, name: &str) -> Result<()> {
         ),
     );
     line("limits:", output::limits_summary(&z.config));
+    // A running zone: the limits the kernel enforces, where they differ from the config
+    // (a `config set --live-only`, or a hand-written cgroup file).
+    if let Some(files) = &i.in_force {
+        let drift: Vec<String> = files
+            .iter()
+            .filter_map(|f| {
+                let c = f.configured.as_ref()?;
+                Some(format!("{}={} (configured {c})", f.file, f.in_force))
+            })
+            .collect();
+        line(
+            "in force:",
+            if drift.is_empty() {
+                "as configured".into()
+            } else {
+                drift.join(", ")
+            },
+        );
+    }
+    if let Some(n) = i.oom_kills {
+        line("oom kills:", n.to_string());
+    }
     println!("\nconfig ({}):", d.dir.join("config.toml").display());
     print!("{}", config::to_toml(&z.config));
     Ok(())

@@ -9,6 +9,7 @@
 mod args;
 mod assist;
 mod bench_cmd;
+mod dayto;
 mod doctor_cmd;
 mod gen;
 mod listing;
@@ -142,6 +143,10 @@ fn say(json: bool, zone: &str, outcome: &Outcome, done: &str) {
     if json {
         return;
     }
+    say_text(zone, outcome, done)
+}
+
+fn say_text(zone: &str, outcome: &Outcome, done: &str) {
     match outcome {
         Outcome::Done => println!("zone '{zone}' {done}"),
         Outcome::AlreadyDone(why) => println!("zone '{zone}' {why}; nothing to do"),
@@ -213,20 +218,31 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Config(c) => config_cmd(&ctx, json, c)?,
-        Command::Install { zones } => each(&zones, |z| {
-            let o = zone::install(&ctx, z)?;
-            say(json, z, &o, "installed");
-            Ok(())
-        })?,
+        Command::Install { zones } => {
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
+                let o = zone::install(&ctx, z)?;
+                say(json, z, &o, "installed");
+                res.0.push(dayto::VerbResult::new(z, "install", &o));
+                Ok(())
+            });
+            res.print(json, r.is_ok());
+            r?
+        }
         Command::Clone { src, new } => {
             zone::clone(&ctx, &src, &new)?;
-            if !json {
+            if json {
+                let mut r = dayto::VerbResult::new(&new, "clone", &Outcome::Done);
+                r.source = Some(src);
+                output::json(&r);
+            } else {
                 println!("zone '{new}' installed as a clone of '{src}'");
             }
         }
         Command::Boot {
             targets: t,
             autoboot,
+            watch,
         } => {
             let zones = if autoboot {
                 zone::boot_autoboot(&ctx)?
@@ -236,8 +252,9 @@ fn run(cli: Cli) -> Result<i32> {
             if zones.is_empty() && (autoboot || t.all) && !json {
                 println!("no zone to boot");
             }
-            each(&zones, |z| {
-                let (o, r) = zone::boot(&ctx, z)?;
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
+                let (o, r) = zone::boot_watched(&ctx, z, Duration::from_millis(watch))?;
                 if o == Outcome::Done && !json {
                     println!(
                         "zone '{z}' booted in {:.1} ms",
@@ -246,15 +263,24 @@ fn run(cli: Cli) -> Result<i32> {
                 } else {
                     say(json, z, &o, "booted");
                 }
+                let mut v = dayto::VerbResult::new(z, "boot", &o);
+                if o == Outcome::Done {
+                    v.boot_ms = Some(r.total.as_secs_f64() * 1000.0);
+                    v.init_pid = r.init_pid;
+                }
+                res.0.push(v);
                 Ok(())
-            })?
+            });
+            res.print(json, r.is_ok());
+            r?
         }
         Command::Halt {
             targets: t,
             timeout,
         } => {
             let zones = targets(&ctx, &t, |s| s >= crate::state::ZoneState::Ready)?;
-            each(&zones, |z| {
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
                 let (o, graceful) = zone::halt(&ctx, z, secs(timeout))?;
                 let done = if graceful {
                     "halted"
@@ -262,14 +288,26 @@ fn run(cli: Cli) -> Result<i32> {
                     "halted (killed after the stop timeout)"
                 };
                 say(json, z, &o, done);
+                let mut v = dayto::VerbResult::new(z, "halt", &o);
+                v.graceful = (o == Outcome::Done).then_some(graceful);
+                res.0.push(v);
                 Ok(())
-            })?
+            });
+            res.print(json, r.is_ok());
+            r?
         }
-        Command::Reboot { zones, timeout } => each(&zones, |z| {
-            zone::reboot(&ctx, z, secs(timeout))?;
-            say(json, z, &Outcome::Done, "rebooted");
-            Ok(())
-        })?,
+        Command::Reboot { zones, timeout } => {
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
+                zone::reboot(&ctx, z, secs(timeout))?;
+                say(json, z, &Outcome::Done, "rebooted");
+                res.0
+                    .push(dayto::VerbResult::new(z, "reboot", &Outcome::Done));
+                Ok(())
+            });
+            res.print(json, r.is_ok());
+            r?
+        }
         Command::Login {
             zone: z,
             opts,
@@ -296,16 +334,35 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::CpHelper { zone: z, args } => zone::cp_helper(&ctx, &z, &args)?,
-        Command::Uninstall { zones } => each(&zones, |z| {
-            let o = zone::uninstall(&ctx, z)?;
-            say(json, z, &o, "uninstalled");
-            Ok(())
-        })?,
-        Command::Delete { zones, force } => each(&zones, |z| {
-            zone::delete(&ctx, z, force)?;
-            say(json, z, &Outcome::Done, "deleted");
-            Ok(())
-        })?,
+        Command::Uninstall { zones } => {
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
+                let o = zone::uninstall(&ctx, z)?;
+                say(json, z, &o, "uninstalled");
+                res.0.push(dayto::VerbResult::new(z, "uninstall", &o));
+                Ok(())
+            });
+            res.print(json, r.is_ok());
+            r?
+        }
+        Command::Delete { zones, force } => {
+            let mut res = dayto::Results::default();
+            let r = each(&zones, |z| {
+                zone::delete(&ctx, z, force)?;
+                say(json, z, &Outcome::Done, "deleted");
+                res.0
+                    .push(dayto::VerbResult::new(z, "delete", &Outcome::Done));
+                Ok(())
+            });
+            res.print(json, r.is_ok());
+            r?
+        }
+        Command::Logs {
+            zone: z,
+            follow,
+            tail,
+            since,
+        } => dayto::logs_cmd(&ctx, &z, follow, tail, since.as_deref())?,
         Command::List {
             pattern,
             state,
@@ -399,7 +456,11 @@ fn run(cli: Cli) -> Result<i32> {
             dry_run,
             once,
         } => overcommit::agent_cmd(&ctx, json, config, watch, dry_run, once)?,
-        Command::Events => return overcommit::events_cmd(&ctx, json),
+        Command::Events {
+            follow,
+            kind,
+            since,
+        } => dayto::events_cmd(&ctx, json, follow, kind, since.as_deref())?,
         Command::Demo { zones, net } => {
             if zones == 0 {
                 return Err(Error::Invalid(

@@ -122,6 +122,11 @@ pub(super) fn state_cell(i: &ZoneInfo) -> String {
             if let Some(ev) = &i.evicted {
                 st.push_str(&format!(" (evicted: {ev})"));
             }
+            if let Some(n) = i.oom_kills.filter(|n| *n > 0) {
+                st.push_str(&format!(", oom-killed ({n})"));
+            } else if let Some(run) = &i.last_run {
+                st.push_str(&format!(", {run}"));
+            }
             st
         }
         (None, Some(_), _) => "unreadable".into(),
@@ -147,7 +152,17 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
                 row.push(i.uptime_s.map(uptime).unwrap_or_else(dash));
                 row.push(i.net.map(|n| n.as_str().to_string()).unwrap_or_else(dash));
                 row.push(i.address.map(|a| a.to_string()).unwrap_or_else(dash));
-                row.push(i.config.as_ref().map(limits_summary).unwrap_or_else(dash));
+                let mut limits = i.config.as_ref().map(limits_summary).unwrap_or_else(dash);
+                // The limits the kernel enforces where they differ from the config.
+                for f in i.in_force.iter().flatten() {
+                    if let Some(c) = &f.configured {
+                        limits.push_str(&format!(
+                            " [in force {}={} (configured {c})]",
+                            f.file, f.in_force
+                        ));
+                    }
+                }
+                row.push(limits);
                 row.push(match (&i.root, &i.error) {
                     (_, Some(e)) => e.clone(),
                     (Some(r), _) => r.display().to_string(),

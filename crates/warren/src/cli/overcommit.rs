@@ -1,4 +1,4 @@
-//! `warren swap`, `warren agent` and `warren events`: parsing helpers, help texts and
+//! `warren swap` and `warren agent`: parsing helpers, help texts and
 //! printing; the work is in [`crate::swap`] and [`crate::agent`].
 
 use std::path::PathBuf;
@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use clap::Subcommand;
 
 use super::output;
-use crate::agent::{self, act, AgentConfig};
+use crate::agent::{self, AgentConfig};
 use crate::config::{format_size, parse_size};
-use crate::error::{Error, ExitCode, Result};
+use crate::error::{Error, Result};
 use crate::swap;
 use crate::zone::Context;
 
@@ -207,37 +207,4 @@ pub fn agent_cmd(
             json,
         },
     )
-}
-
-pub fn events_cmd(ctx: &Context, json: bool) -> Result<i32> {
-    let events = act::read(&ctx.layout)?;
-    if json {
-        output::json(&events);
-        return Ok(ExitCode::Ok as i32);
-    }
-    if events.is_empty() {
-        println!("no events");
-        return Ok(0);
-    }
-    let rows: Vec<Vec<String>> = events
-        .iter()
-        .map(|e| {
-            vec![
-                e.time_ms.to_string(),
-                e.action.clone(),
-                e.zone.clone(),
-                e.usage_bytes.map_or("-".into(), format_size),
-                e.latency_ms.map_or("-".into(), |l| format!("{l} ms")),
-                match &e.error {
-                    Some(err) => format!("{} (failed: {err})", e.reason),
-                    None => e.reason.clone(),
-                },
-            ]
-        })
-        .collect();
-    output::table(
-        &["TIME_MS", "ACTION", "ZONE", "USAGE", "LATENCY", "REASON"],
-        &rows,
-    );
-    Ok(0)
 }

@@ -45,7 +45,11 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
         TemplateCmd::Delete { name } => {
             ctx.require_root()?;
             template::delete(&ctx.layout, &name)?;
-            if !json {
+            if json {
+                output::json(
+                    &serde_json::json!({ "template": name, "verb": "delete", "changed": true }),
+                );
+            } else {
                 println!("template '{name}' deleted");
             }
         }
@@ -54,15 +58,20 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
 }
 
 pub(super) fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> {
-    let note = |st: crate::state::ZoneState| {
-        if st >= crate::state::ZoneState::Ready && !json {
-            println!("(the zone is {st}; the change takes effect at its next boot)");
-        }
-    };
     match c {
         ConfigCmd::Show { zone: z } => match zone::load(ctx, &z) {
             Ok(zn) if json => output::json(&zn.config),
-            Ok(zn) => print!("{}", config::to_toml(&zn.config)),
+            Ok(zn) => {
+                print!("{}", config::to_toml(&zn.config));
+                // A running zone: the limits in force where they differ (as comments,
+                // so the output stays a valid config).
+                let info = zone::info(ctx, &z);
+                for f in info.in_force.iter().flatten() {
+                    if let Some(c) = &f.configured {
+                        println!("# in force: {} = {} (configured: {c})", f.file, f.in_force);
+                    }
+                }
+            }
             // A damaged file: show what it holds, then the error naming the bad key.
             Err(e @ Error::BadConfigFile { .. }) => {
                 if let (false, Ok(Some(bytes))) = (json, zone::config_bytes(ctx, &z)) {
@@ -73,30 +82,27 @@ pub(super) fn config_cmd(ctx: &Context, json: bool, c: ConfigCmd) -> Result<()> 
             Err(e) => return Err(e),
         },
         ConfigCmd::Edit { zone: z } => {
-            let (cfg, st) = config_edit(ctx, &z)?;
-            if json {
-                output::json(&cfg);
-            } else {
+            let change = config_edit(ctx, &z)?;
+            if !json {
                 println!("zone '{z}': config written");
             }
-            note(st);
+            super::dayto::config_change(&change, json);
         }
         ConfigCmd::Set {
             zone: z,
             assignments,
+            when,
         } => {
-            let (cfg, st) = zone::config_set(ctx, &z, &assignments)?;
-            if json {
-                output::json(&cfg);
-            }
-            note(st);
+            let change = zone::config_set(ctx, &z, &assignments, when.apply_to())?;
+            super::dayto::config_change(&change, json);
         }
-        ConfigCmd::Unset { zone: z, keys } => {
-            let (cfg, st) = zone::config_unset(ctx, &z, &keys)?;
-            if json {
-                output::json(&cfg);
-            }
-            note(st);
+        ConfigCmd::Unset {
+            zone: z,
+            keys,
+            when,
+        } => {
+            let change = zone::config_unset(ctx, &z, &keys, when.apply_to())?;
+            super::dayto::config_change(&change, json);
         }
         ConfigCmd::Keys => config_keys(ctx, json)?,
         ConfigCmd::Get { zone: z, key } => config_get(ctx, json, &z, &key)?,
@@ -215,10 +221,7 @@ fn config_get(ctx: &Context, json: bool, zone_name: &str, key: &str) -> Result<(
 /// `warren config edit`: the config file's text (what could be read of it) in a private
 /// copy, `$VISUAL` / `$EDITOR` (else `vi`) on the copy, then the zone layer validates
 /// and writes it. An invalid result is not written and the copy is kept for another try.
-fn config_edit(
-    ctx: &Context,
-    zone_name: &str,
-) -> Result<(config::ZoneConfig, crate::state::ZoneState)> {
+fn config_edit(ctx: &Context, zone_name: &str) -> Result<zone::ConfigChange> {
     use std::io::Write as _;
     use std::os::unix::fs::OpenOptionsExt as _;
     let original = zone::config_bytes(ctx, zone_name)?;

@@ -299,3 +299,37 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
 pub fn to_toml(c: &ZoneConfig) -> String {
     toml::to_string(&to_table(c)).expect("a table always serialises")
 }
+
+/// Keys a running zone takes without a reboot: those the registry marks `live` (each
+/// is a cgroup file, see `cgroups::live`). `disk.max` is not among them: its
+/// loop-backed ext4 image is made at install.
+pub fn live_keys() -> Vec<&'static str> {
+    KEYS.iter().filter(|k| k.live).map(|k| k.name).collect()
+}
+
+/// Whether `key` is one of [`live_keys`].
+pub fn is_live(key: &str) -> bool {
+    find_key(key).is_some_and(|k| k.live)
+}
+
+/// The dotted keys whose values differ between `old` (none: every key of `new`) and
+/// `new`, sorted.
+pub fn changed_keys(old: Option<&ZoneConfig>, new: &ZoneConfig) -> Vec<String> {
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    if let Some(old) = old {
+        flatten("", &to_table(old), &mut a);
+    }
+    flatten("", &to_table(new), &mut b);
+    let mut keys: Vec<String> = a
+        .iter()
+        .filter(|(k, v)| b.iter().find(|(k2, _)| k2 == k).map(|(_, v2)| v2) != Some(v))
+        .chain(
+            b.iter()
+                .filter(|(k, v)| a.iter().find(|(k2, _)| k2 == k).map(|(_, v2)| v2) != Some(v)),
+        )
+        .map(|(k, _)| k.clone())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    keys
+}

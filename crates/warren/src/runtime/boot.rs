@@ -17,9 +17,16 @@ use crate::sandbox::plan::spawn_error;
 use crate::state::InitId;
 use crate::stats;
 
+/// A booted zone: its init, and the live console (kept open so that what an init
+/// that dies during boot's watch printed can still be saved).
+pub struct Booted {
+    pub init: InitId,
+    pub console: File,
+}
+
 /// Boot a zone: returns its init's identity once init is executing.
 /// The caller must be single-threaded (see `warren_sys::spawn`).
-pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
+pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     let mut procs = Vec::new();
     for f in spec.cgroups.procs_files() {
         procs.push(
@@ -117,20 +124,85 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
         u.ns.reap();
     }
     let alive = stats::proc_start_time(spec.proc_root, pid);
-    if alive.is_none() {
+    let Some(start_time) = alive else {
         // What it printed before dying is on the console's tmpfs, gone with the zone
-        // unless saved now.
-        let _ = console::save(&fds.console.file, spec.console);
-    }
-    let start_time = alive.ok_or_else(|| Error::Io {
-        context: format!(
-            "zone '{}': its init (pid {pid}) exited right after starting; see its console log {}",
+        // unless saved now; the boot is its parent, so its status is known.
+        let status = warren_sys::proc::waitpid_nohang(pid).ok().flatten();
+        return Err(init_exited(
             spec.zone,
-            spec.console.display()
-        ),
-        source: std::io::Error::from(std::io::ErrorKind::NotFound),
-    })?;
-    Ok(InitId { pid, start_time })
+            status.map(|(_, s)| s),
+            &fds.console.file,
+            spec.console,
+        ));
+    };
+    Ok(Booted {
+        init: InitId { pid, start_time },
+        console: fds.console.file,
+    })
+}
+
+/// How long `warren boot` watches a new init before it reports the zone booted: an
+/// init that fails at once (a missing program, a bad config) is reported with its
+/// exit status rather than as a boot. 150 ms: a dynamically linked program that
+/// cannot start fails within a few ms; what runs longer is the service's business.
+pub const BOOT_WATCH: std::time::Duration = std::time::Duration::from_millis(150);
+
+/// Watch init (a child of this process) for `dur`: its exit status if it ended.
+/// `None` when it is still running or was not this process's child.
+pub fn watch(pid: i32, dur: std::time::Duration) -> Option<warren_sys::proc::ExitStatus> {
+    let deadline = std::time::Instant::now() + dur;
+    loop {
+        match warren_sys::proc::waitpid_nohang(pid) {
+            Ok(Some((_, status))) => return Some(status),
+            Ok(None) => {}
+            Err(_) => return None,
+        }
+        if std::time::Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// The error of an init that ended during boot: save the console (`console` is the
+/// live file) to `log` and quote its last lines.
+pub fn init_exited(
+    zone: &str,
+    status: Option<warren_sys::proc::ExitStatus>,
+    console: &File,
+    log: &std::path::Path,
+) -> Error {
+    let _ = console::save(console, log);
+    let tail = crate::fsutil::read_bounded(log, console::CONSOLE_MAX)
+        .map(|b| last_lines(&String::from_utf8_lossy(&b), 10))
+        .unwrap_or_default();
+    let (code, signal) = match status {
+        Some(warren_sys::proc::ExitStatus::Exited(c)) => (Some(c), None),
+        Some(warren_sys::proc::ExitStatus::Signaled(s)) => (None, Some(s)),
+        None => (None, None),
+    };
+    Error::InitExited {
+        zone: zone.to_string(),
+        code,
+        signal,
+        how: match status {
+            Some(warren_sys::proc::ExitStatus::Exited(c)) => format!("exited with status {c}"),
+            Some(warren_sys::proc::ExitStatus::Signaled(s)) => format!("was killed by signal {s}"),
+            None => "exited (status unknown)".into(),
+        },
+        console: if tail.is_empty() {
+            "(the console is empty)".into()
+        } else {
+            tail
+        },
+        log: log.to_path_buf(),
+    }
+}
+
+/// The last `n` lines of `text`.
+pub fn last_lines(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
 /// Move the zone's new process into each of its cgroups (from the parent).

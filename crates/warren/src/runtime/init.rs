@@ -60,8 +60,22 @@ fn log(msg: &str) {
     eprintln!("warren-init: {msg}");
 }
 
-fn reap_all() {
-    while let Ok(Some(_)) = warren_sys::proc::waitpid_nohang(-1) {}
+/// Reap every ended child; a service's end goes to the console (`warren logs`), the
+/// only record of it: warren-init's own parent is not warren.
+fn reap_all(services: &mut Vec<(i32, String)>) {
+    while let Ok(Some((pid, status))) = warren_sys::proc::waitpid_nohang(-1) {
+        if let Some(i) = services.iter().position(|(p, _)| *p == pid) {
+            let (_, cmd) = services.swap_remove(i);
+            log(&match status {
+                warren_sys::proc::ExitStatus::Exited(c) => {
+                    format!("service {cmd:?} (pid {pid}) exited with status {c}")
+                }
+                warren_sys::proc::ExitStatus::Signaled(s) => {
+                    format!("service {cmd:?} (pid {pid}) was killed by signal {s}")
+                }
+            });
+        }
+    }
 }
 
 /// Run as PID 1. Never returns.
@@ -93,6 +107,7 @@ pub fn main() -> ! {
         .find(|(k, _)| k == "PATH")
         .map(|(_, v)| v.clone())
         .unwrap_or_else(|| super::ZONE_PATH.to_string());
+    let mut running: Vec<(i32, String)> = Vec::new();
     for argv in services {
         let Some(prog) = argv.first() else {
             continue;
@@ -110,13 +125,16 @@ pub fn main() -> ! {
             continue;
         };
         match warren_sys::signal::spawn_with_default_signals(&c_path, &c_argv, &env) {
-            Ok(pid) => log(&format!("started {prog} (pid {pid})")),
+            Ok(pid) => {
+                log(&format!("started {prog} (pid {pid})"));
+                running.push((pid, argv.join(" ")));
+            }
             Err(e) => log(&format!("cannot start {prog}: {e}")),
         }
     }
     loop {
         match warren_sys::signal::wait_any(Duration::from_secs(3600)) {
-            Ok(Some(libc::SIGCHLD)) | Ok(None) => reap_all(),
+            Ok(Some(libc::SIGCHLD)) | Ok(None) => reap_all(&mut running),
             Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => shutdown(grace),
             Ok(Some(_)) => {}
             Err(e) => {

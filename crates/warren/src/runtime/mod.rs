@@ -36,7 +36,7 @@ use crate::net::NetRuntime;
 use crate::storage::template::Bind;
 use crate::storage::RootMount;
 
-pub use boot::boot;
+pub use boot::{boot, init_exited, last_lines, watch, Booted, BOOT_WATCH};
 pub use stop::{stop, StopOutcome};
 pub use views::reattach_views;
 

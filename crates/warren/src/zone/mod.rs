@@ -24,9 +24,9 @@ use serde::Serialize;
 pub use cp::{cp, helper_main as cp_helper, CpOptions, CpReport};
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, boot_autoboot, clone, config_bytes, config_replace, config_set, config_unset, create,
-    create_with_profiles, delete, evict, halt, install, login, reboot, uninstall, BootReport,
-    Outcome,
+    boot, boot_autoboot, boot_watched, clone, config_bytes, config_replace, config_set,
+    config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
+    uninstall, ApplyTo, BootReport, ConfigChange, Outcome,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
 pub use rename::rename;
@@ -46,6 +46,9 @@ pub struct Context {
     pub host: HostPaths,
     driver: OnceCell<(Box<dyn CgroupDriver>, Hierarchy)>,
     boot_id: OnceCell<String>,
+    /// (MemTotal, SwapTotal, defaults.toml): what a zone's effective limits depend on
+    /// besides its config, read once per command (`list` of many zones).
+    limit_inputs: OnceCell<(u64, u64, config::Defaults)>,
 }
 
 impl Context {
@@ -55,6 +58,7 @@ impl Context {
             host,
             driver: OnceCell::new(),
             boot_id: OnceCell::new(),
+            limit_inputs: OnceCell::new(),
         }
     }
 
@@ -69,6 +73,40 @@ impl Context {
 
     pub fn boot_id(&self) -> &str {
         self.boot_id.get_or_init(|| stats::boot_id(&self.host.proc))
+    }
+
+    /// The limits zone config `cfg` gives its cgroups: with the host's swap allowance
+    /// and the state root's `defaults.toml` applied, read now. Boot and live changes.
+    pub fn effective_limits(&self, cfg: &ZoneConfig) -> Result<config::Limits> {
+        let (mem, swap, defaults) = self.read_limit_inputs()?;
+        Ok(cfg
+            .limits
+            .with_swap_allowance(mem, swap)
+            .with_defaults(&defaults))
+    }
+
+    /// [`Context::effective_limits`] with its host inputs read once per command, for
+    /// reading verbs over many zones (`list`). Not for boots: swap may be enabled
+    /// between two boots of one process (`bench scale`).
+    pub fn effective_limits_cached(&self, cfg: &ZoneConfig) -> Result<config::Limits> {
+        let (mem, swap, defaults) = match self.limit_inputs.get() {
+            Some(i) => i.clone(),
+            None => {
+                let i = self.read_limit_inputs()?;
+                self.limit_inputs.get_or_init(|| i).clone()
+            }
+        };
+        Ok(cfg
+            .limits
+            .with_swap_allowance(mem, swap)
+            .with_defaults(&defaults))
+    }
+
+    fn read_limit_inputs(&self) -> Result<(u64, u64, config::Defaults)> {
+        let m = stats::meminfo(&self.host.proc);
+        let get = |k: &str| m.get(k).copied().unwrap_or(0);
+        let d = config::Defaults::load(self.layout.root())?;
+        Ok((get("MemTotal"), get("SwapTotal"), d))
     }
 
     /// Refuse to go on unless running as root.
@@ -287,6 +325,19 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
     let fact = ctx.init_fact(rt);
     let interrupted_boot = rt.state == ZoneState::Ready;
     if interrupted_boot || state::is_stale(&zone.lifecycle, rt, ctx.boot_id(), fact) {
+        if let Some(run) = exited_run(ctx, rt) {
+            // Its init ended by itself after boot: warren was not its parent, so only
+            // that it ended (and the OOM kills) can be known.
+            crate::journal::note(
+                &ctx.layout,
+                crate::journal::EventType::Lifecycle,
+                "exited",
+                &zone.name,
+                serde_json::json!({ "status": null, "oom_kills": run.oom_kills }),
+            );
+            zone.lifecycle.last_run = Some(run);
+            state::save_lifecycle(&zone.dir, &zone.lifecycle)?;
+        }
         if rt.boot_id == ctx.boot_id() {
             rt.cgroups.kill_all(std::time::Duration::from_secs(10))?;
             rt.cgroups.remove(std::time::Duration::from_secs(5))?;
@@ -298,6 +349,21 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
         zone.runtime = None;
     }
     Ok(())
+}
+
+/// A running zone's record whose init is gone on this host boot: the run ended by
+/// itself. Its OOM kills are read from the cgroups, which are still there.
+fn exited_run(ctx: &Context, rt: &Runtime) -> Option<state::LastRun> {
+    (rt.state == ZoneState::Running
+        && rt.boot_id == ctx.boot_id()
+        && ctx.init_fact(rt) == Some(InitFact::Gone))
+    .then(|| state::LastRun {
+        at_ms: now_ms(),
+        exited: true,
+        status: None,
+        signal: None,
+        oom_kills: rt.cgroups.oom_kills().unwrap_or(0),
+    })
 }
 
 /// Names of all zones (valid names only; temporary directories start with '.').
@@ -374,6 +440,16 @@ pub struct ZoneInfo {
     pub uptime_s: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub evicted: Option<String>,
+    /// How the last run ended (by itself, or with OOM kills), until the next boot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_run: Option<state::LastRun>,
+    /// A running zone: OOM kills inside it so far.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oom_kills: Option<u64>,
+    /// A running zone: each limit file as the kernel holds it, with the configured
+    /// value where they differ (`cgroups::live`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub in_force: Option<Vec<crate::cgroups::live::InForce>>,
     /// The host ids of its user namespace (`base`, `count`), once allocated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idmap: Option<crate::idmap::IdRange>,
@@ -410,6 +486,9 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             init_pid: None,
             uptime_s: None,
             evicted: None,
+            last_run: None,
+            oom_kills: None,
+            in_force: None,
             idmap: None,
             config: None,
             root: None,
@@ -425,6 +504,16 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             }
             let up = st >= ZoneState::Ready;
             let rt = z.runtime.as_ref().filter(|_| up);
+            // Not yet reconciled: a run that ended by itself shows as such now.
+            let last_run = z
+                .runtime
+                .as_ref()
+                .and_then(|r| exited_run(ctx, r))
+                .or(z.lifecycle.last_run.clone());
+            let in_force = rt.and_then(|r| {
+                let limits = ctx.effective_limits_cached(&z.config).ok()?;
+                Some(crate::cgroups::live::in_force(&r.cgroups, &limits))
+            });
             ZoneInfo {
                 name: z.name.clone(),
                 kind: Kind::Zone,
@@ -436,6 +525,9 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 init_pid: rt.and_then(|r| r.init.map(|i| i.pid)),
                 uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
                 evicted: z.lifecycle.evicted.clone(),
+                last_run,
+                oom_kills: rt.and_then(|r| r.cgroups.oom_kills()),
+                in_force,
                 idmap: z.lifecycle.idmap,
                 root: z
                     .lifecycle
@@ -490,6 +582,9 @@ fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
         init_pid: s.record.pid.filter(|_| live),
         uptime_s: s.uptime_s,
         evicted: None,
+        last_run: None,
+        oom_kills: None,
+        in_force: None,
         config: None,
         idmap: None,
         root: Some(s.record.rootfs),

@@ -49,10 +49,19 @@ fn init_in_other_zone(proc_cgroup: &str, group: &str, name: &str) -> Option<Stri
         .filter_map(|l| l.splitn(3, ':').nth(2))
         .flat_map(|p| {
             let parts: Vec<&str> = p.split('/').collect();
-            parts
-                .windows(2)
-                .filter(|w| w[0] == group && !w[1].is_empty())
-                .map(|w| w[1])
+            // On v2 a zone sits in a bucket of its group (`@memory-pids/<zone>`).
+            (0..parts.len())
+                .filter(|&i| parts[i] == group)
+                .filter_map(|i| {
+                    let mut j = i + 1;
+                    if parts
+                        .get(j)
+                        .is_some_and(|b| crate::cgroups::v2::is_bucket(b))
+                    {
+                        j += 1;
+                    }
+                    parts.get(j).copied().filter(|z| !z.is_empty())
+                })
                 .collect::<Vec<_>>()
         })
         .collect();
@@ -120,6 +129,13 @@ mod tests {
         assert_eq!(
             init_in_other_zone("0::/warren/warren/web2\n", "warren", "web1").as_deref(),
             Some("web2")
+        );
+        // v2 buckets: the zone is the component after the bucket.
+        let bucketed = "0::/warren.service/warren/@cpu-memory-pids/web1\n";
+        assert_eq!(init_in_other_zone(bucketed, "warren", "web1"), None);
+        assert_eq!(
+            init_in_other_zone(bucketed, "warren", "web2").as_deref(),
+            Some("web1")
         );
         // Not in any zone of this root: not called foreign.
         assert_eq!(init_in_other_zone("0::/\n", "warren", "web1"), None);

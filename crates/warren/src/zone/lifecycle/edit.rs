@@ -7,6 +7,7 @@
 //! written under the template's shared lock, so `template delete` cannot remove it
 //! in between.
 
+use super::live::{self, ApplyTo, ConfigChange};
 use super::*;
 use crate::zone::{config_path, read_stored_config, StoredConfig};
 
@@ -15,14 +16,20 @@ use crate::zone::{config_path, read_stored_config, StoredConfig};
 fn edit_config(
     ctx: &Context,
     name: &str,
+    to: ApplyTo,
     edit: impl FnOnce(StoredConfig) -> Result<toml::Table>,
-) -> Result<(ZoneConfig, ZoneState)> {
+) -> Result<ConfigChange> {
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
     if !dir.is_dir() {
         return Err(Error::NoSuchZone(name.into()));
     }
     let stored = read_stored_config(name, &dir)?;
+    let old_cfg = stored
+        .table
+        .as_ref()
+        .ok()
+        .and_then(|t| config::from_table(name, t).ok());
     let old_template = stored
         .table
         .as_ref()
@@ -36,7 +43,7 @@ fn edit_config(
         message: "the file is missing".into(),
     })?;
     let (runtime, torn_runtime) = crate::zone::load_runtime(ctx, name, &dir)?;
-    let z = Zone {
+    let mut z = Zone {
         name: name.into(),
         runtime,
         torn_runtime,
@@ -71,8 +78,67 @@ fn edit_config(
         }
         fault::pause("config.after-template-check");
     }
-    write_config(&z.dir, &z.config)?;
-    Ok((z.config, st))
+    let changed = config::changed_keys(old_cfg.as_ref(), &z.config);
+    let (live, next_boot) = live::split(st, &changed, to);
+    if to == ApplyTo::LiveOnly {
+        if st != ZoneState::Running {
+            return Err(Error::WrongState {
+                zone: name.into(),
+                state: st,
+                remedy: "--live-only changes a running zone; drop it to change the config".into(),
+            });
+        }
+        if !next_boot.is_empty() {
+            return Err(Error::config(
+                name,
+                format!(
+                    "{} cannot change while the zone runs (live keys: {}); drop --live-only, or use --next-boot",
+                    next_boot.join(", "),
+                    config::live_keys().join(", ")
+                ),
+            ));
+        }
+    }
+    // --live-only always writes the running zone's files, even when the config already
+    // holds the values: that brings an earlier --live-only change back to the config.
+    if !live.is_empty() || to == ApplyTo::LiveOnly {
+        let new = z.config.clone();
+        live::apply(ctx, &mut z, &new)?;
+    }
+    let saved = to != ApplyTo::LiveOnly;
+    if saved {
+        if let Err(e) = write_config(&z.dir, &z.config) {
+            // Put the running zone back as it was: the change is all or nothing.
+            let undo = match (&old_cfg, live.is_empty()) {
+                (Some(old), false) => live::apply(ctx, &mut z, old).err(),
+                _ => None,
+            };
+            return Err(e.with_cleanup(undo));
+        }
+    }
+    if !changed.is_empty() {
+        crate::journal::note(
+            &ctx.layout,
+            crate::journal::EventType::Config,
+            "config-changed",
+            name,
+            serde_json::json!({ "keys": changed, "live": live, "next_boot": next_boot, "saved": saved }),
+        );
+    }
+    Ok(ConfigChange {
+        zone: name.into(),
+        state: st,
+        changed,
+        live,
+        notes: next_boot
+            .iter()
+            .filter_map(|k| live::reboot_reason(k, st))
+            .map(str::to_string)
+            .collect(),
+        next_boot,
+        saved,
+        config: z.config,
+    })
 }
 
 /// The stored table to edit with `config set`/`unset`: a missing file is an empty
@@ -96,13 +162,15 @@ fn stored_table(stored: StoredConfig) -> Result<toml::Table> {
     }
 }
 
-/// `warren config set ZONE key=value...`. Changes apply at the next boot.
+/// `warren config set ZONE key=value...`: live keys apply to a running zone now
+/// (see `live`), the others at its next boot.
 pub fn config_set(
     ctx: &Context,
     name: &str,
     assignments: &[String],
-) -> Result<(ZoneConfig, ZoneState)> {
-    edit_config(ctx, name, |stored| {
+    to: ApplyTo,
+) -> Result<ConfigChange> {
+    edit_config(ctx, name, to, |stored| {
         let mut t = stored_table(stored)?;
         for a in assignments {
             let (k, v) = config::parse_assignment(name, a)?;
@@ -113,8 +181,13 @@ pub fn config_set(
 }
 
 /// `warren config unset ZONE key...`.
-pub fn config_unset(ctx: &Context, name: &str, keys: &[String]) -> Result<(ZoneConfig, ZoneState)> {
-    edit_config(ctx, name, |stored| {
+pub fn config_unset(
+    ctx: &Context,
+    name: &str,
+    keys: &[String],
+    to: ApplyTo,
+) -> Result<ConfigChange> {
+    edit_config(ctx, name, to, |stored| {
         let mut t = stored_table(stored)?;
         for k in keys {
             config::unset_in_table(name, &mut t, k)?;
@@ -149,8 +222,8 @@ pub fn config_replace(
     name: &str,
     original: Option<&[u8]>,
     text: &str,
-) -> Result<(ZoneConfig, ZoneState)> {
-    edit_config(ctx, name, |stored| {
+) -> Result<ConfigChange> {
+    edit_config(ctx, name, ApplyTo::Both, |stored| {
         if stored.bytes.as_deref() != original {
             return Err(Error::Invalid(format!(
                 "zone '{name}': {} changed while it was being edited; edit it again",

@@ -102,7 +102,22 @@ pub fn create_with_profiles(
     if result.is_err() {
         let _ = remove_tree(&tmp);
     }
-    result.map(|_| cfg)
+    result.map(|_| {
+        let detail = serde_json::json!({ "template": cfg.template });
+        journal(ctx, "created", name, detail);
+        cfg
+    })
+}
+
+/// Journal a lifecycle event ([`crate::journal`], best effort).
+fn journal(ctx: &Context, action: &str, name: &str, detail: serde_json::Value) {
+    crate::journal::note(
+        &ctx.layout,
+        crate::journal::EventType::Lifecycle,
+        action,
+        name,
+        detail,
+    );
 }
 
 /// `warren install`: configured → installed.
@@ -162,6 +177,12 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     z.lifecycle.state = ZoneState::Installed;
     z.lifecycle.incomplete_op = None;
     state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    journal(
+        ctx,
+        "installed",
+        name,
+        serde_json::json!({ "backend": manifest.backend }),
+    );
     Ok(Outcome::Done)
 }
 
@@ -250,6 +271,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         .and_then(|_| idmap::release(&ctx.layout, dst, None));
         return Err(e.with_cleanup(cleanup.err()));
     }
+    journal(ctx, "cloned", dst, serde_json::json!({ "source": src }));
     Ok(())
 }
 
@@ -286,6 +308,7 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
         return Ok(Outcome::AlreadyDone(m));
     }
     uninstall_locked(&mut z)?;
+    journal(ctx, "uninstalled", name, serde_json::json!({}));
     Ok(Outcome::Done)
 }
 
@@ -339,6 +362,7 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
             ctx.layout.root().join("userns").display()
         );
     }
+    journal(ctx, "deleted", name, serde_json::json!({}));
     Ok(())
 }
 

@@ -29,13 +29,15 @@ use super::prepare::{disk_for_boot, host_privileges, own_upper, prepare_idmap, u
 
 mod edit;
 mod install;
+mod live;
 mod run;
 mod views;
 
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
 pub use install::{clone, create, create_with_profiles, delete, install, uninstall};
+pub use live::{ApplyTo, ConfigChange};
 pub(in crate::zone) use run::halt_locked;
-pub use run::{boot, boot_autoboot, evict, halt, login, reboot, BootReport};
+pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};
 pub use views::{proc_views, ViewState, ZoneViews};
 
 /// What a verb did.

@@ -8,6 +8,7 @@ pub struct BootReport {
     pub cgroups: Duration,
     pub spawn: Duration,
     pub total: Duration,
+    pub init_pid: Option<i32>,
 }
 
 fn now_ms() -> u64 {
@@ -38,8 +39,37 @@ fn admission(
     s
 }
 
-/// Boot a loaded, locked, reconciled zone.
-fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
+/// How a run that ended during boot ended, recorded in the zone's lifecycle and
+/// journal ("exited").
+fn record_exit(
+    ctx: &Context,
+    (name, dir): (&str, &Path),
+    lifecycle: &mut Lifecycle,
+    e: &Error,
+    oom_kills: u64,
+) {
+    if let Error::InitExited { code, signal, .. } = e {
+        lifecycle.last_run = Some(state::LastRun {
+            at_ms: now_ms(),
+            exited: true,
+            status: *code,
+            signal: *signal,
+            oom_kills,
+        });
+        let _ = state::save_lifecycle(dir, lifecycle);
+        crate::journal::note(
+            &ctx.layout,
+            crate::journal::EventType::Lifecycle,
+            "exited",
+            name,
+            serde_json::json!({ "status": code, "signal": signal, "oom_kills": oom_kills, "during": "boot" }),
+        );
+    }
+}
+
+/// Boot a loaded, locked, reconciled zone; then watch its init for `watch` (see
+/// [`runtime::BOOT_WATCH`]).
+fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootReport> {
     let t0 = Instant::now();
     validate_for_host(ctx, &z.name, &z.config)?;
     let manifest = template::load(&ctx.layout, &z.config.template)?;
@@ -61,14 +91,8 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let zone_tasks = 1 + z.config.services.len() as u64;
     let (driver, hierarchy) = ctx.cgroups()?;
     doctor::admit(&z.name, &admission(ctx, z, hierarchy.version), zone_tasks)?;
-    let mem = stats::meminfo(&ctx.host.proc);
-    let get = |k: &str| mem.get(k).copied().unwrap_or(0);
     let defaults = crate::config::Defaults::load(ctx.layout.root())?;
-    let limits = z
-        .config
-        .limits
-        .with_swap_allowance(get("MemTotal"), get("SwapTotal"))
-        .with_defaults(&defaults);
+    let limits = ctx.effective_limits(&z.config)?;
     // Before any cgroup exists: a zone requiring /proc views without lxcfs is refused.
     let views = crate::procviews::for_boot(&z.name, &z.config, &defaults, &ctx.host.proc)?;
     let cgroups = driver.create(&z.name, &limits).map_err(|e| match e {
@@ -145,10 +169,12 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         }
     };
     let t1 = Instant::now();
-    let init = match runtime::boot(&spec) {
-        Ok(i) => i,
+    let booted = match runtime::boot(&spec) {
+        Ok(b) => b,
         Err(e) => {
             release_claim();
+            let oom = rt.cgroups.oom_kills().unwrap_or(0);
+            record_exit(ctx, (&z.name, &z.dir), &mut z.lifecycle, &e, oom);
             // A process limit hit after admission (the host filled up meanwhile): name
             // the limit, if admission now sees which, rather than the candidates.
             let e = match &e {
@@ -168,16 +194,26 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
     let t_spawn = t1.elapsed();
     fault::point("boot.after-spawn");
     rt.state = ZoneState::Running;
-    rt.init = Some(init);
+    rt.init = Some(booted.init);
     rt.booted_at_ms = now_ms();
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
         release_claim();
         return Err(undo(&rt, e));
     }
+    let total = t0.elapsed();
+    if !watch.is_zero() {
+        if let Some(status) = runtime::watch(booted.init.pid, watch) {
+            release_claim();
+            let e = runtime::init_exited(&z.name, Some(status), &booted.console, spec.console);
+            let oom = rt.cgroups.oom_kills().unwrap_or(0);
+            record_exit(ctx, (&z.name, &z.dir), &mut z.lifecycle, &e, oom);
+            return Err(undo(&rt, e));
+        }
+    }
     if let Some(r) = idmap {
         // Best effort: a claim still naming this warren is found live through the
         // runtime record just written.
-        if let Err(e) = idmap::running::hold(&ctx.host, &ctx.layout, &z.name, r, init) {
+        if let Err(e) = idmap::running::hold(&ctx.host, &ctx.layout, &z.name, r, booted.init) {
             warn(
                 &z.name,
                 "recording its init in the host's id-range registry",
@@ -186,26 +222,43 @@ fn boot_locked(ctx: &Context, z: &mut Zone) -> Result<BootReport> {
         }
     }
     z.runtime = Some(rt);
-    if z.lifecycle.evicted.take().is_some() {
-        // Booted again: the eviction is history (it stays in events.jsonl).
+    // Booted again: the eviction and the last run's end are history (they stay in
+    // events.jsonl).
+    if z.lifecycle.evicted.take().is_some() | z.lifecycle.last_run.take().is_some() {
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
     }
+    crate::journal::note(
+        &ctx.layout,
+        crate::journal::EventType::Lifecycle,
+        "booted",
+        &z.name,
+        serde_json::json!({ "boot_ms": total.as_secs_f64() * 1000.0, "init_pid": booted.init.pid }),
+    );
     Ok(BootReport {
         cgroups: t_cg,
         spawn: t_spawn,
-        total: t0.elapsed(),
+        total,
+        init_pid: Some(booted.init.pid),
     })
 }
 
-/// `warren boot`: installed → running. Booting a running zone succeeds and says so.
+/// Boot without watching init (benchmarks, the demo, the agent); see [`boot_watched`].
 pub fn boot(ctx: &Context, name: &str) -> Result<(Outcome, BootReport)> {
+    boot_watched(ctx, name, Duration::ZERO)
+}
+
+/// `warren boot`: installed → running. Booting a running zone succeeds and says so.
+/// With `watch` (the CLI: [`runtime::BOOT_WATCH`]) an init that ends within it makes
+/// the boot fail with its exit status and the console's last lines
+/// ([`Error::InitExited`]), recorded in the zone's lifecycle.
+pub fn boot_watched(ctx: &Context, name: &str, watch: Duration) -> Result<(Outcome, BootReport)> {
     ctx.require_root()?;
     let _lock = zone_lock(ctx, name)?;
     let mut z = load_locked(ctx, name)?;
     if let Decision::AlreadyDone(m) = state::check(name, Verb::Boot, z.state(ctx))? {
         return Ok((Outcome::AlreadyDone(m), BootReport::default()));
     }
-    let report = boot_locked(ctx, &mut z)?;
+    let report = boot_locked(ctx, &mut z, watch)?;
     Ok((Outcome::Done, report))
 }
 
@@ -227,6 +280,7 @@ pub(in crate::zone) fn halt_locked(
     let timeout = timeout
         .or(z.config.stop_timeout.map(Duration::from_secs))
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
+    let oom_kills = rt.cgroups.oom_kills().unwrap_or(0);
     let outcome = runtime::stop(
         rt.init,
         &rt.cgroups,
@@ -255,6 +309,30 @@ pub(in crate::zone) fn halt_locked(
         }
     }
     state::remove_runtime(&z.dir)?;
+    if oom_kills > 0 {
+        crate::journal::note(
+            &ctx.layout,
+            crate::journal::EventType::Lifecycle,
+            "oom",
+            &z.name,
+            serde_json::json!({ "oom_kills": oom_kills }),
+        );
+        z.lifecycle.last_run = Some(state::LastRun {
+            at_ms: now_ms(),
+            exited: false,
+            status: None,
+            signal: None,
+            oom_kills,
+        });
+        state::save_lifecycle(&z.dir, &z.lifecycle)?;
+    }
+    crate::journal::note(
+        &ctx.layout,
+        crate::journal::EventType::Lifecycle,
+        "halted",
+        &z.name,
+        serde_json::json!({ "graceful": outcome.graceful, "oom_kills": oom_kills }),
+    );
     Ok(outcome.graceful)
 }
 
@@ -301,6 +379,13 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
     if let Err(e) = state::save_lifecycle(&z.dir, &z.lifecycle) {
         warn(name, "recording the eviction's reason", &e);
     }
+    crate::journal::note(
+        &ctx.layout,
+        crate::journal::EventType::Lifecycle,
+        "evicted",
+        name,
+        serde_json::json!({ "reason": reason, "graceful": graceful }),
+    );
     Ok(Some(graceful))
 }
 
@@ -311,7 +396,7 @@ pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<()
     let mut z = load_locked(ctx, name)?;
     state::check(name, Verb::Reboot, z.state(ctx))?;
     halt_locked(ctx, &mut z, timeout)?;
-    boot_locked(ctx, &mut z).map(drop)
+    boot_locked(ctx, &mut z, runtime::BOOT_WATCH).map(drop)
 }
 
 /// `warren login`: run `req` (or a login shell) inside the running zone.
