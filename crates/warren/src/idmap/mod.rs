@@ -16,8 +16,8 @@
 //! are never mapped), which is refused if it overlaps another zone's range.
 //!
 //! Ranges are unique per host, not only per state root ([`allocate`]): a new range
-//! also avoids every id range mapped by a user namespace alive on the host now
-//! (`/proc/*/uid_map`: running zones of other state roots, other tools' containers),
+//! also avoids every range a running zone of any state root claims in the host-wide
+//! registry ([`running`]),
 //! and a root other than the default starts its search at a slot derived from its
 //! path ([`first_slot`]), so two roots' zones do not pile onto the same first ranges
 //! even while halted. The zone's own record is the truth and `userns/` its index: an
@@ -215,7 +215,12 @@ pub fn read_all(layout: &Layout) -> Result<Vec<(u32, String)>> {
 }
 
 /// The range of `zone` (pinned to `pinned` if given), allocating it if it has none.
-pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRange> {
+pub fn allocate(
+    host: &crate::layout::HostPaths,
+    layout: &Layout,
+    zone: &str,
+    pinned: Option<u32>,
+) -> Result<IdRange> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
     let taken = read_all(layout)?;
     let mine: Vec<u32> = taken
@@ -232,11 +237,12 @@ pub fn allocate(layout: &Layout, zone: &str, pinned: Option<u32>) -> Result<IdRa
     let lost = rederive(layout, &taken, zone)?;
     let taken = [taken, lost].concat();
     let mut all = taken.clone();
-    // Ranges mapped on the host now by other state roots' zones or other tools.
+    // Ranges running zones of every state root claim now (the host-wide registry:
+    // its names only, no scan of /proc, so a clone stays O(1) in processes).
     all.extend(
-        live_ranges(Path::new("/proc"))
+        running::claimed(host)
             .into_iter()
-            .map(|(r, pid)| (r.base, format!("(a user namespace of pid {pid})"))),
+            .map(|base| (base, "(a running zone of another state root)".to_string())),
     );
     let base = match pinned {
         Some(_) => choose(&taken, zone, pinned),
@@ -299,48 +305,6 @@ fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).ctx(|| format!("removing {}", path.display())),
     }
-}
-
-/// The host id ranges mapped by user namespaces alive now, one per namespace: the
-/// outside ids of `<proc>/<pid>/uid_map` lines (the initial namespace's identity map
-/// left out), each with a pid in it.
-pub fn live_ranges(proc_root: &Path) -> Vec<(IdRange, i32)> {
-    let mut seen = std::collections::HashSet::new();
-    let mut out = Vec::new();
-    let Ok(entries) = fs::read_dir(proc_root) else {
-        return out;
-    };
-    for e in entries.flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
-            continue;
-        };
-        let Ok(ns) = fs::read_link(e.path().join("ns/user")) else {
-            continue;
-        };
-        if !seen.insert(ns) {
-            continue;
-        }
-        let Ok(text) = fs::read_to_string(e.path().join("uid_map")) else {
-            continue;
-        };
-        for (base, count) in parse_uid_map(&text) {
-            out.push((IdRange { base, count }, pid));
-        }
-    }
-    out
-}
-
-/// (outside base, count) of each line of a uid_map, the identity map left out.
-pub fn parse_uid_map(text: &str) -> Vec<(u32, u32)> {
-    text.lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace().map(|x| x.parse::<u32>().ok());
-            Some((f.next()??, f.next()??, f.next()??))
-        })
-        .filter(|&(inside, outside, count)| !(inside == 0 && outside == 0 && count == u32::MAX))
-        .filter(|&(_, _, count)| count > 0)
-        .map(|(_, outside, count)| (outside, count))
-        .collect()
 }
 
 /// Before a boot with recorded range `r`: re-record it in `userns/` if the index lost

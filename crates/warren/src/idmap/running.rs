@@ -1,15 +1,17 @@
 //! The host-wide registry of running zones' id ranges, shared by every state root:
 //! `<run>/userns/<base>` (`/run/warren`, a tmpfs: empty after a reboot, when no zone
 //! runs), one small file per running range naming its state root, zone and the process
-//! that holds it (warren while it boots the zone, then the zone's init).
+//! that claimed it (warren, while it boots the zone).
 //!
 //! A state root's own index (`<root>/userns/`) keeps its zones apart; this keeps the
 //! *running* zones of all roots apart: a boot claims its range here first, under one
 //! host-wide lock, and is refused while a live zone of another root (or another zone
-//! of this one) holds it; halt releases it. A claim whose holder is dead is stale and
-//! taken over, so a crash never blocks a range (a zone whose warren died before it
-//! could write the init's pid is still found live through its own runtime record).
-//! Cost: one lock, one small read and one write per boot, one unlink per halt: O(1).
+//! of this one) holds it; halt releases it. A claim is live while the warren that made
+//! it runs (a boot in progress) or while the zone's own runtime record names a live
+//! init (the zone runs: that record is the truth, so the claim needs no update after
+//! the boot); otherwise it is stale and taken over, so a crash never blocks a range.
+//! Cost: one lock, one small read and one small write per boot (in place: every
+//! reader holds the lock too), one unlink per halt: O(1), on a tmpfs.
 
 use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -18,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use super::IdRange;
 use crate::error::{Error, IoContext, Result};
-use crate::fsutil::{atomic_write, read_text_bounded, MAX_SMALL_FILE};
+use crate::fsutil::{read_text_bounded, MAX_SMALL_FILE};
 use crate::layout::{HostPaths, Layout};
 
 /// One claim: who runs a range, and the process whose life is the claim's.
@@ -61,9 +63,8 @@ fn lock(host: &HostPaths) -> Result<fs::File> {
     Ok(f)
 }
 
-/// Whether `c` is held by a live process: its holder (warren booting, or the zone's
-/// init), or else the init its zone's own runtime record names (warren died between
-/// the spawn and the update of the claim).
+/// Whether `c` is live: the warren that made it still runs (a boot in progress), or
+/// the zone's own runtime record names a live init (the zone runs).
 fn live(host: &HostPaths, c: &Claim) -> bool {
     let alive =
         |pid: i32, start: u64| crate::stats::proc_start_time(&host.proc, pid) == Some(start);
@@ -82,9 +83,8 @@ fn read(path: &Path) -> Option<Claim> {
     serde_json::from_str(&text).ok()
 }
 
-/// Claim range `r` for `zone` of `layout`'s root, held by this process until
-/// [`hold`] names the zone's init. Refused while a live claim of another zone holds
-/// it.
+/// Claim range `r` for `zone` of `layout`'s root. Refused while a live claim of
+/// another zone holds it.
 pub fn claim(host: &HostPaths, layout: &Layout, zone: &str, r: IdRange) -> Result<()> {
     let _lock = lock(host)?;
     let path = entry(host, r);
@@ -114,24 +114,16 @@ pub fn claim(host: &HostPaths, layout: &Layout, zone: &str, r: IdRange) -> Resul
     )
 }
 
-/// The zone's init now holds its claim (after a successful boot).
-pub fn hold(
-    host: &HostPaths,
-    layout: &Layout,
-    zone: &str,
-    r: IdRange,
-    init: crate::state::InitId,
-) -> Result<()> {
-    let _lock = lock(host)?;
-    write(
-        &entry(host, r),
-        &Claim {
-            root: layout.root().to_path_buf(),
-            zone: zone.to_string(),
-            pid: init.pid,
-            start_time: init.start_time,
-        },
-    )
+/// The bases claimed now (names of the registry; a stale claim is skipped too, which
+/// costs one range, not a correctness).
+pub fn claimed(host: &HostPaths) -> Vec<u32> {
+    fs::read_dir(dir(host))
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Drop the zone's claim (halt, a failed boot). Only its own: a claim another zone
@@ -147,8 +139,10 @@ pub fn release(host: &HostPaths, layout: &Layout, zone: &str, r: IdRange) -> Res
     }
 }
 
+/// Written in place: readers hold the registry's lock too, so none sees a partial
+/// file; a torn one (a crash mid-write) reads as no claim. A tmpfs: nothing to fsync
+/// (nothing runs after a reboot).
 fn write(path: &Path, c: &Claim) -> Result<()> {
     let text = serde_json::to_string(c).expect("a claim serializes");
-    // A tmpfs: no fsync needed for durability across a reboot (nothing runs then).
-    atomic_write(path, text.as_bytes(), false).ctx(|| format!("writing {}", path.display()))
+    fs::write(path, text).ctx(|| format!("writing {}", path.display()))
 }

@@ -64,15 +64,6 @@ fn a_root_other_than_the_default_starts_elsewhere_and_wraps() {
 }
 
 #[test]
-fn uid_maps_of_zones_are_ranges_and_the_host_identity_is_not() {
-    assert_eq!(parse_uid_map("         0          0 4294967295\n"), vec![]);
-    assert_eq!(
-        parse_uid_map("         0 1073741824      65536\n"),
-        vec![(FIRST_BASE, RANGE)]
-    );
-}
-
-#[test]
 fn map_line_is_the_kernel_format() {
     assert_eq!(IdRange::new(FIRST_BASE).map_line(), "0 1073741824 65536");
     assert_eq!(IdRange::new(FIRST_BASE).last(), FIRST_BASE + 65535);

@@ -51,7 +51,7 @@ pub(super) fn prepare_idmap(
                 r
             }
             _ => {
-                let r = idmap::allocate(&ctx.layout, &z.name, z.config.userns_base)?;
+                let r = idmap::allocate(&ctx.host, &ctx.layout, &z.name, z.config.userns_base)?;
                 z.lifecycle.idmap = Some(r);
                 state::save_lifecycle(&z.dir, &z.lifecycle)?;
                 r

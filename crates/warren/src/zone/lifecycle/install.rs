@@ -161,7 +161,7 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
     fault::point("install.after-backend");
     let mut owner = 0;
     if z.config.userns {
-        let r = idmap::allocate(&ctx.layout, name, z.config.userns_base)?;
+        let r = idmap::allocate(&ctx.host, &ctx.layout, name, z.config.userns_base)?;
         z.lifecycle.idmap = Some(r);
         owner = r.base;
         let root = be.root_mount(&troot, &z.dir);
@@ -226,7 +226,7 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
     let troot = template::root_of(&ctx.layout, &source.config.template);
     let result = (|| {
         let range = match cfg.userns {
-            true => Some(idmap::allocate(&ctx.layout, dst, None)?),
+            true => Some(idmap::allocate(&ctx.host, &ctx.layout, dst, None)?),
             false => None,
         };
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;

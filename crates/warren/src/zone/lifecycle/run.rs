@@ -210,17 +210,6 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
             return Err(undo(&rt, e));
         }
     }
-    if let Some(r) = idmap {
-        // Best effort: a claim still naming this warren is found live through the
-        // runtime record just written.
-        if let Err(e) = idmap::running::hold(&ctx.host, &ctx.layout, &z.name, r, booted.init) {
-            warn(
-                &z.name,
-                "recording its init in the host's id-range registry",
-                &e,
-            );
-        }
-    }
     z.runtime = Some(rt);
     // Booted again: the eviction and the last run's end are history (they stay in
     // events.jsonl).
