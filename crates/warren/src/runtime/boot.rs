@@ -29,7 +29,6 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
                 .ctx(|| format!("zone '{}': opening {}", spec.zone, f.display()))?,
         );
     }
-    let console = console::make(spec.zone, spec.idmap.map(|r| r.base))?;
     let userns = match spec.idmap {
         Some(range) => Some(userns_fds(spec, range)?),
         None => None,
@@ -82,7 +81,6 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     };
     let mut fds = Fds {
         procs,
-        console,
         null,
         init,
         userns,
@@ -95,7 +93,11 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     let cgroup_dir = spec.cgroups.clone_target()?;
     plan.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
+    // The console, opened through the child's stdout while it waits for its go: what
+    // an init that dies at once printed is saved from it (runtime::console).
+    let mut live_console = None;
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
+        live_console = console::open_stdout(spec.proc_root, pid);
         if !plan.spawn.placed_in_cgroup() {
             join_cgroups(spec, &fds.procs, pid)?;
         }
@@ -118,9 +120,11 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<InitId> {
     }
     let alive = stats::proc_start_time(spec.proc_root, pid);
     if alive.is_none() {
-        // What it printed before dying is on the console's tmpfs, gone with the zone
-        // unless saved now.
-        let _ = console::save(&fds.console.file, spec.console);
+        // What it printed before dying is on the zone's /dev tmpfs, gone with the
+        // zone unless saved now.
+        if let Some(f) = &live_console {
+            let _ = console::save(f, spec.console);
+        }
     }
     let start_time = alive.ok_or_else(|| Error::Io {
         context: format!(
