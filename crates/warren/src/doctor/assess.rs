@@ -2,11 +2,12 @@
 //! every rule is unit-tested with fixture numbers (this development VM's among them).
 
 use super::snapshot::{CgroupLimits, LimitSnapshot, Reading};
+use super::zone_memory;
 use super::{
     Current, Finding, Fix, NetPlan, Plan, Unit, Verdict, CONNTRACK_PER_ZONE, FILES_PER_PROCESS,
     IDS_PER_ZONE, INOTIFY_INSTANCES_PER_ZONE, INOTIFY_WATCHES_PER_ZONE, KERNEL_STACK,
-    MAPS_PER_PROCESS, MEM_CGROUP_IDS, MOUNTS_PER_ZONE, NEIGH_PER_ZONE, WARREN_FDS,
-    ZONE_BASE_MEMORY, ZONE_DISK,
+    MAPS_PER_PROCESS, MEM_CGROUP_IDS, MOUNTS_PER_ZONE, NEIGH_PER_ZONE, SUPERBLOCKS_PER_ZONE,
+    WARREN_FDS, ZONE_DISK, ZONE_FLAT_MEMORY,
 };
 use crate::config::format_size;
 use crate::error::Result;
@@ -474,7 +475,8 @@ fn rlimit_nofile(s: &LimitSnapshot, plan: &Plan) -> Finding {
 }
 
 fn memory(s: &LimitSnapshot, plan: &Plan) -> Finding {
-    let per_zone = ZONE_BASE_MEMORY + plan.mem_per_zone;
+    let idle = zone_memory(plan.zones);
+    let per_zone = idle + plan.mem_per_zone;
     let cur = match (&s.mem_available, &s.swap_free) {
         (Ok(a), Ok(b)) => Current::Value(a + b),
         (Err(e), _) | (_, Err(e)) => Current::Unknown(e.clone()),
@@ -486,9 +488,12 @@ fn memory(s: &LimitSnapshot, plan: &Plan) -> Finding {
         Unit::Bytes,
         Remedy::Advice("add memory or swap, or plan fewer zones".into()),
         format!(
-            "{} zones × ({} per idle zone + {} --mem-per-zone), against MemAvailable + SwapFree",
+            "{} zones × ({} per idle zone: {} flat + {} of shrinker state growing with the zones, {} superblocks each; + {} --mem-per-zone), against MemAvailable + SwapFree",
             plan.zones,
-            format_size(ZONE_BASE_MEMORY),
+            format_size(idle),
+            format_size(ZONE_FLAT_MEMORY),
+            format_size(idle - ZONE_FLAT_MEMORY),
+            SUPERBLOCKS_PER_ZONE,
             format_size(plan.mem_per_zone)
         ),
     )

@@ -47,7 +47,9 @@
 //! shares the host's (`net = "host"`). Its mounts (about 8) live in its own mount
 //! namespace, so `fs.mount-max`, which is per namespace, compares against the host's
 //! mount count plus 8, not against N × 8. On a bridge, each zone adds a neighbour entry
-//! per address family on the host side and some conntrack entries.
+//! per address family on the host side and some conntrack entries. Its host memory grows
+//! with N ([`zone_memory`]): every memory cgroup keeps state for every superblock on the
+//! host, and each zone makes [`SUPERBLOCKS_PER_ZONE`] of them (docs/scaling.md).
 
 pub mod admit;
 pub mod assess;
@@ -67,6 +69,31 @@ use crate::error::{Error, Result};
 /// Host memory an idle zone costs beyond its own programs (SPEC.md: 0.45 MiB at 1,000
 /// zones; namespaces, cgroups, init, page tables), rounded up.
 pub const ZONE_BASE_MEMORY: u64 = 512 << 10;
+/// Host memory an idle zone costs that does not grow with the number of zones
+/// (docs/scaling.md: 0.55 MiB at 1,000 zones less 96 KiB, 0.69 MiB at 3,000 less 235 KiB
+/// of shrinker state: namespaces, cgroup files, warren-init's anon and page tables),
+/// rounded up.
+pub const ZONE_FLAT_MEMORY: u64 = 480 << 10;
+/// Superblocks a zone makes (overlay root, proc, the /dev tmpfs, devpts, its IPC
+/// namespace's mqueue): each registers a shrinker id (docs/scaling.md).
+pub const SUPERBLOCKS_PER_ZONE: u64 = 5;
+/// Shrinker ids covered by one unit of a memory cgroup's shrinker state.
+pub const SHRINKER_IDS_PER_UNIT: u64 = 64;
+/// A unit's cost: 64 deferred counters and a 64-bit map, 520 bytes in a 1 KiB slab slot.
+pub const SHRINKER_UNIT_BYTES: u64 = 1024;
+
+/// Host memory per idle zone when `zones` run: [`ZONE_FLAT_MEMORY`] plus its memory
+/// cgroup's shrinker state, which covers every superblock on the host and so grows with
+/// the number of zones (O(N²) for the host). The host's own superblocks (a few hundred)
+/// and the high-water mark of earlier runs (the kernel never shrinks it) are left out:
+/// a lower bound for a host that ran more zones since boot.
+pub fn zone_memory(zones: u64) -> u64 {
+    let ids = zones.saturating_mul(SUPERBLOCKS_PER_ZONE);
+    ZONE_FLAT_MEMORY.saturating_add(
+        ids.div_ceil(SHRINKER_IDS_PER_UNIT)
+            .saturating_mul(SHRINKER_UNIT_BYTES),
+    )
+}
 /// Disk of an untouched clone (SPEC.md: 28 KiB).
 pub const ZONE_DISK: u64 = 28 << 10;
 /// Kernel stack per task on x86_64 (THREAD_SIZE); unswappable.

@@ -17,11 +17,16 @@ use crate::sandbox::plan::spawn_error;
 use crate::state::InitId;
 use crate::stats;
 
+/// How long the parent waits for the child's stdout to become the console (the child
+/// builds its root first: milliseconds; far longer only on a stalled host, and then
+/// the boot goes on without the early copy of the console).
+const CONSOLE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A booted zone: its init, and the live console (kept open so that what an init
 /// that dies during boot's watch printed can still be saved).
 pub struct Booted {
     pub init: InitId,
-    pub console: File,
+    pub console: Option<File>,
 }
 
 /// Boot a zone: returns its init's identity once init is executing.
@@ -36,7 +41,6 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
                 .ctx(|| format!("zone '{}': opening {}", spec.zone, f.display()))?,
         );
     }
-    let console = console::make(spec.zone, spec.idmap.map(|r| r.base))?;
     let userns = match spec.idmap {
         Some(range) => Some(userns_fds(spec, range)?),
         None => None,
@@ -89,7 +93,6 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     };
     let mut fds = Fds {
         procs,
-        console,
         null,
         init,
         userns,
@@ -102,22 +105,28 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     let cgroup_dir = spec.cgroups.clone_target()?;
     plan.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
+    // The console, opened through the child's stdout while it waits for its go: what
+    // an init that dies at once printed is saved from it (runtime::console).
+    let mut live_console = None;
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
         if !plan.spawn.placed_in_cgroup() {
             join_cgroups(spec, &fds.procs, pid)?;
         }
-        let Some(net) = spec.net else {
-            return Ok(());
-        };
-        match zone_netns {
-            Some(ns) => crate::net::attach(spec.zone, net, ns),
-            None => {
-                let path = spec.proc_root.join(pid.to_string()).join("ns/net");
-                let ns = File::open(&path)
-                    .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
-                crate::net::attach(spec.zone, net, &ns)
+        if let Some(net) = spec.net {
+            match zone_netns {
+                Some(ns) => crate::net::attach(spec.zone, net, ns)?,
+                None => {
+                    let path = spec.proc_root.join(pid.to_string()).join("ns/net");
+                    let ns = File::open(&path)
+                        .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
+                    crate::net::attach(spec.zone, net, &ns)?
+                }
             }
         }
+        // Last: the child points its stdout at the console right before it waits for
+        // this go, after building its root; the parent has nothing else to do meanwhile.
+        live_console = console::wait_stdout(spec.proc_root, pid, CONSOLE_WAIT);
+        Ok(())
     })
     .map_err(|e| spawn_error(("zone", spec.zone), "boot step", "init", &plan, e))?;
     if let Some(u) = fds.userns.as_mut() {
@@ -125,19 +134,19 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     }
     let alive = stats::proc_start_time(spec.proc_root, pid);
     let Some(start_time) = alive else {
-        // What it printed before dying is on the console's tmpfs, gone with the zone
+        // What it printed before dying is on the zone's /dev tmpfs, gone with the zone
         // unless saved now; the boot is its parent, so its status is known.
         let status = warren_sys::proc::waitpid_nohang(pid).ok().flatten();
         return Err(init_exited(
             spec.zone,
             status.map(|(_, s)| s),
-            &fds.console.file,
+            live_console.as_ref(),
             spec.console,
         ));
     };
     Ok(Booted {
         init: InitId { pid, start_time },
-        console: fds.console.file,
+        console: live_console,
     })
 }
 
@@ -165,14 +174,16 @@ pub fn watch(pid: i32, dur: std::time::Duration) -> Option<warren_sys::proc::Exi
 }
 
 /// The error of an init that ended during boot: save the console (`console` is the
-/// live file) to `log` and quote its last lines.
+/// live file, when it could be opened) to `log` and quote its last lines.
 pub fn init_exited(
     zone: &str,
     status: Option<warren_sys::proc::ExitStatus>,
-    console: &File,
+    console: Option<&File>,
     log: &std::path::Path,
 ) -> Error {
-    let _ = console::save(console, log);
+    if let Some(f) = console {
+        let _ = console::save(f, log);
+    }
     let tail = crate::fsutil::read_bounded(log, console::CONSOLE_MAX)
         .map(|b| last_lines(&String::from_utf8_lossy(&b), 10))
         .unwrap_or_default();

@@ -1,21 +1,24 @@
 //! A zone's console: what its init writes, and `/dev/console` inside it.
 //!
-//! The console is a file on a **tmpfs of its own, capped at [`CONSOLE_MAX`]**, made by
-//! the booting parent as a detached mount (`fsopen("tmpfs")`, `size=`), attached by
-//! the child at `/dev/.warren-console` (a 0700 directory of host root's) and bound
-//! onto `/dev/console`. The kernel enforces the cap: past it a write or `fallocate`
-//! fails with ENOSPC. Its pages are charged to the zone's memory cgroup (tmpfs charges
-//! the writer), so it counts against the zone's `memory.max`, never the host's disk.
-//! No helper process: nothing reads it while the zone runs.
+//! The console is a file on the zone's **own /dev tmpfs**, in `/dev/.warren-console`
+//! (a 0700 directory of host root's that the zone cannot enter), created there by the
+//! child before the root change, given to the zone's root, opened as init's stdout
+//! and stderr and bound onto `/dev/console`. It has no tmpfs of its own: every
+//! superblock registers a shrinker and every memory cgroup on the host keeps state for
+//! every shrinker id, so a superblock per zone costs O(zones²) kernel memory
+//! (docs/scaling.md). Its pages are charged to the zone's memory cgroup (tmpfs charges
+//! the writer), so it counts against the zone's `memory.max`, never the host's disk;
+//! its size is bounded by the /dev tmpfs's `size=` ([`DEV_TMPFS_SIZE`], shared with
+//! /dev/shm). No helper process: nothing reads it while the zone runs.
 //!
 //! The host keeps a copy in `zones/<name>/console.log`: `halt` opens the live file
 //! through init's stdout before it stops the zone and saves it when the zone is gone
-//! (so the shutdown messages are in it); a boot whose init dies at once saves it too.
-//! The previous copy is rotated to `console.log.1`. Both are at most [`CONSOLE_MAX`].
+//! (so the shutdown messages are in it); a boot whose init dies at once saves it too
+//! (`boot` opens it the same way while the child waits for its go). The previous copy
+//! is rotated to `console.log.1`. Both are at most [`CONSOLE_MAX`]: the last bytes.
 
 use std::fs::File;
 use std::io::{Read, Write};
-use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
@@ -24,43 +27,25 @@ use warren_sys::libc;
 use crate::error::{IoContext, Result};
 use crate::state::InitId;
 
-/// The cap on a zone's console, live and saved.
+/// The cap on a zone's saved console (its last bytes are kept).
 pub const CONSOLE_MAX: u64 = 1 << 20;
-/// Where the console's tmpfs is attached inside the zone's /dev.
+/// The zone's /dev tmpfs's size: the bound on its live console and /dev/shm together.
+pub const DEV_TMPFS_SIZE: &str = "65536k";
+/// The directory holding the console inside the zone's /dev.
 pub const MOUNT_DIR: &str = ".warren-console";
-/// The console file's name on it.
+/// The console file's name in it.
 pub const FILE: &str = "console";
 
-/// The console's detached tmpfs and the file on it (owned by the zone's root).
-pub struct Console {
-    pub mount: OwnedFd,
-    pub file: File,
-}
-
-/// Make a zone's console: a detached tmpfs of [`CONSOLE_MAX`] bytes holding an empty
-/// `console` file owned by host id `owner` (the zone's root), or root.
-pub fn make(zone: &str, owner: Option<u32>) -> Result<Console> {
-    use warren_sys::userns::{MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID};
-    let size = CONSOLE_MAX.to_string();
-    let mount = warren_sys::loopdev::mount_detached_with(
-        "tmpfs",
-        &[
-            (b"size".as_slice(), size.as_bytes()),
-            (b"nr_inodes", b"4"),
-            (b"mode", b"0700"),
-        ],
-        MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC,
-    )
-    .ctx(|| format!("zone '{zone}': making its console (a {size}-byte tmpfs)"))?;
-    let file = warren_sys::fs::create_in(mount.as_fd(), c"console", 0o600, owner.map(|o| (o, o)))
-        .ctx(|| format!("zone '{zone}': creating its console file"))?;
-    Ok(Console { mount, file })
-}
-
 /// The live console of the zone whose init is `init`, through init's stdout, if it is
-/// still the console (a regular file on the console's tmpfs; opened without blocking).
+/// still the console (a regular file in [`MOUNT_DIR`]; opened without blocking).
 pub fn open_live(proc_root: &Path, init: InitId) -> Option<File> {
-    let link = proc_root.join(init.pid.to_string()).join("fd/1");
+    open_stdout(proc_root, init.pid)
+}
+
+/// The console through the stdout of process `pid` (a zone's init, also while it
+/// waits for its go in `boot`), as [`open_live`].
+pub fn open_stdout(proc_root: &Path, pid: i32) -> Option<File> {
+    let link = proc_root.join(pid.to_string()).join("fd/1");
     let target = std::fs::read_link(&link).ok()?;
     if !target.ends_with(Path::new(MOUNT_DIR).join(FILE)) {
         return None;
@@ -74,14 +59,39 @@ pub fn open_live(proc_root: &Path, init: InitId) -> Option<File> {
     (meta.file_type().is_file() && !meta.file_type().is_fifo()).then_some(f)
 }
 
-/// Save the console `from` as `to` (at most [`CONSOLE_MAX`] bytes), the previous copy
+/// [`open_stdout`] once the child `pid` has pointed its stdout at the console (it does
+/// so right before it waits for its go), polling for at most `max`; `None` if it
+/// exited first or took longer.
+pub fn wait_stdout(proc_root: &Path, pid: i32, max: std::time::Duration) -> Option<File> {
+    let deadline = std::time::Instant::now() + max;
+    let mut pause = std::time::Duration::from_micros(50);
+    loop {
+        if let Some(f) = open_stdout(proc_root, pid) {
+            return Some(f);
+        }
+        if std::time::Instant::now() >= deadline
+            || !proc_root.join(pid.to_string()).join("fd").exists()
+        {
+            return None;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(std::time::Duration::from_micros(200));
+    }
+}
+
+/// Save the console `from` as `to` (its last [`CONSOLE_MAX`] bytes at most), the previous copy
 /// kept as `to.1`; atomic (temp file, fsync, rename).
 pub fn save(from: &File, to: &Path) -> Result<()> {
     let mut text = Vec::new();
     let mut reader = from;
     use std::io::Seek;
+    // The last CONSOLE_MAX bytes: the shutdown messages are at the end.
+    let len = from
+        .metadata()
+        .ctx(|| "reading the console's size".to_string())?
+        .len();
     (&mut reader)
-        .seek(std::io::SeekFrom::Start(0))
+        .seek(std::io::SeekFrom::Start(len.saturating_sub(CONSOLE_MAX)))
         .ctx(|| "rewinding the console".to_string())?;
     reader
         .take(CONSOLE_MAX)

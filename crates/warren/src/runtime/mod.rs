@@ -73,8 +73,6 @@ pub struct BootSpec<'a> {
 /// Descriptors the child needs; they must stay open until the spawn returns.
 struct Fds {
     procs: Vec<File>,
-    /// The zone's console: its capped tmpfs (attached by the child) and the file.
-    console: console::Console,
     null: File,
     init: Option<File>,
     userns: Option<UsernsFds>,

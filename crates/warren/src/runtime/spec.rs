@@ -5,8 +5,8 @@
 //! zone's own tree), mounted with the host's privileges in a mount namespace the host
 //! owns; every mount target in the tree is checked in the child to be a directory
 //! reached without a symlink ([`Prepare::CheckBeneath`]); /sys is the host's sysfs
-//! bound read-only; /dev is one small tmpfs with the nodes of `isolation::devices`;
-//! the console is a capped tmpfs of its own; the parent's go comes after the root is
+//! bound read-only; /dev is one small tmpfs with the nodes of `isolation::devices`
+//! and the console; the parent's go comes after the root is
 //! built ([`SyncPoint::AfterRoot`]), then the user namespace is joined.
 
 use std::os::fd::{AsRawFd, RawFd};
@@ -61,7 +61,6 @@ fn attach(target: &Path, prepare: Prepare, fd: i32, what: String) -> MountEntry 
 
 /// The descriptors a zone's sandbox refers to, by number (held open by `boot`).
 pub(super) struct Descriptors {
-    pub console_mount: RawFd,
     pub null: RawFd,
     /// `warren-init`, run by descriptor (no `init` in the config).
     pub init: Option<RawFd>,
@@ -89,7 +88,6 @@ impl Fds {
     pub(super) fn descriptors(&self) -> Descriptors {
         let raw = |f: &Option<std::fs::File>| f.as_ref().map(AsRawFd::as_raw_fd);
         Descriptors {
-            console_mount: self.console.mount.as_raw_fd(),
             null: self.null.as_raw_fd(),
             init: raw(&self.init),
             disk: self.disk.as_ref().map(|(_, m)| m.as_raw_fd()),
@@ -289,12 +287,12 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
         hooks_sync: None,
         sysctls: Vec::new(),
         oom_score_adj: None,
-        // The console's own capped tmpfs (runtime::console), attached in a directory
-        // of host root's that the zone cannot enter, its file opened as init's stdout.
+        // The console on the zone's /dev tmpfs (runtime::console), in a directory of
+        // host root's that the zone cannot enter, its file opened as init's stdout.
         console: Some(Console::Log {
-            mount_fd: fds.console_mount,
             file: console_dir.join(console::FILE),
             dir: console_dir,
+            owner: us.map(|_| (base, base)),
             fd: CONSOLE_FD,
             dev_console: dev.join("console"),
         }),
@@ -447,7 +445,8 @@ fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
     out.push(sys);
     let dev = root.join("dev");
     let base = owner.unwrap_or(0);
-    // One tmpfs for the device nodes and /dev/shm (see /sys above for why not two).
+    // One tmpfs for the device nodes, /dev/shm and the console (see /sys above for why
+    // not three).
     out.push(mount(
         &dev,
         check("dev"),
@@ -455,7 +454,8 @@ fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
         Some("tmpfs"),
         libc::MS_NOSUID | libc::MS_NOEXEC,
         Some(format!(
-            "mode=755,size=65536k,nr_inodes=4096{}",
+            "mode=755,size={},nr_inodes=4096{}",
+            console::DEV_TMPFS_SIZE,
             owner.map_or(String::new(), |b| format!(",uid={b},gid={b}"))
         )),
     ));

@@ -56,7 +56,6 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             views: None,
         };
         let fds = Descriptors {
-            console_mount: 10,
             null: 11,
             init: Some(12),
             disk: Some(13),
@@ -194,7 +193,6 @@ fn nul_in_services_is_refused_naming_the_zone() {
         views: None,
     };
     let fds = Descriptors {
-        console_mount: 10,
         null: 11,
         init: Some(12),
         disk: None,

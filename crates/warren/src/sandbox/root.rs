@@ -163,8 +163,8 @@ pub(super) fn console(p: &mut Plan, spec: &SandboxSpec) -> Result<(), PlanError>
     let (fd, dev_console) = match &spec.console {
         None => return Ok(()),
         Some(Console::Log {
-            mount_fd,
             dir,
+            owner,
             file,
             fd,
             dev_console,
@@ -176,22 +176,31 @@ pub(super) fn console(p: &mut Plan, spec: &SandboxSpec) -> Result<(), PlanError>
                 },
                 format!("create {}", dir.display()),
             );
-            p.push(
-                Step::MoveMount {
-                    fd: *mount_fd,
-                    target: cpath(dir)?,
-                },
-                format!("attach the console's tmpfs on {}", dir.display()),
-            );
+            // A new file: O_EXCL and O_NOFOLLOW refuse anything already there.
             p.push(
                 Step::Open {
                     path: cpath(file)?,
-                    flags: libc::O_WRONLY | libc::O_APPEND | libc::O_CLOEXEC | libc::O_NOFOLLOW,
-                    mode: 0,
+                    flags: libc::O_WRONLY
+                        | libc::O_APPEND
+                        | libc::O_CREAT
+                        | libc::O_EXCL
+                        | libc::O_CLOEXEC
+                        | libc::O_NOFOLLOW,
+                    mode: 0o600,
                     fd: *fd,
                 },
-                format!("open {}", file.display()),
+                format!("create {}", file.display()),
             );
+            if let Some((uid, gid)) = owner {
+                p.push(
+                    Step::Chown {
+                        path: cpath(file)?,
+                        uid: *uid,
+                        gid: *gid,
+                    },
+                    format!("give {} to {uid}:{gid}", file.display()),
+                );
+            }
             (*fd, Some(dev_console))
         }
         Some(Console::Pty {

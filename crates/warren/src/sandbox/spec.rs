@@ -220,11 +220,12 @@ pub struct Node {
 /// The sandbox's console.
 #[derive(Debug)]
 pub enum Console {
-    /// A log: a capped tmpfs (`mount_fd`) attached on `dir`, `file` in it opened at
+    /// A log: `file`, created in the 0700 directory `dir` (host root's, on the
+    /// sandbox's /dev tmpfs: no superblock of its own), given to `owner`, opened at
     /// `fd` and bound on `dev_console` (a zone's console, `runtime::console`).
     Log {
-        mount_fd: RawFd,
         dir: PathBuf,
+        owner: Option<(u32, u32)>,
         file: PathBuf,
         fd: RawFd,
         dev_console: PathBuf,

@@ -204,7 +204,8 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     if !watch.is_zero() {
         if let Some(status) = runtime::watch(booted.init.pid, watch) {
             release_claim();
-            let e = runtime::init_exited(&z.name, Some(status), &booted.console, spec.console);
+            let e =
+                runtime::init_exited(&z.name, Some(status), booted.console.as_ref(), spec.console);
             let oom = rt.cgroups.oom_kills().unwrap_or(0);
             record_exit(ctx, (&z.name, &z.dir), &mut z.lifecycle, &e, oom);
             return Err(undo(&rt, e));

@@ -1,0 +1,97 @@
+//! What a zone costs the host per zone, checked where it is structural: the number of
+//! superblocks a zone makes (each costs every memory cgroup on the host shrinker state,
+//! docs/scaling.md), and the console that no longer has a tmpfs of its own.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::Env;
+
+/// (mount point, device, fstype) of every mount in `pid`'s mount namespace.
+fn mounts_of(pid: i32) -> Vec<(String, String, String)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/mountinfo"))
+        .unwrap_or_else(|e| panic!("reading /proc/{pid}/mountinfo: {e}"));
+    text.lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split(' ').collect();
+            let dash = f
+                .iter()
+                .position(|x| *x == "-")
+                .expect("mountinfo separator");
+            (f[4].to_string(), f[2].to_string(), f[dash + 1].to_string())
+        })
+        .collect()
+}
+
+#[test]
+fn a_zone_makes_one_superblock_of_each_kind_and_its_console_is_on_dev() {
+    let env = Env::new();
+    env.host_zone("sb", &[]);
+    env.ok(&["boot", "sb"]);
+    let mounts = mounts_of(env.init_pid("sb"));
+    let dev_of = |at: &str| {
+        mounts
+            .iter()
+            .rev()
+            .find(|(m, _, _)| m == at)
+            .map(|(_, d, _)| d.clone())
+            .unwrap_or_else(|| panic!("no mount at {at} in the zone: {mounts:?}"))
+    };
+    assert_eq!(
+        dev_of("/dev/console"),
+        dev_of("/dev"),
+        "the console must be a file on the zone's /dev tmpfs, not a superblock of its own"
+    );
+    for kind in ["tmpfs", "devpts", "proc", "overlay"] {
+        let devs: BTreeSet<&str> = mounts
+            .iter()
+            .filter(|(_, _, t)| t == kind)
+            .map(|(_, d, _)| d.as_str())
+            .collect();
+        assert_eq!(
+            devs.len(),
+            1,
+            "one {kind} superblock per zone expected, found {devs:?} in {mounts:?}"
+        );
+    }
+}
+
+#[test]
+fn the_saved_console_keeps_its_last_mebibyte() {
+    let env = Env::new();
+    env.host_zone("con", &[]);
+    env.ok(&["boot", "con"]);
+    let r = env.sh(
+        "con",
+        "echo first-line >> /dev/console; \
+         head -c 1572864 /dev/zero | tr '\\0' x >> /dev/console; \
+         echo; echo last-line >> /dev/console; echo rc=$?",
+    );
+    assert!(
+        r.stdout.contains("rc=0"),
+        "writing 1.5 MiB to /dev/console: {r:?}"
+    );
+    env.ok(&["halt", "con"]);
+    let log = std::fs::read(env.root().join("zones/con/console.log")).unwrap();
+    assert!(
+        log.len() as u64 <= 1 << 20,
+        "saved console of {} bytes",
+        log.len()
+    );
+    assert!(
+        log.len() as u64 > 1 << 19,
+        "saved console of {} bytes",
+        log.len()
+    );
+    let text = String::from_utf8_lossy(&log);
+    assert!(
+        text.trim_end().ends_with("last-line"),
+        "tail: {:?}",
+        &text[text.len().saturating_sub(40)..]
+    );
+    assert!(
+        !text.contains("first-line"),
+        "the first bytes were kept, not the last"
+    );
+}
