@@ -126,6 +126,25 @@ pub fn claimed(host: &HostPaths) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Remove every stale claim (its warren gone and its zone not running), whichever
+/// state root made it: a stale claim blocks nothing, but would stay on /run until
+/// reboot. Returns the bases removed.
+pub fn sweep(host: &HostPaths) -> Result<Vec<u32>> {
+    if !dir(host).is_dir() {
+        return Ok(Vec::new());
+    }
+    let _lock = lock(host)?;
+    let mut removed = Vec::new();
+    for base in claimed(host) {
+        let path = dir(host).join(base.to_string());
+        let stale = read(&path).is_none_or(|c| !live(host, &c));
+        if stale && fs::remove_file(&path).is_ok() {
+            removed.push(base);
+        }
+    }
+    Ok(removed)
+}
+
 /// Drop the zone's claim (halt, a failed boot). Only its own: a claim another zone
 /// took over meanwhile stays.
 pub fn release(host: &HostPaths, layout: &Layout, zone: &str, r: IdRange) -> Result<()> {

@@ -200,6 +200,14 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
         report.damaged.extend(found.conflicts);
     }
     sweep_locks(ctx, &zones, &templates, &mut report);
+    if let Some(bases) = note(&mut report, crate::idmap::running::sweep(&ctx.host)) {
+        for b in bases {
+            report.removed.push(format!(
+                "stale claim of host id range {b} in {} (its zone no longer runs)",
+                ctx.host.run.join("userns").display()
+            ));
+        }
+    }
     Ok(report)
 }
 
