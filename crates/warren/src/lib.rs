@@ -19,6 +19,7 @@ pub mod agent;
 pub mod bench;
 pub mod cgroups;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod demo;
 pub mod doctor;

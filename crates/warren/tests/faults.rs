@@ -499,7 +499,10 @@ fn two_roots_cannot_run_zones_with_the_same_host_ids() {
     }
     // gc of any root sweeps it from the host-wide registry.
     let claim = shared.path().join("userns").join(base.to_string());
-    assert!(claim.exists(), "b's claim is there while its record says running");
+    assert!(
+        claim.exists(),
+        "b's claim is there while its record says running"
+    );
     let (code, err) = run(&one, &["gc"]);
     assert_eq!(code, 0, "{err}");
     assert!(!claim.exists(), "gc left the stale claim of b: {err}");

@@ -157,33 +157,9 @@ pub fn parse_steps(s: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-/// (year, month, day, hour, minute, second) of a Unix time, UTC.
-pub fn civil(secs: u64) -> (i64, u32, u32, u32, u32, u32) {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's days_from_civil, inverted.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (
-        y,
-        m,
-        d,
-        (rem / 3600) as u32,
-        (rem / 60 % 60) as u32,
-        (rem % 60) as u32,
-    )
-}
-
 /// Now, UTC, RFC 3339 (seconds).
 pub fn now_rfc3339() -> String {
-    let (y, mo, d, h, mi, s) = civil(now_secs());
+    let (y, mo, d, h, mi, s) = crate::clock::civil(now_secs());
     format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}Z")
 }
 
@@ -203,7 +179,7 @@ pub fn hostname(ctx: &Context) -> String {
 
 /// `bench/results/<date>-<hostname>`.
 pub fn default_out(ctx: &Context) -> PathBuf {
-    let (y, m, d, ..) = civil(now_secs());
+    let (y, m, d, ..) = crate::clock::civil(now_secs());
     PathBuf::from(format!(
         "bench/results/{y:04}-{m:02}-{d:02}-{}",
         hostname(ctx)
@@ -438,12 +414,5 @@ mod tests {
         assert!(parse_steps("1,1").is_err());
         assert!(parse_steps("a").is_err());
         assert!(parse_steps("").is_err());
-    }
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil(0), (1970, 1, 1, 0, 0, 0));
-        assert_eq!(civil(951_782_400), (2000, 2, 29, 0, 0, 0));
-        assert_eq!(civil(1_798_934_461), (2027, 1, 3, 0, 1, 1));
     }
 }

@@ -221,25 +221,10 @@ fn is_zombie(proc_root: &Path, pid: i32) -> bool {
         .unwrap_or(true)
 }
 
-/// Seconds since the epoch as RFC 3339 UTC (civil-from-days, Howard Hinnant).
+/// Seconds since the epoch as RFC 3339 UTC, nanoseconds given.
 pub fn rfc3339(secs: u64, nanos: u32) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{nanos:09}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    let (y, m, d, h, mi, s) = crate::clock::civil(secs);
+    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{s:02}.{nanos:09}Z")
 }
 
 pub fn now_rfc3339() -> String {
