@@ -369,6 +369,19 @@ fn read_u64(path: &Path) -> Option<u64> {
 
 /// cgroup v1 cpu.shares ↔ v2 cpu.weight, as the kernel documentation and OCI runtimes
 /// map them: weight = 1 + (shares - 2) × 9999 / 262142.
+/// Controllers a zone with `limits` needs: memory and pids always, cpu and cpuset when
+/// a limit of theirs is set (both drivers).
+pub(crate) fn needed(limits: &Limits) -> Vec<&'static str> {
+    let mut n = vec!["memory", "pids"];
+    if limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some() {
+        n.push("cpu");
+    }
+    if limits.cpuset.is_some() {
+        n.push("cpuset");
+    }
+    n
+}
+
 pub fn shares_to_weight(shares: u64) -> u64 {
     1 + (shares.clamp(2, 262_144) - 2) * 9999 / 262_142
 }

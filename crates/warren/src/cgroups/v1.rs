@@ -167,16 +167,15 @@ impl CgroupDriver for V1Driver {
                 });
             }
         }
-        let need_cpu =
-            limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some();
-        if need_cpu && !self.has("cpu") {
+        let needs = super::needed(limits);
+        if needs.contains(&"cpu") && !self.has("cpu") {
             return Err(CgroupError::MissingController {
                 controller: "cpu".into(),
                 hint: "unset cpu.shares / cpu.weight / cpu.max or mount the v1 cpu hierarchy"
                     .into(),
             });
         }
-        if limits.cpuset.is_some() && !self.has("cpuset") {
+        if needs.contains(&"cpuset") && !self.has("cpuset") {
             return Err(CgroupError::MissingController {
                 controller: "cpuset".into(),
                 hint: "unset cpuset or mount the v1 cpuset hierarchy".into(),
@@ -192,8 +191,8 @@ impl CgroupDriver for V1Driver {
                 let is_cpuset = ctrls.iter().any(|c| c == "cpuset");
                 let wanted = ctrls.iter().any(|c| ALWAYS.contains(&c.as_str()))
                     || ctrls.iter().any(|c| options.extra.contains(c))
-                    || (is_cpuset && limits.cpuset.is_some())
-                    || (need_cpu && ctrls.iter().any(|c| c == "cpu"));
+                    || (is_cpuset && needs.contains(&"cpuset"))
+                    || (needs.contains(&"cpu") && ctrls.iter().any(|c| c == "cpu"));
                 if !wanted {
                     continue;
                 }
@@ -274,15 +273,9 @@ impl CgroupDriver for V1Driver {
         set: &CgroupSet,
         limits: &Limits,
     ) -> Result<CgroupSet, CgroupError> {
-        let mut wanted = Vec::new();
-        if limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some() {
-            wanted.push("cpu");
-        }
-        if limits.cpuset.is_some() {
-            wanted.push("cpuset");
-        }
         let mut out = set.clone();
-        for c in wanted {
+        // memory and pids are joined at creation: found in `out`, skipped.
+        for c in super::needed(limits) {
             if out.dir_with(c).is_some() {
                 continue;
             }

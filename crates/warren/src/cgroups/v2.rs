@@ -23,8 +23,8 @@
 use std::path::PathBuf;
 
 use super::{
-    shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion, Created,
-    Place,
+    needed, shares_to_weight, write_file, CgroupDriver, CgroupError, CgroupSet, CgroupVersion,
+    Created, Place,
 };
 use crate::config::Limits;
 
@@ -113,18 +113,6 @@ pub fn is_bucket(name: &str) -> bool {
         rest.split('-')
             .all(|c| ["cpu", "cpuset", "memory", "pids"].contains(&c))
     })
-}
-
-/// Controllers a zone with `limits` needs enabled.
-fn needed(limits: &Limits) -> Vec<&'static str> {
-    let mut n = vec!["memory", "pids"];
-    if limits.cpu_shares.is_some() || limits.cpu_weight.is_some() || limits.cpu_max.is_some() {
-        n.push("cpu");
-    }
-    if limits.cpuset.is_some() {
-        n.push("cpuset");
-    }
-    n
 }
 
 impl CgroupDriver for V2Driver {
