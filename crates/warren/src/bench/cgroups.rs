@@ -51,46 +51,24 @@ pub fn hierarchies(mountinfo: &str, proc_cgroup: &str) -> Vec<Hier> {
         })
         .collect();
     let mut out = Vec::new();
-    for line in mountinfo.lines() {
-        let Some((pre, post)) = line.split_once(" - ") else {
-            continue;
-        };
-        let pre: Vec<&str> = pre.split(' ').collect();
-        let post: Vec<&str> = post.split(' ').collect();
-        if pre.len() < 5 || post.len() < 3 {
-            continue;
-        }
-        let key = match post[0] {
-            "cgroup2" => String::new(),
-            "cgroup" => key_of(
-                &post[2]
-                    .split(',')
-                    .filter(|o| {
-                        !matches!(*o, "rw" | "ro" | "clone_children" | "noprefix" | "xattr")
-                            && !o.starts_with("release_agent=")
-                    })
-                    .collect::<Vec<_>>()
-                    .join(","),
-            ),
-            _ => continue,
-        };
+    for m in crate::cgroups::parse_mountinfo_named(mountinfo) {
+        let key = key_of(&m.controllers.join(","));
         let Some((_, path)) = own.iter().find(|(k, _)| *k == key) else {
             continue;
         };
         if out.iter().any(|h: &Hier| h.key == key) {
             continue;
         }
-        let root = pre[3];
         let rel = path
-            .strip_prefix(root)
+            .strip_prefix(m.root.as_str())
             .unwrap_or(path)
             .trim_start_matches('/');
         out.push(Hier {
             key,
-            own: Path::new(pre[4]).join(rel),
+            own: m.mountpoint.join(rel),
             own_path: path.clone(),
-            mount: PathBuf::from(pre[4]),
-            root: root.to_string(),
+            mount: m.mountpoint,
+            root: m.root,
         });
     }
     out

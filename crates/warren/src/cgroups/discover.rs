@@ -16,8 +16,19 @@ pub struct CgroupMount {
     pub version: CgroupVersion,
 }
 
-/// Parse mountinfo text into its cgroup mounts.
+/// Parse mountinfo text into its cgroup mounts (hierarchies with controllers; named
+/// v1 hierarchies such as `name=systemd` left out).
 pub fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
+    parse(text, false)
+}
+
+/// [`parse_mountinfo`] with the named v1 hierarchies too, each with its `name=…`
+/// option among its controllers (as /proc/<pid>/cgroup lists it).
+pub fn parse_mountinfo_named(text: &str) -> Vec<CgroupMount> {
+    parse(text, true)
+}
+
+fn parse(text: &str, named: bool) -> Vec<CgroupMount> {
     let mut out = Vec::new();
     for line in text.lines() {
         let Some((pre, post)) = line.split_once(" - ") else {
@@ -42,7 +53,7 @@ pub fn parse_mountinfo(text: &str) -> Vec<CgroupMount> {
                     .filter(|o| {
                         !matches!(*o, "rw" | "ro" | "clone_children" | "noprefix" | "xattr")
                             && !o.starts_with("release_agent=")
-                            && !o.starts_with("name=")
+                            && (named || !o.starts_with("name="))
                     })
                     .map(str::to_string)
                     .collect();

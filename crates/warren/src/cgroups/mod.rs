@@ -29,7 +29,8 @@ use serde::{Deserialize, Serialize};
 
 pub use delegate::Delegation;
 pub use discover::{
-    discover, own_dirs, parse_mountinfo, parse_proc_cgroup, CgroupMount, Hierarchy,
+    discover, own_dirs, parse_mountinfo, parse_mountinfo_named, parse_proc_cgroup, CgroupMount,
+    Hierarchy,
 };
 pub use place::{Created, Place};
 
