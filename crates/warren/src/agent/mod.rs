@@ -125,10 +125,7 @@ fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
         "group" => {
             let (driver, _) = ctx.cgroups()?;
             let dir = driver
-                .parents()
-                .into_iter()
-                .find(|(c, _)| c.split(',').any(|x| x == "memory") || c.is_empty())
-                .map(|(_, d)| d)
+                .memory_parent()
                 .ok_or_else(|| {
                     Error::Unsupported(
                         "watch = \"group\": no memory cgroup for zones (the memory controller is not mounted); set watch to \"host\" or to a cgroup directory".into(),

@@ -93,6 +93,14 @@ pub trait CgroupDriver {
     fn controllers(&self) -> Vec<String>;
     /// The directories zone cgroups are made under, with their controllers.
     fn parents(&self) -> Vec<(String, PathBuf)>;
+    /// The zones' group where memory is accounted (the memory hierarchy's on v1, the
+    /// unified one on v2): where a budget for all zones is read and set.
+    fn memory_parent(&self) -> Option<PathBuf> {
+        self.parents()
+            .into_iter()
+            .find(|(c, _)| c.split(',').any(|x| x == "memory") || c.is_empty())
+            .map(|(_, d)| d)
+    }
     /// Create the cgroups of `zone` and apply `limits`. An existing, empty cgroup of the
     /// same name (left by a crash) is reused.
     fn create(&self, zone: &str, limits: &Limits) -> Result<CgroupSet, CgroupError> {

@@ -25,14 +25,9 @@ impl Drop for Budget {
 
 pub(super) fn set_budget(ctx: &Context, bytes: u64) -> Result<Budget> {
     let (driver, _) = ctx.cgroups()?;
-    let dir = driver
-        .parents()
-        .into_iter()
-        .find(|(c, _)| c.split(',').any(|x| x == "memory") || c.is_empty())
-        .map(|(_, d)| d)
-        .ok_or_else(|| {
-            Error::Unsupported("--oversubscribe: no memory cgroup for the zones' group".into())
-        })?;
+    let dir = driver.memory_parent().ok_or_else(|| {
+        Error::Unsupported("--oversubscribe: no memory cgroup for the zones' group".into())
+    })?;
     let file = ["memory.limit_in_bytes", "memory.max"]
         .iter()
         .map(|f| dir.join(f))
