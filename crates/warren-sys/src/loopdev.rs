@@ -110,9 +110,9 @@ pub fn mount_detached(
     mount_detached_with(fstype, &[(b"source".as_slice(), source)], attrs)
 }
 
-/// A detached mount of `fstype` configured with string `options` (key, value), e.g.
-/// a tmpfs with `size`: see [`mount_detached`].
-pub fn mount_detached_with(
+/// A detached mount of `fstype` configured with string `options` (key, value): see
+/// [`mount_detached`], its one caller since the console left its own tmpfs.
+fn mount_detached_with(
     fstype: &str,
     options: &[(&[u8], &[u8])],
     attrs: u64,
