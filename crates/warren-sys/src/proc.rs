@@ -107,6 +107,24 @@ pub fn waitpid_blocking(pid: i32) -> io::Result<ExitStatus> {
     }
 }
 
+/// `waitpid(-1, 0)`, retrying on EINTR: wait for any child to end; its pid and status.
+/// ECHILD when the caller has no child left.
+pub fn wait_any() -> io::Result<(i32, ExitStatus)> {
+    let mut status = 0;
+    loop {
+        // SAFETY: `status` is a valid int for waitpid to fill.
+        let rc = unsafe { libc::waitpid(-1, &mut status, 0) };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        return Ok((rc, decode(status)));
+    }
+}
+
 /// `waitpid(pid, WNOHANG)`: `Some` if a child (pid, or any child for -1) was reaped.
 pub fn waitpid_nohang(pid: i32) -> io::Result<Option<(i32, ExitStatus)>> {
     let mut status = 0;

@@ -45,6 +45,33 @@ pub enum ExitCode {
     CommandNotFound = 127,
 }
 
+impl ExitCode {
+    /// The code with this number (a [`Error::Relayed`] error's, read back from its
+    /// worker); an unknown number is [`ExitCode::Failure`].
+    pub fn from_number(n: u8) -> ExitCode {
+        use ExitCode::*;
+        [
+            Ok,
+            Failure,
+            Usage,
+            NotFound,
+            WrongState,
+            InvalidInput,
+            Conflict,
+            Unsupported,
+            Permission,
+            System,
+            Corrupt,
+            LoginFailed,
+            NotExecutable,
+            CommandNotFound,
+        ]
+        .into_iter()
+        .find(|c| *c as u8 == n)
+        .unwrap_or(Failure)
+    }
+}
+
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +184,10 @@ pub enum Error {
     },
     #[error("{failed} of {total} zone(s) failed")]
     Partial { failed: usize, total: usize },
+    /// One zone's error as a worker of a pipeline (`zone::pipeline`) printed it: its
+    /// message with the numbered causes, and its exit code.
+    #[error("{message}")]
+    Relayed { message: String, exit: ExitCode },
     #[error("profile '{0}' does not exist; create it with 'warren profile create {0} KEY=VALUE...' (see 'warren profile list')")]
     NoSuchProfile(String),
     #[error("profile '{0}' already exists; change it with 'warren profile set {0} KEY=VALUE' or delete it first")]
@@ -235,6 +266,7 @@ impl Error {
             Error::Corrupt { .. } | Error::BadConfigFile { .. } => ExitCode::Corrupt,
             Error::WithCleanup { primary, .. } => primary.exit_code(),
             Error::Partial { .. } | Error::InitExited { .. } => ExitCode::Failure,
+            Error::Relayed { exit, .. } => *exit,
             Error::NoSuchProfile(_) => ExitCode::NotFound,
             Error::ProfileExists(_) => ExitCode::Conflict,
             Error::Command { missing: true, .. } => ExitCode::CommandNotFound,

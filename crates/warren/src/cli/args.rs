@@ -190,8 +190,17 @@ pub enum Command {
         #[arg(required = true)]
         zones: Vec<String>,
     },
-    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted).
-    Clone { src: String, new: String },
+    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted);
+    /// several NEW zones are cloned in parallel (--jobs).
+    #[command(after_help = CLONE_HELP)]
+    Clone {
+        src: String,
+        /// The new zones' names.
+        #[arg(required = true, value_name = "NEW")]
+        new: Vec<String>,
+        #[command(flatten)]
+        pipeline: Pipeline,
+    },
     /// Boot zones (installed → running).
     #[command(
         visible_alias = "start",
@@ -207,6 +216,8 @@ pub enum Command {
         /// boot with its exit status and console (0: do not watch).
         #[arg(long, value_name = "MS", default_value_t = crate::runtime::BOOT_WATCH.as_millis() as u64)]
         watch: u64,
+        #[command(flatten)]
+        pipeline: Pipeline,
     },
     /// Halt zones: SIGTERM to init, wait, then kill what is left (running → installed).
     #[command(visible_alias = "stop")]
@@ -216,6 +227,8 @@ pub enum Command {
         /// Seconds to wait after SIGTERM before killing [default: the zone's stop-timeout, else 10].
         #[arg(long)]
         timeout: Option<u64>,
+        #[command(flatten)]
+        pipeline: Pipeline,
     },
     /// Halt and boot zones again.
     Reboot {
@@ -570,6 +583,24 @@ pub struct Targets {
     #[arg(long, conflicts_with = "zones")]
     pub all: bool,
 }
+
+/// How many zones `boot`, `clone` and `halt` work on at once (zone::pipeline).
+#[derive(Args, Debug)]
+pub struct Pipeline {
+    /// Zones in flight at once, each in its own worker process, results printed in
+    /// the zones' order [default: 8 per CPU, at most 32; 1: one after another].
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub jobs: Option<u16>,
+}
+
+/// `warren clone --help`: how to make many.
+pub const CLONE_HELP: &str = "Examples:
+  warren clone web web2                 one clone
+  warren clone web web{1..100}          100 clones (the shell expands the braces), 16 at a time
+  warren clone web db1 db2 --jobs 1     one after another
+
+Each NEW gets its own id range and copy of SRC's private layer; a failing NEW (a taken
+name, a full disk) is reported and the others go on; the exit status is 1 if any failed.";
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {

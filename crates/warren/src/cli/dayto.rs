@@ -71,6 +71,12 @@ pub struct VerbResult {
     /// clone: the zone it was made from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+    /// A zone of several that failed (`boot`, `clone`, `halt`): the error as printed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// With `error`: the exit code that error alone would give.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit: Option<u8>,
 }
 
 impl VerbResult {
@@ -87,6 +93,8 @@ impl VerbResult {
             init_pid: None,
             graceful: None,
             source: None,
+            error: None,
+            exit: None,
         }
     }
 }

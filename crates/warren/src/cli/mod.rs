@@ -8,6 +8,7 @@
 
 mod args;
 mod assist;
+mod batch;
 mod bench_cmd;
 mod dayto;
 mod doctor_cmd;
@@ -111,6 +112,16 @@ impl LoginOpts {
                 _ => Tty::Auto,
             },
         }
+    }
+}
+
+impl Pipeline {
+    /// `--jobs`, else the default for this host's CPUs.
+    fn jobs(&self, ctx: &Context) -> usize {
+        self.jobs.map_or_else(
+            || zone::pipeline::default_jobs(crate::stats::online_cpus(&ctx.host.sys).len()),
+            usize::from,
+        )
     }
 }
 
@@ -229,20 +240,22 @@ fn run(cli: Cli) -> Result<i32> {
             res.print(json, r.is_ok());
             r?
         }
-        Command::Clone { src, new } => {
-            zone::clone(&ctx, &src, &new)?;
-            if json {
-                let mut r = dayto::VerbResult::new(&new, "clone", &Outcome::Done);
-                r.source = Some(src);
-                output::json(&r);
-            } else {
-                println!("zone '{new}' installed as a clone of '{src}'");
-            }
+        Command::Clone { src, new, pipeline } => {
+            let jobs = pipeline.jobs(&ctx);
+            let mut res = batch::Batch::new(new.len());
+            let line = format!("installed as a clone of '{src}'");
+            let failed = zone::pipeline::clone_many(&ctx, &src, &new, jobs, |z, r| {
+                if let Some(v) = res.add(json, z, "clone", r, &line) {
+                    v.source = Some(src.clone());
+                }
+            });
+            res.finish(json, failed)?
         }
         Command::Boot {
             targets: t,
             autoboot,
             watch,
+            pipeline,
         } => {
             let zones = if autoboot {
                 zone::boot_autoboot(&ctx)?
@@ -252,49 +265,36 @@ fn run(cli: Cli) -> Result<i32> {
             if zones.is_empty() && (autoboot || t.all) && !json {
                 println!("no zone to boot");
             }
-            let mut res = dayto::Results::default();
-            let r = each(&zones, |z| {
-                let (o, r) = zone::boot_watched(&ctx, z, Duration::from_millis(watch))?;
-                if o == Outcome::Done && !json {
-                    println!(
-                        "zone '{z}' booted in {:.1} ms",
-                        r.total.as_secs_f64() * 1000.0
-                    );
-                } else {
-                    say(json, z, &o, "booted");
-                }
-                let mut v = dayto::VerbResult::new(z, "boot", &o);
-                if o == Outcome::Done {
-                    v.boot_ms = Some(r.total.as_secs_f64() * 1000.0);
-                    v.init_pid = r.init_pid;
-                }
-                res.0.push(v);
-                Ok(())
+            let jobs = pipeline.jobs(&ctx);
+            let watch = Duration::from_millis(watch);
+            let mut res = batch::Batch::new(zones.len());
+            let failed = zone::pipeline::boot_many(&ctx, &zones, jobs, watch, |z, r| {
+                let line = match &r {
+                    Ok(d) => format!("booted in {:.1} ms", d.ms),
+                    Err(_) => String::new(),
+                };
+                res.add(json, z, "boot", r, &line);
             });
-            res.print(json, r.is_ok());
-            r?
+            res.finish(json, failed)?
         }
         Command::Halt {
             targets: t,
             timeout,
+            pipeline,
         } => {
             let zones = targets(&ctx, &t, |s| s >= crate::state::ZoneState::Ready)?;
-            let mut res = dayto::Results::default();
-            let r = each(&zones, |z| {
-                let (o, graceful) = zone::halt(&ctx, z, secs(timeout))?;
-                let done = if graceful {
-                    "halted"
-                } else {
-                    "halted (killed after the stop timeout)"
+            let jobs = pipeline.jobs(&ctx);
+            let mut res = batch::Batch::new(zones.len());
+            let failed = zone::pipeline::halt_many(&ctx, &zones, jobs, secs(timeout), |z, r| {
+                let line = match &r {
+                    Ok(d) if d.graceful == Some(false) => {
+                        "halted (killed after the stop timeout)".to_string()
+                    }
+                    _ => "halted".to_string(),
                 };
-                say(json, z, &o, done);
-                let mut v = dayto::VerbResult::new(z, "halt", &o);
-                v.graceful = (o == Outcome::Done).then_some(graceful);
-                res.0.push(v);
-                Ok(())
+                res.add(json, z, "halt", r, &line);
             });
-            res.print(json, r.is_ok());
-            r?
+            res.finish(json, failed)?
         }
         Command::Reboot { zones, timeout } => {
             let mut res = dayto::Results::default();

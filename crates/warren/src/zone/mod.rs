@@ -10,6 +10,7 @@ mod cp_offline;
 mod cp_tar;
 mod gc;
 mod lifecycle;
+pub mod pipeline;
 mod prepare;
 mod records;
 mod rename;

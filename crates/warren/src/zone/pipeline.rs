@@ -1,0 +1,349 @@
+//! Many zones at once: `warren boot Z1 Z2 …` / `boot --all`, `warren clone SRC NEW1
+//! NEW2 …`, `warren halt --all`, and `warren demo`, as a bounded pipeline.
+//!
+//! A zone's boot is mostly waiting on the kernel, not computing: the RCU grace period
+//! of the move into its cgroups, the mounts of its root, the child's wait for its go,
+//! then boot's watch of the new init (150 ms); halt waits for init to die and for its
+//! cgroups and network namespace to go. One zone after another, those waits add up;
+//! here up to `jobs` zones are in flight at once, so they overlap.
+//!
+//! **Workers are processes, forked one per zone**, not threads: spawning a zone needs
+//! a single-threaded caller (a clone without a new stack, `setns` into mount
+//! namespaces; `warren_sys::spawn` checks it), and a forked copy of this process is
+//! exactly one `warren boot Z`, with the cgroup driver and boot id already probed.
+//! Each worker takes its zone's lock as the verb always does, so a pipeline never
+//! does anything that N separate commands could not; the shared locks (id ranges,
+//! leases, the host's id-range registry, the journal) serialize only their short
+//! critical sections. A worker sends its result back as one JSON line on a pipe and
+//! exits; the parent reaps any worker that ends (`waitpid(-1)`), and hands the results
+//! to its caller **in the zones' order** (a finished zone waits for those before it),
+//! so output reads as a sequential run's. One zone's failure stops nothing else; the
+//! caller counts them (the CLI exits non-zero, naming how many failed).
+//!
+//! `jobs` of 1, or a single zone, runs in this process without forking: the verbs
+//! behave exactly as before. docs/scaling.md, "Issue 18, pipeline", has the numbers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::os::fd::OwnedFd;
+use std::time::{Duration, Instant};
+
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
+
+use super::{Context, Outcome};
+use crate::error::{Error, ExitCode, IoContext, Result};
+
+/// Zones in flight by default: 8 per online CPU (a boot computes for ~5 ms and then
+/// mostly waits: its watch of init alone is 150 ms), at most [`MAX_DEFAULT_JOBS`].
+pub fn default_jobs(cpus: usize) -> usize {
+    (cpus.max(1) * 8).min(MAX_DEFAULT_JOBS)
+}
+
+/// The default's cap: each worker is a process (a copy-on-write fork of warren).
+pub const MAX_DEFAULT_JOBS: usize = 32;
+
+/// The largest error message a worker sends back (a pipe holds 64 KiB; the parent
+/// reads only after the worker ended).
+const MAX_MESSAGE: usize = 32 * 1024;
+
+/// What a verb did to one zone, as a worker reports it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Done {
+    /// `Some(why)`: nothing to do (the zone already was where the verb takes it).
+    pub already: Option<String>,
+    /// The verb's own time for this zone, in its worker.
+    pub ms: f64,
+    /// boot: the zone's init.
+    pub init_pid: Option<i32>,
+    /// halt: init stopped on SIGTERM within the timeout.
+    pub graceful: Option<bool>,
+}
+
+impl Done {
+    fn of(outcome: Outcome, ms: f64) -> Done {
+        Done {
+            already: match outcome {
+                Outcome::Done => None,
+                Outcome::AlreadyDone(why) => Some(why.to_string()),
+            },
+            ms,
+            ..Done::default()
+        }
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Boot `zones` (see [`super::boot_watched`]), up to `jobs` at once; `done` gets each
+/// zone's result in order. Returns how many failed.
+pub fn boot_many(
+    ctx: &Context,
+    zones: &[String],
+    jobs: usize,
+    watch: Duration,
+    done: impl FnMut(&str, Result<Done>),
+) -> usize {
+    run(
+        ctx,
+        zones,
+        jobs,
+        |z| {
+            let (o, r) = super::boot_watched(ctx, z, watch)?;
+            let booted = o == Outcome::Done;
+            let mut d = Done::of(o, ms(r.total));
+            d.init_pid = r.init_pid.filter(|_| booted);
+            Ok(d)
+        },
+        done,
+    )
+}
+
+/// Clone `src` to each of `news` (see [`super::clone`]), up to `jobs` at once.
+pub fn clone_many(
+    ctx: &Context,
+    src: &str,
+    news: &[String],
+    jobs: usize,
+    done: impl FnMut(&str, Result<Done>),
+) -> usize {
+    run(
+        ctx,
+        news,
+        jobs,
+        |z| {
+            let t = Instant::now();
+            super::clone(ctx, src, z)?;
+            Ok(Done::of(Outcome::Done, ms(t.elapsed())))
+        },
+        done,
+    )
+}
+
+/// Halt `zones` (see [`super::halt`]), up to `jobs` at once.
+pub fn halt_many(
+    ctx: &Context,
+    zones: &[String],
+    jobs: usize,
+    timeout: Option<Duration>,
+    done: impl FnMut(&str, Result<Done>),
+) -> usize {
+    run(
+        ctx,
+        zones,
+        jobs,
+        |z| {
+            let t = Instant::now();
+            let (o, graceful) = super::halt(ctx, z, timeout)?;
+            let halted = o == Outcome::Done;
+            let mut d = Done::of(o, ms(t.elapsed()));
+            d.graceful = halted.then_some(graceful);
+            Ok(d)
+        },
+        done,
+    )
+}
+
+/// Run `op` on every zone, up to `jobs` at once in forked workers (in this process
+/// when `jobs` is 1 or there is one zone), handing each result to `done` in the
+/// zones' order. Returns how many failed.
+pub fn run<T: Serialize + DeserializeOwned>(
+    ctx: &Context,
+    zones: &[String],
+    jobs: usize,
+    op: impl Fn(&str) -> Result<T>,
+    mut done: impl FnMut(&str, Result<T>),
+) -> usize {
+    let mut failed = 0;
+    let mut report = |z: &str, r: Result<T>| {
+        failed += usize::from(r.is_err());
+        done(z, r);
+    };
+    if jobs <= 1 || zones.len() <= 1 {
+        for z in zones {
+            report(z, op(z));
+        }
+        return failed;
+    }
+    // Probed once here, inherited by every worker.
+    let _ = ctx.cgroups();
+    let _ = ctx.boot_id();
+    let mut finished: BTreeMap<usize, Result<T>> = BTreeMap::new();
+    let mut running: HashMap<i32, (usize, OwnedFd)> = HashMap::new();
+    let (mut next, mut emitted) = (0, 0);
+    while emitted < zones.len() {
+        while running.len() < jobs && next < zones.len() {
+            match fork_worker(&zones[next], &op) {
+                Ok((pid, rd)) => {
+                    running.insert(pid, (next, rd));
+                }
+                Err(e) => {
+                    finished.insert(next, Err(e));
+                }
+            }
+            next += 1;
+        }
+        while let Some(r) = finished.remove(&emitted) {
+            report(&zones[emitted], r);
+            emitted += 1;
+        }
+        if running.is_empty() {
+            continue;
+        }
+        match warren_sys::proc::wait_any() {
+            Ok((pid, status)) => {
+                if let Some((i, rd)) = running.remove(&pid) {
+                    finished.insert(i, collect(&zones[i], rd, status));
+                }
+            }
+            // No child left to wait for (someone else reaped ours): what is still
+            // running is reported as lost, never waited for forever.
+            Err(e) => {
+                for (_, (i, _)) in running.drain() {
+                    let lost = Err(Error::Relayed {
+                        message: format!(
+                            "zone '{}': lost its worker process ({e}); see 'warren list' for the zone's state",
+                            zones[i]
+                        ),
+                        exit: ExitCode::Failure,
+                    });
+                    finished.insert(i, lost);
+                }
+            }
+        }
+    }
+    failed
+}
+
+/// What a worker writes: its result or its error.
+#[derive(Serialize, Deserialize)]
+enum Reply<T> {
+    Ok(T),
+    Err { message: String, exit: u8 },
+}
+
+/// Fork the worker for `zone`: it runs `op`, writes one [`Reply`] line on the pipe
+/// and exits. Returns its pid and the pipe's read end.
+fn fork_worker<T: Serialize>(
+    zone: &str,
+    op: &impl Fn(&str) -> Result<T>,
+) -> Result<(i32, OwnedFd)> {
+    let what = || format!("zone '{zone}': starting its worker process");
+    // Nothing buffered may be printed twice (by the parent and by the copy).
+    let _ = std::io::stdout().flush();
+    let (rd, wr) = warren_sys::spawn::pipe_cloexec().ctx(what)?;
+    let pid = warren_sys::proc::fork().ctx(what)?;
+    if pid != 0 {
+        return Ok((pid, rd));
+    }
+    drop(rd);
+    // A panic must never unwind into the parent's loop (this is a copy of it).
+    let reply =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(zone))).unwrap_or_else(|_| {
+            Err(Error::Relayed {
+                message: format!("zone '{zone}': warren panicked (a bug; please report it)"),
+                exit: ExitCode::Failure,
+            })
+        });
+    let reply = match reply {
+        Ok(v) => Reply::Ok(v),
+        Err(e) => Reply::Err {
+            message: truncate(chain(&e)),
+            exit: e.exit_code() as u8,
+        },
+    };
+    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+    line.push(b'\n');
+    let ok = std::fs::File::from(wr).write_all(&line).is_ok();
+    let _ = std::io::stdout().flush();
+    warren_sys::exit_now(if ok { 0 } else { 1 })
+}
+
+/// The error and its numbered causes, as the CLI prints them.
+fn chain(e: &Error) -> String {
+    let mut s = e.to_string();
+    let mut source = std::error::Error::source(e);
+    let mut n = 1;
+    while let Some(c) = source {
+        s.push_str(&format!("\n  {n}: {c}"));
+        source = c.source();
+        n += 1;
+    }
+    s
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_MESSAGE {
+        let mut cut = MAX_MESSAGE;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str(" […]");
+    }
+    s
+}
+
+/// The result of the worker for `zone` that ended with `status`: its reply line.
+fn collect<T: DeserializeOwned>(
+    zone: &str,
+    rd: OwnedFd,
+    status: warren_sys::proc::ExitStatus,
+) -> Result<T> {
+    let mut text = Vec::new();
+    let mut f = std::fs::File::from(rd);
+    let mut buf = [0u8; 4096];
+    // Up to the line's end: a zone's process that inherited the pipe before its exec
+    // must not keep this waiting for EOF.
+    while !text.contains(&b'\n') {
+        match f.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => text.extend_from_slice(&buf[..n]),
+        }
+    }
+    match serde_json::from_slice::<Reply<T>>(text.split(|b| *b == b'\n').next().unwrap_or(&[])) {
+        Ok(Reply::Ok(v)) => Ok(v),
+        Ok(Reply::Err { message, exit }) => Err(Error::Relayed {
+            message,
+            exit: ExitCode::from_number(exit),
+        }),
+        Err(_) => Err(Error::Relayed {
+            message: format!(
+                "zone '{zone}': its worker process ended ({}) without a result; see 'warren list' and 'warren logs {zone}' for the zone's state",
+                match status {
+                    warren_sys::proc::ExitStatus::Exited(c) => format!("exit status {c}"),
+                    warren_sys::proc::ExitStatus::Signaled(s) => format!("signal {s}"),
+                }
+            ),
+            exit: ExitCode::Failure,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_jobs_grow_with_cpus_up_to_the_cap() {
+        assert_eq!(default_jobs(0), 8);
+        assert_eq!(default_jobs(2), 16);
+        assert_eq!(default_jobs(64), MAX_DEFAULT_JOBS);
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let s = truncate("é".repeat(MAX_MESSAGE));
+        assert!(s.len() <= MAX_MESSAGE + 8 && s.ends_with(" […]"));
+        assert_eq!(truncate("short".into()), "short");
+    }
+
+    #[test]
+    fn exit_codes_survive_the_pipe() {
+        for c in [ExitCode::NotFound, ExitCode::WrongState, ExitCode::System] {
+            assert_eq!(ExitCode::from_number(c as u8), c);
+        }
+        assert_eq!(ExitCode::from_number(200), ExitCode::Failure);
+    }
+}
