@@ -112,6 +112,8 @@ pub struct HostPaths {
     /// Host-wide runtime state shared by every state root (a tmpfs, gone at reboot):
     /// `/run/warren`, or `$WARREN_RUN_DIR` (tests give each root its own).
     pub run: PathBuf,
+    /// Usually `/etc`: the id ranges other tools declare (`subuid`, `subgid`).
+    pub etc: PathBuf,
 }
 
 impl Default for HostPaths {
@@ -123,6 +125,7 @@ impl Default for HostPaths {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .unwrap_or_else(|| PathBuf::from("/run/warren")),
+            etc: PathBuf::from("/etc"),
         }
     }
 }

@@ -20,7 +20,9 @@
 //! registry ([`running`]),
 //! and a root other than the default starts its search at a slot derived from its
 //! path ([`first_slot`]), so two roots' zones do not pile onto the same first ranges
-//! even while halted. The zone's own record is the truth and `userns/` its index: an
+//! even while halted; it also avoids the ranges other tools declare in `/etc/subuid`
+//! and `/etc/subgid` ([`declared`]: two small files, whatever the number of zones).
+//! The zone's own record is the truth and `userns/` its index: an
 //! allocation reads the records of the zones the index lacks and re-records them, a
 //! boot re-records its range if the index lost it and refuses a range another zone's
 //! index entry overlaps ([`check_at_boot`]); `warren gc` re-records every zone's range
@@ -32,6 +34,7 @@
 //! clone's copy of its source's upper directory, or a zone installed before user
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
 
+pub mod declared;
 pub mod running;
 
 use std::fs;
@@ -127,22 +130,25 @@ pub fn choose(
 }
 
 /// [`choose`] with the search for a free range starting at `start` (an aligned base at
-/// or above [`FIRST_BASE`]) and wrapping around to [`FIRST_BASE`].
+/// or above [`FIRST_BASE`]) and wrapping around to [`FIRST_BASE`], and avoiding the
+/// ranges of `avoid` too (other tools', of any size: [`declared`]).
 pub fn choose_from(
     taken: &[(u32, String)],
     zone: &str,
     pinned: Option<u32>,
     start: u32,
+    avoid: &[IdRange],
 ) -> std::result::Result<u32, String> {
-    if pinned.is_some() || start <= FIRST_BASE {
+    if pinned.is_some() || (start <= FIRST_BASE && avoid.is_empty()) {
         return choose(taken, zone, pinned);
     }
     let others: Vec<(IdRange, &str)> = taken
         .iter()
         .filter(|(_, z)| z != zone)
         .map(|(b, z)| (IdRange::new(*b), z.as_str()))
+        .chain(avoid.iter().map(|r| (*r, "(another tool)")))
         .collect();
-    free_from(&others, start)
+    free_from(&others, start.max(FIRST_BASE))
         .or_else(|| first_free(&others))
         .ok_or_else(|| {
             "no free range of host ids is left for a user namespace; delete zones or set userns = false".to_string()
@@ -246,7 +252,13 @@ pub fn allocate(
     );
     let base = match pinned {
         Some(_) => choose(&taken, zone, pinned),
-        None => choose_from(&all, zone, None, first_slot(layout)),
+        None => choose_from(
+            &all,
+            zone,
+            None,
+            first_slot(layout),
+            &declared::ranges(&host.etc),
+        ),
     }
     .map_err(|m| Error::config(zone, m))?;
     record(layout, zone, base)?;

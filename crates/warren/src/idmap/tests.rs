@@ -58,9 +58,9 @@ fn a_root_other_than_the_default_starts_elsewhere_and_wraps() {
         FIRST_BASE
     );
     let top = (u32::MAX / RANGE - 1) * RANGE;
-    assert_eq!(choose_from(&[], "a", None, top), Ok(top));
+    assert_eq!(choose_from(&[], "a", None, top, &[]), Ok(top));
     let taken = t(&[(top, "b")]);
-    assert_eq!(choose_from(&taken, "a", None, top), Ok(FIRST_BASE));
+    assert_eq!(choose_from(&taken, "a", None, top, &[]), Ok(FIRST_BASE));
 }
 
 #[test]
@@ -94,4 +94,27 @@ fn shift_tree_moves_owners_and_keeps_setuid() {
     shift_tree(&d, to, IdRange::new(0)).unwrap();
     assert_eq!(fs::metadata(d.join("a/f")).unwrap().uid(), 7);
     fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn ranges_other_tools_declare_are_skipped_whatever_their_size() {
+    // A declared range over the first three slots (unaligned, 2.5 ranges long).
+    let avoid = [IdRange {
+        base: FIRST_BASE + 10,
+        count: 2 * RANGE + RANGE / 2,
+    }];
+    assert_eq!(
+        choose_from(&[], "a", None, FIRST_BASE, &avoid),
+        Ok(FIRST_BASE + 3 * RANGE)
+    );
+    let taken = t(&[(FIRST_BASE + 3 * RANGE, "b")]);
+    assert_eq!(
+        choose_from(&taken, "a", None, FIRST_BASE, &avoid),
+        Ok(FIRST_BASE + 4 * RANGE)
+    );
+    // A pinned base is the operator's choice: checked against zones only.
+    assert_eq!(
+        choose_from(&[], "a", Some(FIRST_BASE), FIRST_BASE, &avoid),
+        Ok(FIRST_BASE)
+    );
 }
