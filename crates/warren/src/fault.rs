@@ -23,6 +23,7 @@ pub const POINTS: &[&str] = &[
     "clone.after-mkdir",
     "clone.after-copy",
     "clone.after-state",
+    "clone.after-sync",
     "boot.after-cgroups",
     "boot.after-lease",
     "boot.after-runtime",

@@ -214,6 +214,63 @@ pub fn copy_tree(src: &Path, dst: &Path, shift: Option<Shift>) -> io::Result<()>
     finish(sp.as_fd(), &sname, dp.as_fd(), &dname, &st, shift)
 }
 
+/// fsyncs every regular file and every non-empty directory of a tree (after its
+/// contents). An empty directory has no entry of its own to make durable; its own
+/// entry is its parent's. `entries`: how many entries each open directory had.
+struct Syncer {
+    entries: Vec<usize>,
+    /// The tree's filesystem: the walk does not enter directories on another.
+    dev: u64,
+}
+
+impl Visitor for Syncer {
+    fn enter(&mut self, e: &Entry<'_>) -> io::Result<bool> {
+        if let Some(n) = self.entries.last_mut() {
+            *n += 1;
+        }
+        if e.stat.is_dir() {
+            if e.stat.dev == self.dev {
+                self.entries.push(0);
+            }
+            return Ok(true);
+        }
+        if e.stat.is_file() {
+            let flags = libc::O_RDONLY | libc::O_NONBLOCK;
+            let f = File::from(tree::open_at(e.parent, e.name, flags, 0)?);
+            if !tree::fstat(f.as_fd())?.same_inode(e.stat) {
+                return Err(walk::changed(e.name));
+            }
+            f.sync_all()?;
+        }
+        Ok(false)
+    }
+    fn leave(
+        &mut self,
+        _: &Entry<'_>,
+        dir: BorrowedFd<'_>,
+        _: Option<BorrowedFd<'_>>,
+    ) -> io::Result<()> {
+        match self.entries.pop() {
+            Some(0) => Ok(()),
+            _ => File::from(dir.try_clone_to_owned()?).sync_all(),
+        }
+    }
+}
+
+/// Make a tree durable in one pass: fsync every regular file and every non-empty
+/// directory in it, the top directory last (a clone's new zone before the rename that publishes
+/// it; docs/recovery.md, "Clone's durability"). Symlinks are not followed; their
+/// entries are made durable by their directory's fsync.
+pub fn sync_tree(path: &Path) -> io::Result<()> {
+    let top = tree::open_dir(path)?;
+    let mut syncer = Syncer {
+        entries: vec![0],
+        dev: tree::fstat(top.as_fd())?.dev,
+    };
+    walk::walk(top.as_fd(), None, &mut syncer)?;
+    File::from(top).sync_all()
+}
+
 struct Remover;
 
 impl Visitor for Remover {

@@ -261,7 +261,11 @@ pub fn allocate(
         ),
     }
     .map_err(|m| Error::config(zone, m))?;
-    record(layout, zone, base)?;
+    // Not fsync'd: the caller records the range in the zone's own state.json, durably,
+    // before the zone exists (install) or is published (clone); a crash that loses
+    // this entry is repaired by `rederive` at the next allocation, by boot and by gc,
+    // and one that keeps it for a zone never made is freed by gc.
+    record(layout, zone, base, false)?;
     let d = dir(layout);
     // A re-pinned zone gives up its old range, after the new one is recorded.
     for old in mine {
@@ -296,7 +300,7 @@ fn rederive(
             .chain(out.iter())
             .any(|(b, _)| IdRange::new(*b).overlaps(&r));
         if !clash {
-            record(layout, &z, r.base)?;
+            record(layout, &z, r.base, true)?;
             out.push((r.base, z));
         }
     }
@@ -309,7 +313,8 @@ fn file_name(base: u32, zone: &str) -> String {
 
 /// Remove one range's file. Not fsync'd: a removal lost in a power cut leaves a range
 /// held by a zone that no longer exists, which is safe (nothing can overlap it) and
-/// which `warren gc` frees; an allocation, by contrast, is always durable.
+/// which `warren gc` frees. An allocation is durable through the zone's own
+/// `state.json` (see [`allocate`]).
 fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
     let path = d.join(file_name(base, zone));
     match fs::remove_file(&path) {
@@ -337,16 +342,16 @@ pub fn check_at_boot(layout: &Layout, zone: &str, r: IdRange) -> Result<()> {
         )));
     }
     if !taken.iter().any(|(b, z)| z == zone && *b == r.base) {
-        record(layout, zone, r.base)?;
+        record(layout, zone, r.base, true)?;
     }
     Ok(())
 }
 
-fn record(layout: &Layout, zone: &str, base: u32) -> Result<()> {
+fn record(layout: &Layout, zone: &str, base: u32, durable: bool) -> Result<()> {
     let d = dir(layout);
     fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
     let path = d.join(file_name(base, zone));
-    atomic_write(&path, format!("{zone}\n").as_bytes(), true).ctx(|| {
+    atomic_write(&path, format!("{zone}\n").as_bytes(), durable).ctx(|| {
         format!(
             "zone '{zone}': recording its id range in {}",
             path.display()
@@ -389,7 +394,7 @@ pub fn reconcile(ctx: &crate::zone::Context, zones: &[String]) -> Result<Reconci
         }
         recorded.push((z.clone(), r));
         if !taken.iter().any(|(b, n)| n == z && *b == r.base) {
-            record(layout, z, r.base)?;
+            record(layout, z, r.base, true)?;
             out.rerecorded.push(format!(
                 "zone '{z}': re-recorded its id range {}-{} in {}",
                 r.base,

@@ -231,7 +231,12 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         };
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         fault::point("clone.after-mkdir");
-        write_config(&tmp, &cfg)?;
+        // Nothing in the new directory is synced as it is written: one pass below
+        // makes all of it durable before the rename publishes it (docs/recovery.md,
+        // "Clone's durability").
+        let path = super::super::config_path(&tmp);
+        atomic_write(&path, config::to_toml(&cfg).as_bytes(), false)
+            .ctx(|| format!("writing {}", path.display()))?;
         // The clone's layer moves from the source's id range to the clone's in the
         // copy itself (a tenant's chown of its `/` does not hide which range it is).
         let to = range.unwrap_or(IdRange::new(0));
@@ -255,8 +260,12 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
             profiles: source.lifecycle.profiles.clone(),
             ..Lifecycle::configured()
         };
-        state::save_lifecycle(&tmp, &lc)?;
+        let path = state::state_path(&tmp);
+        let json = serde_json::to_vec_pretty(&lc).expect("state serialises");
+        atomic_write(&path, &json, false).ctx(|| format!("writing {}", path.display()))?;
         fault::point("clone.after-state");
+        crate::treeops::sync_tree(&tmp).ctx(|| format!("syncing {}", tmp.display()))?;
+        fault::point("clone.after-sync");
         fs::rename(&tmp, &dir)
             .ctx(|| format!("renaming {} to {}", tmp.display(), dir.display()))?;
         sync_dir(&zones).ctx(|| format!("syncing {}", zones.display()))
