@@ -1,5 +1,6 @@
 //! `warren demo`: the main job in one command. Creates the `host` template, clones N
-//! zones from one installed zone, boots them all, measures what each cost (clone and
+//! zones from one installed zone, boots them all (clone, boot and halt through the
+//! pipeline of `zone::pipeline`, `--jobs` zones at a time), measures what each cost (clone and
 //! boot latency, host memory from /proc/meminfo deltas, disk, idle CPU), then halts and
 //! removes everything it made. The measuring itself is [`crate::bench::zones::run_pass`],
 //! shared with `warren bench density`.
@@ -25,6 +26,8 @@ pub const SUBNET: &str = "10.239.0.0/16";
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {
     pub zones: usize,
+    /// Zones cloned, booted and halted at once (`--jobs`).
+    pub jobs: usize,
     /// "none" or "bridge".
     pub net: String,
     pub kernel: String,
@@ -67,8 +70,15 @@ pub fn cleanup_net(ctx: &Context) -> Result<()> {
     crate::net::gc(&ctx.layout, &ctx.host, ctx.boot_id(), &live).map(drop)
 }
 
-/// Run the demo with `n` zones; `bridge`: bridged networking instead of none.
-pub fn run(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -> Result<Report> {
+/// Run the demo with `n` zones, `jobs` at a time; `bridge`: bridged networking
+/// instead of none.
+pub fn run(
+    ctx: &Context,
+    n: usize,
+    jobs: usize,
+    bridge: bool,
+    progress: &mut dyn Progress,
+) -> Result<Report> {
     ctx.require_root()?;
     let started = Instant::now();
     cleanup(ctx)?;
@@ -81,7 +91,7 @@ pub fn run(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -
         }
         Err(e) => return Err(e),
     };
-    let result = measure(ctx, n, bridge, progress);
+    let result = measure(ctx, n, jobs, bridge, progress);
     progress.done();
     let cleaned = cleanup(ctx).and_then(|_| if bridge { cleanup_net(ctx) } else { Ok(()) });
     if made_template {
@@ -93,7 +103,13 @@ pub fn run(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -
     Ok(report)
 }
 
-fn measure(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -> Result<Report> {
+fn measure(
+    ctx: &Context,
+    n: usize,
+    jobs: usize,
+    bridge: bool,
+    progress: &mut dyn Progress,
+) -> Result<Report> {
     let base = format!("{PREFIX}base");
     let sets: Vec<String> = if bridge {
         vec![
@@ -112,6 +128,7 @@ fn measure(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -
         n,
         idle: Duration::from_secs(3),
         label: "",
+        jobs,
     };
     let r = run_pass(ctx, &pass, progress)?;
     let (_, hier) = ctx.cgroups()?;
@@ -119,6 +136,7 @@ fn measure(ctx: &Context, n: usize, bridge: bool, progress: &mut dyn Progress) -
     let base_zone = zone::load(ctx, &base)?;
     Ok(Report {
         zones: n,
+        jobs,
         net: if bridge { "bridge" } else { "none" }.into(),
         kernel: warren_sys::kernel_release(),
         cpus: stats::online_cpus(&ctx.host.sys).len(),

@@ -174,6 +174,11 @@ pub trait System {
     fn overhead_ms(&self, _verb: Verb) -> f64 {
         0.0
     }
+    /// Run `verb` on all `n` containers at once (a pipeline, e.g. `zone::pipeline`),
+    /// returning each one's own time in ms; `None` (the default): one by one.
+    fn batch(&mut self, _verb: Verb, _n: usize) -> Option<Result<Vec<f64>, Failure>> {
+        None
+    }
     /// How it was run, for results.json's `note`.
     fn note(&self) -> String;
     /// The OCI runtime a container engine used (podman), for results.json.
@@ -214,6 +219,16 @@ fn each(
 ) -> Result<Vec<f64>, Failure> {
     progress.phase(&format!("{label}{}", sys.verbs().of(verb)), n as u64);
     let overhead = sys.overhead_ms(verb);
+    if let Some(batch) = sys.batch(verb, n) {
+        let out = batch?;
+        for i in 0..n {
+            if verb == Verb::Boot {
+                sys.started(i)?;
+            }
+            progress.step();
+        }
+        return Ok(out.into_iter().map(|t| (t - overhead).max(0.0)).collect());
+    }
     let mut out = Vec::with_capacity(n);
     for i in 0..n {
         let t = Instant::now();

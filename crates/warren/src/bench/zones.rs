@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use super::system::{measure, Cpu, Failure, Measured, Pass, System, Verbs};
+use super::system::{measure, Cpu, Failure, Measured, Pass, System, Verb, Verbs};
 use crate::cgroups::CgroupSet;
 use crate::error::Result;
 use crate::fsutil::disk_usage;
@@ -35,6 +35,9 @@ pub struct Zones<'a> {
     note: String,
     names: Vec<String>,
     cgroups: Vec<CgroupSet>,
+    /// Zones in flight at once for clone, boot and halt (`zone::pipeline`); 1: one
+    /// by one, each timed alone.
+    jobs: usize,
 }
 
 impl<'a> Zones<'a> {
@@ -54,7 +57,14 @@ impl<'a> Zones<'a> {
             note: String::new(),
             names: Vec::new(),
             cgroups: Vec::new(),
+            jobs: 1,
         }
+    }
+
+    /// Clone, boot and halt `jobs` zones at once (`warren demo`).
+    pub fn with_jobs(mut self, jobs: usize) -> Zones<'a> {
+        self.jobs = jobs;
+        self
     }
 
     /// What results.json says about how the zones ran.
@@ -134,6 +144,34 @@ impl System for Zones<'_> {
         Ok(())
     }
 
+    fn batch(&mut self, verb: Verb, n: usize) -> Option<std::result::Result<Vec<f64>, Failure>> {
+        use crate::zone::pipeline;
+        if self.jobs <= 1 {
+            return None;
+        }
+        let (ctx, names, jobs) = (self.ctx, &self.names[..n], self.jobs);
+        let mut times = Vec::with_capacity(n);
+        let mut first: Option<crate::Error> = None;
+        let mut done = |_: &str, r: Result<pipeline::Done>| match r {
+            Ok(d) => times.push(d.ms),
+            Err(e) => {
+                first.get_or_insert(e);
+            }
+        };
+        match verb {
+            Verb::Clone => pipeline::clone_many(ctx, &self.base, names, jobs, &mut done),
+            Verb::Boot => pipeline::boot_many(ctx, names, jobs, Duration::ZERO, &mut done),
+            Verb::Halt => {
+                pipeline::halt_many(ctx, names, jobs, Some(Duration::from_secs(5)), &mut done)
+            }
+            Verb::Delete => return None,
+        };
+        Some(match first {
+            Some(e) => Err(e.into()),
+            None => Ok(times),
+        })
+    }
+
     fn note(&self) -> String {
         self.note.clone()
     }
@@ -156,13 +194,15 @@ pub struct ZonePass<'a> {
     pub idle: Duration,
     /// Prefix of the progress phase names (e.g. "N=10 ").
     pub label: &'a str,
+    /// Zones cloned, booted and halted at once (1: one by one).
+    pub jobs: usize,
 }
 
 /// Clone, boot, settle, measure, halt and delete `pass.n` zones from `pass.base`
 /// through the bench's measured loop. The caller removes leftovers if this fails
 /// part-way.
 pub fn run_pass(ctx: &Context, pass: &ZonePass, progress: &mut dyn Progress) -> Result<Measured> {
-    let mut zones = Zones::new(ctx, pass.base, None, pass.prefix, 4);
+    let mut zones = Zones::new(ctx, pass.base, None, pass.prefix, 4).with_jobs(pass.jobs);
     zones.prepare(pass.n)?;
     let at = Pass {
         proc_root: &ctx.host.proc,

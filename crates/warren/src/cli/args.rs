@@ -419,6 +419,8 @@ pub enum Command {
         /// own bridge wdemo0, subnet 10.239.0.0/16, removed afterwards).
         #[arg(long, default_value = "none", value_parser = ["none", "bridge"])]
         net: String,
+        #[command(flatten)]
+        pipeline: Pipeline,
     },
     /// Benchmarks: `bench density` (zones per step, latency, memory, disk, CPU) and
     /// `bench scale` (a real workload in N zones at once: throughput, latency, memory).

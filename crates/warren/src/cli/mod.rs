@@ -461,7 +461,11 @@ fn run(cli: Cli) -> Result<i32> {
             kind,
             since,
         } => dayto::events_cmd(&ctx, json, follow, kind, since.as_deref())?,
-        Command::Demo { zones, net } => {
+        Command::Demo {
+            zones,
+            net,
+            pipeline,
+        } => {
             if zones == 0 {
                 return Err(Error::Invalid(
                     "--zones must be at least 1: give how many zones to run, e.g. --zones 100"
@@ -469,7 +473,8 @@ fn run(cli: Cli) -> Result<i32> {
                 ));
             }
             let mut bars = output::Bars::new(json);
-            let report = demo::run(&ctx, zones, net == "bridge", &mut bars)?;
+            let jobs = pipeline.jobs(&ctx);
+            let report = demo::run(&ctx, zones, jobs, net == "bridge", &mut bars)?;
             if json {
                 output::json(&report);
             } else {

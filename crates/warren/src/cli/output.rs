@@ -271,8 +271,8 @@ pub fn host_info(i: &HostInfo) {
 
 pub fn demo_report(r: &Report) {
     println!(
-        "warren demo: {} zones, net {}, template 'host' ({} backend, cgroup {}), Linux {}, {} CPUs, {:.0} MiB RAM",
-        r.zones, r.net, r.backend, r.cgroup_version, r.kernel, r.cpus, r.mem_total_mib
+        "warren demo: {} zones ({} at a time), net {}, template 'host' ({} backend, cgroup {}), Linux {}, {} CPUs, {:.0} MiB RAM",
+        r.zones, r.jobs, r.net, r.backend, r.cgroup_version, r.kernel, r.cpus, r.mem_total_mib
     );
     let f = |v: f64, unit: &str| format!("{v:.2} {unit}");
     let rows = vec![
