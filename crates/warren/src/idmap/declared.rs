@@ -38,7 +38,7 @@ pub fn parse(text: &str) -> Vec<IdRange> {
             let mut f = l.split(':').skip(1).map(|x| x.trim().parse::<u64>().ok());
             let (first, count) = (f.next()??, f.next()??);
             let count = count.min((1u64 << 32) - first.min(1 << 32));
-            (first <= u64::from(u32::MAX) && count > 0).then(|| IdRange {
+            (first <= u64::from(u32::MAX) && count > 0).then_some(IdRange {
                 base: first as u32,
                 count: count as u32,
             })
