@@ -220,7 +220,14 @@ pub fn run<T: Serialize + DeserializeOwned>(
 #[derive(Serialize, Deserialize)]
 enum Reply<T> {
     Ok(T),
-    Err { message: String, exit: u8 },
+    Err {
+        message: String,
+        exit: u8,
+    },
+    /// A name that does not exist, sent as such so that the parent's error is the
+    /// typed one (the CLI's "did you mean" works on it).
+    NoSuchZone(String),
+    NoSuchTemplate(String),
 }
 
 /// Fork the worker for `zone`: it runs `op`, writes one [`Reply`] line on the pipe
@@ -248,6 +255,8 @@ fn fork_worker<T: Serialize>(
         });
     let reply = match reply {
         Ok(v) => Reply::Ok(v),
+        Err(Error::NoSuchZone(n)) => Reply::NoSuchZone(n),
+        Err(Error::NoSuchTemplate(n)) => Reply::NoSuchTemplate(n),
         Err(e) => Reply::Err {
             message: truncate(chain(&e)),
             exit: e.exit_code() as u8,
@@ -308,6 +317,8 @@ fn collect<T: DeserializeOwned>(
             message,
             exit: ExitCode::from_number(exit),
         }),
+        Ok(Reply::NoSuchZone(n)) => Err(Error::NoSuchZone(n)),
+        Ok(Reply::NoSuchTemplate(n)) => Err(Error::NoSuchTemplate(n)),
         Err(_) => Err(Error::Relayed {
             message: format!(
                 "zone '{zone}': its worker process ended ({}) without a result; see 'warren list' and 'warren logs {zone}' for the zone's state",
