@@ -21,7 +21,8 @@
 //! caller counts them (the CLI exits non-zero, naming how many failed).
 //!
 //! `jobs` of 1, or a single zone, runs in this process without forking: the verbs
-//! behave exactly as before. docs/scaling.md, "Issue 18, pipeline", has the numbers.
+//! behave exactly as before. The numbers: docs/scaling.md ("Pipelined boot, clone and
+//! halt") and SPEC.md ("Issue 18, pipeline").
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::{Read, Write};
