@@ -111,7 +111,7 @@ pub fn spawn_service(
 fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) -> i32 {
     let Ok(argv) = command
         .split(|&b| b == sep)
-        .map(|a| CString::new(a))
+        .map(CString::new)
         .collect::<Result<Vec<CString>, _>>()
     else {
         return libc::EINVAL;

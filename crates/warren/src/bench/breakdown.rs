@@ -136,9 +136,12 @@ pub fn breakdown(
     }
 }
 
+/// A row of the breakdown: its label and how to read it.
+pub type Row = (&'static str, fn(&Kinds) -> f64);
+
 /// The breakdown's rows as (label, figure) for the report and the chart, in memstat's
 /// order; indented labels are parts of the row above them.
-pub const ROWS: &[(&str, fn(&Kinds) -> f64)] = &[
+pub const ROWS: &[Row] = &[
     ("kernel", |k| k.kernel_kib),
     ("  slab unreclaimable", |k| k.slab_unreclaimable_kib),
     ("  slab reclaimable", |k| k.slab_reclaimable_kib),
