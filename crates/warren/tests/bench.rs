@@ -269,6 +269,13 @@ fn density_breaks_memory_down_by_kind_and_the_columns_add_up() {
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     check_breakdown(&r["systems"][0], 3, &md);
     check_svg(&out.join("breakdown.svg"));
+    // The chart says where and when it was measured.
+    let svg = std::fs::read_to_string(out.join("breakdown.svg")).unwrap();
+    let day = &r["date"].as_str().unwrap()[..10];
+    assert!(svg.contains(day), "no date {day} in breakdown.svg");
+    for kind in ["warren kernel", "warren anon", "warren total"] {
+        assert!(svg.contains(kind), "no series {kind} in breakdown.svg");
+    }
     let list = env.ok(&["list", "--json"]);
     assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
 }

@@ -213,12 +213,13 @@ pub fn breakdown(r: &Results) -> String {
                 .collect(),
         });
     }
-    chart(
-        "Memory per zone by kind",
-        "zones (N, log scale)",
-        "KiB per zone",
-        &s,
-    )
+    let title = format!(
+        "Memory per zone by kind ({}, {} CPUs, {})",
+        r.machine.hostname,
+        r.machine.cpus,
+        r.date.get(..10).unwrap_or(&r.date)
+    );
+    chart(&title, "zones (N, log scale)", "KiB per zone", &s)
 }
 
 #[cfg(test)]
