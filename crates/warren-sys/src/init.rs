@@ -2,9 +2,9 @@
 //! touching the heap: its environment as the kernel laid it out, a line to stderr, and
 //! a service started by fork + exec where only the child allocates.
 //!
-//! Why: every page PID 1 dirties is paid once per zone. An init that never calls malloc
-//! has no `[heap]` mapping at all, so neither its pages nor the page-table pages of a
-//! third address range far from the binary and the stack (docs/scaling.md, "warren-init").
+//! Why: every page PID 1 dirties is paid once per zone, and an init that never calls
+//! malloc keeps its heap at what the C library took before `main` (docs/scaling.md,
+//! "warren-init").
 //! Nothing here decides anything: what to start, what to log and when to stop are
 //! `warren::runtime::init`'s.
 

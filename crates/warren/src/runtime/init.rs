@@ -11,9 +11,9 @@
 //! It never allocates: the environment is read where the kernel put it
 //! (`warren_sys::init::environment`), console lines are formatted into a fixed buffer,
 //! the services it follows live in a fixed table, and each service's argv and
-//! environment are built in the forked child. So PID 1 has no heap mapping, and each
-//! zone pays only for init's stack and the few data pages it writes (docs/scaling.md,
-//! "warren-init").
+//! environment are built in the forked child. So PID 1's heap holds only what the C
+//! library and Rust's runtime take before `main`, and each zone pays for little more
+//! than init's stack and the data pages those write (docs/scaling.md, "warren-init").
 
 use std::time::{Duration, Instant};
 
@@ -50,8 +50,8 @@ fn services<'a>(env: impl Iterator<Item = &'a [u8]>) -> impl Iterator<Item = (u3
     })
 }
 
-/// The service numbered `n`, or the lowest numbered above `after`: the services in
-/// order without sorting (which would need a heap); O(services²), services are few.
+/// The lowest-numbered service above `after` (the first one for `None`): the services
+/// in order without sorting, which would need a heap; O(services²), services are few.
 fn next_service<'a>(
     env: impl Iterator<Item = &'a [u8]>,
     after: Option<u32>,
