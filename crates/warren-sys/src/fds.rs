@@ -110,12 +110,27 @@ pub fn ensure_single_threaded() -> io::Result<()> {
     }
     // SAFETY: `fd` was just opened and is owned by nobody else.
     let mut f = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
-    let mut stat = String::new();
-    f.read_to_string(&mut stat)?;
-    // Field 20 (num_threads) counts from after the command name's closing parenthesis.
+    // On the stack, not the heap: a zone's init calls this before each fork and never
+    // allocates (field 20 ends within the first ~450 bytes: the command name is at most
+    // 16 bytes and every earlier field at most 20 digits).
+    let mut buf = [0u8; 1024];
+    let mut len = 0;
+    while len < buf.len() {
+        match f.read(&mut buf[len..]) {
+            Ok(0) => break,
+            Ok(n) => len += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    // Field 20 (num_threads) counts from after the command name's closing parenthesis
+    // (the name itself may hold any byte, the rest is ASCII).
+    let stat = &buf[..len];
     let threads = stat
-        .rsplit_once(')')
-        .and_then(|(_, rest)| rest.split_whitespace().nth(17))
+        .iter()
+        .rposition(|&b| b == b')')
+        .and_then(|i| std::str::from_utf8(&stat[i + 1..]).ok())
+        .and_then(|rest| rest.split_whitespace().nth(17))
         .and_then(|t| t.parse::<u64>().ok())
         .ok_or_else(|| io::Error::other("unreadable /proc/self/stat"))?;
     if threads != 1 {

@@ -13,6 +13,7 @@ pub mod bpf;
 pub mod fds;
 pub mod fs;
 pub mod harden;
+pub mod init;
 pub mod loopdev;
 pub mod proc;
 pub mod pty;

@@ -69,6 +69,8 @@ pub struct MemSample {
     pub pinned: u64,
     pub available: u64,
     pub host: Option<HostMemory>,
+    /// The whole reading, bytes per key (for `bench::breakdown`).
+    pub meminfo: std::collections::BTreeMap<String, u64>,
 }
 
 /// Read /proc/meminfo.
@@ -96,6 +98,7 @@ pub fn mem_sample(proc_root: &Path) -> MemSample {
         pinned,
         available: g("MemAvailable"),
         host: host_memory(&m),
+        meminfo: m,
     }
 }
 
@@ -164,6 +167,7 @@ mod tests {
                 pinned: m["AnonPages"] + m["SUnreclaim"] + m["PageTables"],
                 available: m["MemAvailable"],
                 host: host_memory(&m),
+                meminfo: m,
             }
         };
         let r = mem_per_zone(&s(1000), &s(3000), 4);

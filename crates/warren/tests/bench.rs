@@ -180,6 +180,106 @@ fn density_writes_results_report_and_charts_and_cleans_up() {
     );
 }
 
+/// The memstat-style breakdown of a step (results.json's `memory`): the kernel row is
+/// its parts, the total its rows, per zone the whole set over N, and the report's
+/// table prints the same figures.
+fn check_breakdown(sys: &serde_json::Value, n: u64, md: &str) {
+    let m = &step(sys, n)["memory"];
+    assert_eq!(m["containers"], n, "{m}");
+    let f = |k: &serde_json::Value, key: &str| {
+        k[key].as_f64().unwrap_or_else(|| panic!("no {key} in {k}"))
+    };
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * (1.0 + a.abs().max(b.abs()));
+    for kinds in [&m["all"], &m["per_zone"]] {
+        let parts: f64 = [
+            "slab_unreclaimable_kib",
+            "slab_reclaimable_kib",
+            "page_tables_kib",
+            "kernel_stack_kib",
+            "percpu_kib",
+        ]
+        .iter()
+        .map(|k| f(kinds, k))
+        .sum();
+        assert!(
+            close(parts, f(kinds, "kernel_kib")),
+            "kernel parts: {kinds}"
+        );
+        let rows: f64 = [
+            "kernel_kib",
+            "anon_kib",
+            "mapped_file_kib",
+            "page_cache_kib",
+            "shmem_kib",
+        ]
+        .iter()
+        .map(|k| f(kinds, k))
+        .sum();
+        assert!(close(rows, f(kinds, "total_kib")), "total: {kinds}");
+    }
+    for key in ["kernel_kib", "anon_kib", "total_kib", "page_tables_kib"] {
+        assert!(
+            close(f(&m["per_zone"], key) * n as f64, f(&m["all"], key)),
+            "{key}: per zone × {n} is not the whole set: {m}"
+        );
+    }
+    // A zone has at least its init's page tables and its cgroups' kernel memory.
+    let cg = &m["cgroups_per_zone"];
+    assert!(f(cg, "kernel_kib") > 0.0 && f(cg, "anon_kib") > 0.0, "{m}");
+    assert!(
+        close(
+            f(cg, "kernel_kib") * n as f64,
+            f(&m["cgroups_all"], "kernel_kib")
+        ),
+        "{m}"
+    );
+    // The report's row for the total shows the same per-zone figure.
+    let total = format!("{:.1}", f(&m["per_zone"], "total_kib"));
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| total |"))
+        .unwrap_or_else(|| panic!("no breakdown table in the report: {md}"));
+    assert!(row.contains(&total), "{row} vs {total}");
+    for kind in [
+        "| kernel |",
+        "|   slab unreclaimable |",
+        "| anon |",
+        "| cgroups: kernel |",
+    ] {
+        assert!(md.contains(kind), "no row {kind} in {md}");
+    }
+}
+
+#[test]
+fn density_breaks_memory_down_by_kind_and_the_columns_add_up() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "density",
+        "--zones",
+        "3",
+        "--idle",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    check_breakdown(&r["systems"][0], 3, &md);
+    check_svg(&out.join("breakdown.svg"));
+    // The chart says where and when it was measured.
+    let svg = std::fs::read_to_string(out.join("breakdown.svg")).unwrap();
+    let day = &r["date"].as_str().unwrap()[..10];
+    assert!(svg.contains(day), "no date {day} in breakdown.svg");
+    for kind in ["warren kernel", "warren anon", "warren total"] {
+        assert!(svg.contains(kind), "no series {kind} in breakdown.svg");
+    }
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
+}
+
 #[test]
 fn bad_steps_are_refused() {
     let env = Env::new();

@@ -13,6 +13,7 @@
 //! Everything the bench makes (zones, its templates, crun, LXC and podman containers, its temp dir) is
 //! removed when a step ends, also when it fails.
 
+pub mod breakdown;
 pub mod cgroups;
 pub mod command;
 pub mod crun;
@@ -91,6 +92,9 @@ pub struct Step {
     /// Wall time of the whole step, setup and teardown included.
     pub total_s: f64,
     pub mem_per_zone: MemPerZone,
+    /// The memstat-style breakdown (kernel by part, anon, mapped files, page cache,
+    /// shmem, total), whole set and per zone; the zones' cgroups where known.
+    pub memory: breakdown::Breakdown,
     pub disk_per_zone_kib: f64,
     /// CPU of all zones together over the idle window, % of one CPU.
     pub idle_cpu_pct: f64,
@@ -375,7 +379,8 @@ fn run_warren(
     Ok(steps)
 }
 
-/// Write `results.json`, `report.md`, `latency.svg` and `memory.svg` into `dir`.
+/// Write `results.json`, `report.md`, `latency.svg`, `memory.svg` and `breakdown.svg`
+/// into `dir`.
 pub fn write(dir: &Path, r: &Results) -> Result<()> {
     write_files(
         dir,
@@ -384,6 +389,7 @@ pub fn write(dir: &Path, r: &Results) -> Result<()> {
             ("report.md", report::markdown(r)),
             ("latency.svg", svg::latency(r)),
             ("memory.svg", svg::memory(r)),
+            ("breakdown.svg", svg::breakdown(r)),
         ],
     )
 }

@@ -45,6 +45,68 @@ const ROWS: &[Row] = &[
     ("step total, s", &|s| s.total_s),
 ];
 
+/// A step's memstat-style table: each kind per zone (KiB) and for the whole set (MiB),
+/// one pair of columns per system that ran the step; then what the zones' own memory
+/// cgroups were charged, for the systems whose cgroups the bench reads.
+fn breakdown_table(o: &mut String, r: &Results, n: usize) {
+    use super::breakdown::{CgroupKinds, ROWS as KINDS};
+    let ran: Vec<(&SystemRun, &Step)> = r
+        .systems
+        .iter()
+        .filter(|s| s.status == "ok")
+        .filter_map(|s| s.steps.iter().find(|st| st.zones == n).map(|st| (s, st)))
+        .collect();
+    if ran.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\nMemory by kind (/proc/meminfo rise from before the first start to after the idle window; docs/bench.md):\n"
+    );
+    let _ = write!(o, "| kind |");
+    for (s, _) in &ran {
+        let _ = write!(o, " {0} per zone, KiB | {0} all {n}, MiB |", s.name);
+    }
+    let _ = write!(o, "\n|---|");
+    for _ in &ran {
+        let _ = write!(o, "---|---|");
+    }
+    o.push('\n');
+    for (name, f) in KINDS {
+        let _ = write!(o, "| {name} |");
+        for (_, st) in &ran {
+            let m = &st.memory;
+            let _ = write!(o, " {:.1} | {:.2} |", f(&m.per_zone), f(&m.all) / 1024.0);
+        }
+        o.push('\n');
+    }
+    type CgRow = (&'static str, fn(&CgroupKinds) -> Option<f64>);
+    const CG: &[CgRow] = &[
+        ("cgroups: kernel", |c| c.kernel_kib),
+        ("cgroups: anon", |c| c.anon_kib),
+        ("cgroups: page cache", |c| c.page_cache_kib),
+        ("cgroups: shmem", |c| c.shmem_kib),
+    ];
+    if ran
+        .iter()
+        .any(|(_, st)| st.memory.cgroups_per_zone.is_some())
+    {
+        for (name, f) in CG {
+            let _ = write!(o, "| {name} |");
+            for (_, st) in &ran {
+                let m = &st.memory;
+                let fmt = |v: Option<f64>, scale: f64, prec: usize| {
+                    v.map_or("-".to_string(), |v| format!("{:.prec$}", v / scale))
+                };
+                let per = m.cgroups_per_zone.as_ref().and_then(f);
+                let all = m.cgroups_all.as_ref().and_then(f);
+                let _ = write!(o, " {} | {} |", fmt(per, 1.0, 1), fmt(all, 1024.0, 2));
+            }
+            o.push('\n');
+        }
+    }
+}
+
 /// The Markdown report.
 pub fn markdown(r: &Results) -> String {
     let m = &r.machine;
@@ -90,6 +152,7 @@ pub fn markdown(r: &Results) -> String {
             }
             o.push('\n');
         }
+        breakdown_table(&mut o, r, n);
     }
     let _ = writeln!(o, "\n## Summary\n");
     let _ = writeln!(

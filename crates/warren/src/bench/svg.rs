@@ -184,6 +184,44 @@ pub fn memory(r: &Results) -> String {
     )
 }
 
+/// `breakdown.svg`: warren's memory per zone by kind against N (the memstat rows), and
+/// each compared system's total beside it.
+pub fn breakdown(r: &Results) -> String {
+    let mut s = Vec::new();
+    if let Some(w) = r.systems.first().filter(|w| !w.steps.is_empty()) {
+        for (name, f) in super::breakdown::ROWS
+            .iter()
+            .filter(|(name, _)| !name.starts_with("  "))
+        {
+            s.push(Series {
+                name: format!("{} {name}", w.name),
+                points: w
+                    .steps
+                    .iter()
+                    .map(|st| (st.zones as f64, f(&st.memory.per_zone)))
+                    .collect(),
+            });
+        }
+    }
+    for other in r.systems.iter().skip(1).filter(|o| !o.steps.is_empty()) {
+        s.push(Series {
+            name: format!("{} total", other.name),
+            points: other
+                .steps
+                .iter()
+                .map(|st| (st.zones as f64, st.memory.per_zone.total_kib))
+                .collect(),
+        });
+    }
+    let title = format!(
+        "Memory per zone by kind ({}, {} CPUs, {})",
+        r.machine.hostname,
+        r.machine.cpus,
+        r.date.get(..10).unwrap_or(&r.date)
+    );
+    chart(&title, "zones (N, log scale)", "KiB per zone", &s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

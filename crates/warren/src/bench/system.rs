@@ -15,10 +15,12 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use super::breakdown::{breakdown, Breakdown};
 use super::{Options, Step, SystemRun};
 use crate::cgroups::CgroupSet;
 use crate::error::Error;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, MemPerZone, Progress};
+use crate::stat::{memstat::zone_totals, readers};
 use crate::stats::procs_cpu_ns;
 
 /// Why a system's steps stopped. The message is the system's note in results.json.
@@ -201,6 +203,8 @@ pub struct Measured {
     pub clone_ms: Vec<f64>,
     pub boot_ms: Vec<f64>,
     pub mem: MemPerZone,
+    /// The memstat-style breakdown, whole set and per container.
+    pub breakdown: Breakdown,
     /// Disk of the running containers, bytes.
     pub disk_bytes: u64,
     /// CPU of all containers together over the idle window, % of one CPU.
@@ -274,6 +278,14 @@ pub fn measure(
     let idle_cpu_pct =
         cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
     let after = mem_sample(proc_root);
+    // What the zones' own memory cgroups hold, where the system names its cgroups.
+    let charged = match sys.cpu() {
+        Cpu::Cgroups(sets) => Some(zone_totals(
+            &sets.iter().map(readers::zone_memory).collect::<Vec<_>>(),
+        )),
+        Cpu::Pids(_) => None,
+    };
+    let breakdown = breakdown(&before.meminfo, &after.meminfo, n, charged.as_ref());
     let disk_bytes = sys.disk_bytes();
     let halt_ms = each(sys, Verb::Halt, n, label, progress)?;
     let delete_ms = each(sys, Verb::Delete, n, label, progress)?;
@@ -281,6 +293,7 @@ pub fn measure(
         clone_ms,
         boot_ms,
         mem: mem_per_zone(&before, &after, n),
+        breakdown,
         disk_bytes,
         idle_cpu_pct,
         halt_ms,
@@ -310,6 +323,7 @@ pub fn step(
         boot_ms: summarize(&r.boot_ms),
         total_s: started.elapsed().as_secs_f64(),
         mem_per_zone: r.mem,
+        memory: r.breakdown,
         disk_per_zone_kib: r.disk_bytes as f64 / n as f64 / 1024.0,
         idle_cpu_pct: r.idle_cpu_pct,
         halt_ms: summarize(&r.halt_ms),

@@ -7,6 +7,13 @@
 //!
 //! Services arrive in the environment as `WARREN_SERVICE_<n>`, each an argv joined by
 //! the unit separator (0x1f); they are removed before the services start.
+//!
+//! It never allocates: the environment is read where the kernel put it
+//! (`warren_sys::init::environment`), console lines are formatted into a fixed buffer,
+//! the services it follows live in a fixed table, and each service's argv and
+//! environment are built in the forked child. So PID 1's heap holds only what the C
+//! library and Rust's runtime take before `main`, and each zone pays for little more
+//! than init's stack and the data pages those write (docs/scaling.md, "warren-init").
 
 use std::time::{Duration, Instant};
 
@@ -32,104 +39,209 @@ pub fn encode_services(services: &[Command]) -> Vec<String> {
         .collect()
 }
 
-/// Decode the services from environment pairs, in order.
-pub fn decode_services(env: impl Iterator<Item = (String, String)>) -> Vec<Vec<String>> {
-    let mut found: Vec<(String, Vec<String>)> = env
-        .filter(|(k, _)| k.starts_with(PREFIX))
-        .map(|(k, v)| (k, v.split(SEP).map(str::to_string).collect()))
-        .collect();
-    found.sort();
-    found.into_iter().map(|(_, v)| v).collect()
+/// The services among environment entries (`KEY=VALUE` bytes), in the order of their
+/// numbers: (number, value with argv joined by the unit separator).
+fn services<'a>(env: impl Iterator<Item = &'a [u8]>) -> impl Iterator<Item = (u32, &'a [u8])> {
+    env.filter_map(|e| {
+        let rest = e.strip_prefix(PREFIX.as_bytes())?;
+        let eq = rest.iter().position(|&b| b == b'=')?;
+        let n = std::str::from_utf8(&rest[..eq]).ok()?.parse().ok()?;
+        Some((n, &rest[eq + 1..]))
+    })
 }
 
-/// Find `prog` in `path_var` (a PATH value) unless it names a path itself.
-fn resolve(prog: &str, path_var: &str) -> Option<String> {
-    use std::os::unix::fs::PermissionsExt;
-    if prog.contains('/') {
-        return Some(prog.to_string());
+/// The lowest-numbered service above `after` (the first one for `None`): the services
+/// in order without sorting, which would need a heap; O(services²), services are few.
+fn next_service<'a>(
+    env: impl Iterator<Item = &'a [u8]>,
+    after: Option<u32>,
+) -> Option<(u32, &'a [u8])> {
+    services(env)
+        .filter(|(n, _)| after.is_none_or(|a| *n > a))
+        .min_by_key(|(n, _)| *n)
+}
+
+/// Decode the services from environment entries, in order (for tests and tools; init
+/// itself walks them with [`next_service`] and never allocates).
+pub fn decode_services<'a>(env: impl Iterator<Item = &'a [u8]> + Clone) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let mut after = None;
+    while let Some((n, v)) = next_service(env.clone(), after) {
+        out.push(
+            v.split(|&b| b == SEP as u8)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect(),
+        );
+        after = Some(n);
     }
-    path_var
-        .split(':')
-        .map(|d| format!("{d}/{prog}"))
-        .find(|p| {
-            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
-        })
+    out
 }
 
-fn log(msg: &str) {
-    eprintln!("warren-init: {msg}");
+/// The value of `key` among environment entries.
+fn env_value<'a>(mut env: impl Iterator<Item = &'a [u8]>, key: &str) -> Option<&'a [u8]> {
+    env.find_map(|e| {
+        e.strip_prefix(key.as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"="))
+    })
+}
+
+/// What a service's environment keeps: everything but init's own instructions.
+fn passed_on(entry: &[u8]) -> bool {
+    let grace = entry
+        .strip_prefix(GRACE_ENV.as_bytes())
+        .is_some_and(|rest| rest.starts_with(b"="));
+    !entry.starts_with(PREFIX.as_bytes()) && !grace
+}
+
+/// A line for the console, formatted into a fixed buffer (longer lines are cut): no
+/// heap, no lock; written with one write(2).
+struct Line {
+    buf: [u8; 512],
+    len: usize,
+}
+
+impl Line {
+    fn new() -> Line {
+        let mut l = Line {
+            buf: [0; 512],
+            len: 0,
+        };
+        l.push(b"warren-init: ");
+        l
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
+        let room = self.buf.len() - 1 - self.len; // one byte kept for the newline
+        let n = bytes.len().min(room);
+        self.buf[self.len..self.len + n].copy_from_slice(&bytes[..n]);
+        self.len += n;
+    }
+
+    /// A command as the console has always shown it: its argv joined by spaces, quoted
+    /// and escaped as Rust's `{:?}` does.
+    fn command(&mut self, joined: &[u8]) {
+        use std::fmt::Write;
+        self.push(b"\"");
+        for (i, arg) in joined.split(|&b| b == SEP as u8).enumerate() {
+            if i > 0 {
+                self.push(b" ");
+            }
+            for chunk in arg.utf8_chunks() {
+                let _ = write!(self, "{}", chunk.valid().escape_debug());
+                for b in chunk.invalid() {
+                    let _ = write!(self, "\\x{b:02x}");
+                }
+            }
+        }
+        self.push(b"\"");
+    }
+
+    fn send(mut self) {
+        self.buf[self.len] = b'\n';
+        warren_sys::init::write_stderr(&self.buf[..=self.len]);
+    }
+}
+
+impl std::fmt::Write for Line {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.push(s.as_bytes());
+        Ok(())
+    }
+}
+
+macro_rules! log {
+    ($($arg:tt)*) => {{
+        let mut line = Line::new();
+        let _ = std::fmt::Write::write_fmt(&mut line, format_args!($($arg)*));
+        line.send();
+    }};
+}
+
+/// The services init follows, by pid (fixed room: an init must not allocate; a service
+/// beyond it still runs and is reaped, its end is just not named on the console).
+const TRACKED: usize = 128;
+
+struct Running {
+    /// (pid, service number); pid 0 is a free slot.
+    slots: [(i32, u32); TRACKED],
+}
+
+impl Running {
+    fn add(&mut self, pid: i32, n: u32) {
+        if let Some(slot) = self.slots.iter_mut().find(|(p, _)| *p == 0) {
+            *slot = (pid, n);
+        }
+    }
+
+    fn take(&mut self, pid: i32) -> Option<u32> {
+        let slot = self.slots.iter_mut().find(|(p, _)| *p == pid)?;
+        let n = slot.1;
+        *slot = (0, 0);
+        Some(n)
+    }
 }
 
 /// Reap every ended child; a service's end goes to the console (`warren logs`), the
 /// only record of it: warren-init's own parent is not warren.
-fn reap_all(services: &mut Vec<(i32, String)>) {
+fn reap_all(running: &mut Running) {
     while let Ok(Some((pid, status))) = warren_sys::proc::waitpid_nohang(-1) {
-        if let Some(i) = services.iter().position(|(p, _)| *p == pid) {
-            let (_, cmd) = services.swap_remove(i);
-            log(&match status {
-                warren_sys::proc::ExitStatus::Exited(c) => {
-                    format!("service {cmd:?} (pid {pid}) exited with status {c}")
-                }
-                warren_sys::proc::ExitStatus::Signaled(s) => {
-                    format!("service {cmd:?} (pid {pid}) was killed by signal {s}")
-                }
-            });
-        }
+        let Some(n) = running.take(pid) else {
+            continue;
+        };
+        let cmd = next_service(warren_sys::init::environment(), n.checked_sub(1))
+            .filter(|(m, _)| *m == n)
+            .map_or(&b""[..], |(_, v)| v);
+        let mut line = Line::new();
+        line.push(b"service ");
+        line.command(cmd);
+        let _ = match status {
+            warren_sys::proc::ExitStatus::Exited(c) => std::fmt::Write::write_fmt(
+                &mut line,
+                format_args!(" (pid {pid}) exited with status {c}"),
+            ),
+            warren_sys::proc::ExitStatus::Signaled(s) => std::fmt::Write::write_fmt(
+                &mut line,
+                format_args!(" (pid {pid}) was killed by signal {s}"),
+            ),
+        };
+        line.send();
     }
 }
 
-/// Run as PID 1. Never returns.
+/// Run as PID 1. Never returns, never allocates (docs/scaling.md, "warren-init").
 pub fn main() -> ! {
     use warren_sys::libc;
     // Outside a zone, shutting down would kill(-1) every process of the caller's user.
     if warren_sys::getpid() != 1 {
-        eprintln!("warren-init: refusing to run: this is a zone's PID 1 and only runs as PID 1 of a new pid namespace (warren boot starts it)");
-        std::process::exit(2);
+        warren_sys::init::write_stderr(b"warren-init: refusing to run: this is a zone's PID 1 and only runs as PID 1 of a new pid namespace (warren boot starts it)\n");
+        warren_sys::exit_now(2);
     }
     if let Err(e) = warren_sys::signal::block_all() {
-        log(&format!("cannot block signals: {e}"));
+        log!("cannot block signals: {e}");
     }
-    let services = decode_services(std::env::vars());
-    let grace = std::env::var(GRACE_ENV)
-        .ok()
-        .and_then(|v| v.parse().ok())
+    let env = warren_sys::init::environment;
+    let grace = env_value(env(), GRACE_ENV)
+        .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(5));
-    let keep: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| !k.starts_with(PREFIX) && k != GRACE_ENV)
-        .collect();
-    let env: Vec<std::ffi::CString> = keep
-        .iter()
-        .filter_map(|(k, v)| std::ffi::CString::new(format!("{k}={v}")).ok())
-        .collect();
-    let path_var = keep
-        .iter()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .unwrap_or_else(|| super::ZONE_PATH.to_string());
-    let mut running: Vec<(i32, String)> = Vec::new();
-    for argv in services {
-        let Some(prog) = argv.first() else {
-            continue;
-        };
-        let Some(path) = resolve(prog, &path_var) else {
-            log(&format!("cannot start {prog}: not found in PATH"));
-            continue;
-        };
-        let c_argv: Option<Vec<std::ffi::CString>> = argv
-            .iter()
-            .map(|a| std::ffi::CString::new(a.as_str()).ok())
-            .collect();
-        let (Ok(c_path), Some(c_argv)) = (std::ffi::CString::new(path), c_argv) else {
-            log(&format!("cannot start {prog}: NUL byte in the command"));
-            continue;
-        };
-        match warren_sys::signal::spawn_with_default_signals(&c_path, &c_argv, &env) {
+    let path_var = env_value(env(), "PATH").unwrap_or(super::ZONE_PATH.as_bytes());
+    let mut running = Running {
+        slots: [(0, 0); TRACKED],
+    };
+    let mut after = None;
+    while let Some((n, cmd)) = next_service(env(), after) {
+        after = Some(n);
+        let prog = cmd.split(|&b| b == SEP as u8).next().unwrap_or_default();
+        let prog = String::from_utf8_lossy(prog);
+        match warren_sys::init::spawn_service(cmd, SEP as u8, path_var, passed_on) {
             Ok(pid) => {
-                log(&format!("started {prog} (pid {pid})"));
-                running.push((pid, argv.join(" ")));
+                log!("started {prog} (pid {pid})");
+                running.add(pid, n);
             }
-            Err(e) => log(&format!("cannot start {prog}: {e}")),
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !prog.contains('/') => {
+                log!("cannot start {prog}: not found in PATH")
+            }
+            Err(e) => log!("cannot start {prog}: {e}"),
         }
     }
     loop {
@@ -138,7 +250,7 @@ pub fn main() -> ! {
             Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => shutdown(grace),
             Ok(Some(_)) => {}
             Err(e) => {
-                log(&format!("waiting for signals failed: {e}"));
+                log!("waiting for signals failed: {e}");
                 std::thread::sleep(Duration::from_secs(1));
             }
         }
@@ -164,7 +276,7 @@ fn shutdown(grace: Duration) -> ! {
         }
         let _ = warren_sys::signal::wait_any((deadline - now).min(Duration::from_millis(100)));
     }
-    std::process::exit(0)
+    warren_sys::exit_now(0)
 }
 
 #[cfg(test)]
@@ -177,14 +289,11 @@ mod tests {
             Command::Shell("sleep 1 && echo 'a b'".into()),
             Command::Argv(vec!["/bin/x".into(), "--flag=1 2".into()]),
         ];
-        let env = encode_services(&services).into_iter().map(|kv| {
-            let (k, v) = kv.split_once('=').unwrap();
-            (k.to_string(), v.to_string())
-        });
-        let mut env: Vec<_> = env.collect();
+        let mut env = encode_services(&services);
         env.reverse();
-        env.push(("PATH".into(), "/bin".into()));
-        let decoded = decode_services(env.into_iter());
+        env.push("PATH=/bin".into());
+        env.push("WARREN_SERVICE_X=not a service".into());
+        let decoded = decode_services(env.iter().map(|e| e.as_bytes()));
         assert_eq!(
             decoded,
             vec![
@@ -196,5 +305,31 @@ mod tests {
                 vec!["/bin/x".to_string(), "--flag=1 2".into()],
             ]
         );
+    }
+
+    #[test]
+    fn services_keep_the_environment_but_inits_own_keys() {
+        assert!(passed_on(b"PATH=/bin"));
+        assert!(passed_on(b"WARREN_STOP_GRACEFUL=1"));
+        assert!(!passed_on(b"WARREN_STOP_GRACE=5"));
+        assert!(!passed_on(b"WARREN_SERVICE_0001=/bin/x"));
+        assert_eq!(
+            env_value([&b"PATHX=1"[..], b"PATH=/a"].into_iter(), "PATH"),
+            Some(&b"/a"[..])
+        );
+    }
+
+    #[test]
+    fn a_console_line_quotes_the_command_and_is_cut_at_its_room() {
+        let mut l = Line::new();
+        l.push(b"service ");
+        l.command(b"/bin/sh\x1f-c\x1fecho \"hi\"\xff");
+        assert_eq!(
+            std::str::from_utf8(&l.buf[..l.len]).unwrap(),
+            r#"warren-init: service "/bin/sh -c echo \"hi\"\xff""#
+        );
+        let mut long = Line::new();
+        long.push(&[b'a'; 2000]);
+        assert_eq!(long.len, 511);
     }
 }
