@@ -1,0 +1,242 @@
+//! Issue 19, item 1: `warren suspend` / `warren resume` end to end on this kernel — the
+//! zone's cgroup frozen, its memory in swap, a counter that stops and goes on, halt of
+//! a suspended zone, login and cp waking it, and a crash at each step of a suspend or
+//! resume repaired by the next command (docs/suspend.md).
+
+mod common;
+
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use common::Env;
+
+/// warren's swap file in the test's root, turned off and removed when the test ends
+/// (also when it fails).
+struct Swap<'a>(&'a Env);
+
+impl<'a> Swap<'a> {
+    fn enable(env: &'a Env, size: &str) -> Swap<'a> {
+        env.ok(&["swap", "enable", "--size", size]);
+        Swap(env)
+    }
+}
+
+impl Drop for Swap<'_> {
+    fn drop(&mut self) {
+        // The zones first: a swapoff would otherwise read their pages back in.
+        let _ = self.0.run(&["halt", "--all", "--timeout", "1"]);
+        let r = self.0.run(&["swap", "disable"]);
+        if r.code != 0 {
+            eprintln!("swap disable failed: {} {}", r.stdout, r.stderr);
+        }
+    }
+}
+
+/// The zone's private tree on the host (where its /tmp lives with the host template).
+fn zone_root(env: &Env, zone: &str) -> PathBuf {
+    let r = env.ok(&["--json", "info", zone]);
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    PathBuf::from(v["root"].as_str().expect("an installed zone has a root"))
+}
+
+/// Start a counter (10 a second, into /tmp/counter) and, with `mib`, a shell holding
+/// that much anonymous memory (a command substitution kept in a variable).
+fn start_workload(env: &Env, zone: &str, mib: u32) {
+    let script = format!(
+        "(i=0; while :; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.1; done) </dev/null >/dev/null 2>&1 &
+         if [ {mib} -gt 0 ]; then
+           (x=$(head -c {bytes} /dev/zero | tr '\\0' x); echo held > /tmp/held; sleep 100000; echo ${{#x}}) </dev/null >/dev/null 2>&1 &
+         fi
+         echo started",
+        bytes = u64::from(mib) << 20
+    );
+    let r = env.sh(zone, &script);
+    assert_eq!(r.code, 0, "starting the workload: {} {}", r.stdout, r.stderr);
+    let root = zone_root(env, zone);
+    let t = Instant::now();
+    while !(root.join("tmp/counter").exists() && (mib == 0 || root.join("tmp/held").exists())) {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the workload did not start in {zone}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn counter(env: &Env, zone: &str) -> u64 {
+    let p = zone_root(env, zone).join("tmp/counter");
+    // Read until a whole line is there (the counter rewrites the file).
+    for _ in 0..50 {
+        if let Ok(n) = std::fs::read_to_string(&p).unwrap_or_default().trim().parse() {
+            return n;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no counter in {}", p.display());
+}
+
+fn json(r: &common::Run) -> serde_json::Value {
+    serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
+}
+
+fn freezer_state(env: &Env, zone: &str) -> Option<String> {
+    let dirs = env.cgroup_dirs(zone);
+    if let Some((_, d)) = dirs.iter().find(|(c, _)| c.split(',').any(|x| x == "freezer")) {
+        return std::fs::read_to_string(d.join("freezer.state"))
+            .ok()
+            .map(|s| s.trim().to_string());
+    }
+    let (_, d) = dirs.first()?;
+    let events = std::fs::read_to_string(d.join("cgroup.events")).ok()?;
+    warren::cgroups::freeze::frozen_in_events(&events).map(|f| {
+        if f { "FROZEN" } else { "THAWED" }.to_string()
+    })
+}
+
+#[test]
+fn suspend_freezes_pages_out_and_resume_goes_on() {
+    let env = Env::new();
+    let _swap = Swap::enable(&env, "512M");
+    env.host_zone("s1", &[]);
+    env.ok(&["boot", "s1"]);
+    start_workload(&env, "s1", 64);
+
+    let r = env.ok(&["--json", "suspend", "s1"]);
+    let v = json(&r);
+    assert_eq!(v["changed"], true, "{v}");
+    assert_eq!(env.state("s1"), "suspended");
+    assert_eq!(env.runtime("s1")["state"], "suspended");
+    assert_eq!(freezer_state(&env, "s1").as_deref(), Some("FROZEN"));
+    // What it held went to swap: most of the 64 MiB.
+    let before = v["resident_before"].as_u64().unwrap();
+    let after = v["resident_after"].as_u64().unwrap();
+    let swapped = v["swapped"].as_u64().unwrap();
+    assert!(before > 64 << 20, "resident before {before}");
+    assert!(after < 16 << 20, "resident after {after} (before {before})");
+    assert!(swapped > 48 << 20, "swapped {swapped}");
+    // list --json shows it, with what it holds now.
+    let list = json(&env.ok(&["--json", "list"]));
+    let row = &list.as_array().unwrap()[0];
+    assert_eq!(row["state"], "suspended");
+    assert!(row["suspended"]["swapped"].as_u64().unwrap() > 48 << 20, "{row}");
+    // Frozen: the counter stands still.
+    let c1 = counter(&env, "s1");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(counter(&env, "s1"), c1, "the counter moved while suspended");
+    // Idempotent.
+    let again = json(&env.ok(&["--json", "suspend", "s1"]));
+    assert_eq!(again["changed"], false);
+    assert_eq!(again["note"], "already suspended");
+
+    let r = json(&env.ok(&["--json", "resume", "s1"]));
+    assert_eq!(r["changed"], true);
+    assert_eq!(env.state("s1"), "running");
+    assert_eq!(freezer_state(&env, "s1").as_deref(), Some("THAWED"));
+    let t = Instant::now();
+    while counter(&env, "s1") <= c1 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the counter did not go on");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // Both are in the journal.
+    let ev = env.ok(&["events"]).stdout;
+    assert!(ev.contains("suspended") && ev.contains("resumed"), "{ev}");
+}
+
+#[test]
+fn halt_of_a_suspended_zone_stops_it_and_removes_its_cgroups() {
+    let env = Env::new();
+    env.host_zone("s2", &[]);
+    env.ok(&["boot", "s2"]);
+    start_workload(&env, "s2", 0);
+    env.ok(&["suspend", "s2"]);
+    let init = env.init_pid("s2");
+    let dirs = env.cgroup_dirs("s2");
+    let t = Instant::now();
+    env.ok(&["halt", "s2", "--timeout", "5"]);
+    assert!(t.elapsed() < Duration::from_secs(5), "halt waited for its timeout");
+    assert_eq!(env.state("s2"), "installed");
+    assert!(!common::alive(init), "init {init} survived the halt");
+    for (_, d) in dirs {
+        assert!(!d.exists(), "{} left behind", d.display());
+    }
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+}
+
+#[test]
+fn login_and_cp_wake_a_suspended_zone() {
+    let env = Env::new();
+    env.host_zone("s3", &[]);
+    env.ok(&["boot", "s3"]);
+    env.ok(&["suspend", "s3"]);
+    let r = env.sh("s3", "echo hello");
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert_eq!(r.stdout.trim(), "hello");
+    assert!(r.stderr.contains("was suspended; resumed it"), "{}", r.stderr);
+    assert_eq!(env.state("s3"), "running");
+
+    env.ok(&["suspend", "s3"]);
+    let host_file = env.root().join("greeting");
+    std::fs::write(&host_file, "hi\n").unwrap();
+    let r = env.run(&["cp", host_file.to_str().unwrap(), "s3:/tmp/greeting"]);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("was suspended; resumed it"), "{}", r.stderr);
+    assert_eq!(env.state("s3"), "running");
+    assert_eq!(env.sh("s3", "cat /tmp/greeting").stdout, "hi\n");
+    // Boot refuses, naming resume.
+    env.ok(&["suspend", "s3"]);
+    env.run(&["boot", "s3"]).fails(4, "warren resume");
+}
+
+/// Run `args` with a crash point: warren must die there (SIGKILL).
+fn crash_at(env: &Env, point: &str, args: &[&str]) {
+    let status = env
+        .cmd()
+        .args(args)
+        .env(warren::fault::ENV, point)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.signal(), Some(9), "warren was not killed at {point}");
+}
+
+#[test]
+fn crash_mid_suspend_or_resume_is_repaired() {
+    let env = Env::new();
+    env.host_zone("s4", &[]);
+    env.ok(&["boot", "s4"]);
+    start_workload(&env, "s4", 0);
+    // Each crash point, and a different command to find it.
+    for (point, repair) in [
+        ("suspend.after-join", vec!["gc"]),
+        ("suspend.after-intent", vec!["boot", "s4"]),
+        ("suspend.after-freeze", vec!["resume", "s4"]),
+        ("suspend.after-pageout", vec!["gc"]),
+    ] {
+        crash_at(&env, point, &["suspend", "s4"]);
+        env.ok(&repair);
+        assert_eq!(env.state("s4"), "running", "after {point} and {repair:?}");
+        let rt = env.runtime("s4");
+        assert_eq!(rt["state"], "running", "{point}: {rt}");
+        assert!(rt.get("suspension").is_none(), "{point}: {rt}");
+        // The freezer joined before the crash is in the record, thawed.
+        assert_eq!(freezer_state(&env, "s4").as_deref(), Some("THAWED"), "{point}");
+        let c = counter(&env, "s4");
+        let t = Instant::now();
+        while counter(&env, "s4") <= c {
+            assert!(t.elapsed() < Duration::from_secs(10), "{point}: zone stays frozen");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    // A resume that thawed and died before recording it.
+    env.ok(&["suspend", "s4"]);
+    crash_at(&env, "resume.after-thaw", &["resume", "s4"]);
+    env.ok(&["gc"]);
+    assert_eq!(env.runtime("s4")["state"], "running");
+    assert_eq!(env.state("s4"), "running");
+    // And a suspend after all that works, and halt leaves nothing.
+    env.ok(&["suspend", "s4"]);
+    env.ok(&["halt", "s4"]);
+    assert!(env.group_dirs().is_empty(), "{:?}", env.group_dirs());
+}
