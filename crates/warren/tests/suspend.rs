@@ -52,7 +52,11 @@ fn start_workload(env: &Env, zone: &str, mib: u32) {
         bytes = u64::from(mib) << 20
     );
     let r = env.sh(zone, &script);
-    assert_eq!(r.code, 0, "starting the workload: {} {}", r.stdout, r.stderr);
+    assert_eq!(
+        r.code, 0,
+        "starting the workload: {} {}",
+        r.stdout, r.stderr
+    );
     let root = zone_root(env, zone);
     let t = Instant::now();
     while !(root.join("tmp/counter").exists() && (mib == 0 || root.join("tmp/held").exists())) {
@@ -68,7 +72,11 @@ fn counter(env: &Env, zone: &str) -> u64 {
     let p = zone_root(env, zone).join("tmp/counter");
     // Read until a whole line is there (the counter rewrites the file).
     for _ in 0..50 {
-        if let Ok(n) = std::fs::read_to_string(&p).unwrap_or_default().trim().parse() {
+        if let Ok(n) = std::fs::read_to_string(&p)
+            .unwrap_or_default()
+            .trim()
+            .parse()
+        {
             return n;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -82,16 +90,18 @@ fn json(r: &common::Run) -> serde_json::Value {
 
 fn freezer_state(env: &Env, zone: &str) -> Option<String> {
     let dirs = env.cgroup_dirs(zone);
-    if let Some((_, d)) = dirs.iter().find(|(c, _)| c.split(',').any(|x| x == "freezer")) {
+    if let Some((_, d)) = dirs
+        .iter()
+        .find(|(c, _)| c.split(',').any(|x| x == "freezer"))
+    {
         return std::fs::read_to_string(d.join("freezer.state"))
             .ok()
             .map(|s| s.trim().to_string());
     }
     let (_, d) = dirs.first()?;
     let events = std::fs::read_to_string(d.join("cgroup.events")).ok()?;
-    warren::cgroups::freeze::frozen_in_events(&events).map(|f| {
-        if f { "FROZEN" } else { "THAWED" }.to_string()
-    })
+    warren::cgroups::freeze::frozen_in_events(&events)
+        .map(|f| if f { "FROZEN" } else { "THAWED" }.to_string())
 }
 
 #[test]
@@ -119,7 +129,10 @@ fn suspend_freezes_pages_out_and_resume_goes_on() {
     let list = json(&env.ok(&["--json", "list"]));
     let row = &list.as_array().unwrap()[0];
     assert_eq!(row["state"], "suspended");
-    assert!(row["suspended"]["swapped"].as_u64().unwrap() > 48 << 20, "{row}");
+    assert!(
+        row["suspended"]["swapped"].as_u64().unwrap() > 48 << 20,
+        "{row}"
+    );
     // Frozen: the counter stands still.
     let c1 = counter(&env, "s1");
     std::thread::sleep(Duration::from_millis(500));
@@ -135,7 +148,10 @@ fn suspend_freezes_pages_out_and_resume_goes_on() {
     assert_eq!(freezer_state(&env, "s1").as_deref(), Some("THAWED"));
     let t = Instant::now();
     while counter(&env, "s1") <= c1 {
-        assert!(t.elapsed() < Duration::from_secs(10), "the counter did not go on");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the counter did not go on"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Both are in the journal.
@@ -154,7 +170,10 @@ fn halt_of_a_suspended_zone_stops_it_and_removes_its_cgroups() {
     let dirs = env.cgroup_dirs("s2");
     let t = Instant::now();
     env.ok(&["halt", "s2", "--timeout", "5"]);
-    assert!(t.elapsed() < Duration::from_secs(5), "halt waited for its timeout");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "halt waited for its timeout"
+    );
     assert_eq!(env.state("s2"), "installed");
     assert!(!common::alive(init), "init {init} survived the halt");
     for (_, d) in dirs {
@@ -172,7 +191,11 @@ fn login_and_cp_wake_a_suspended_zone() {
     let r = env.sh("s3", "echo hello");
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
     assert_eq!(r.stdout.trim(), "hello");
-    assert!(r.stderr.contains("was suspended; resumed it"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("was suspended; resumed it"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(env.state("s3"), "running");
 
     env.ok(&["suspend", "s3"]);
@@ -180,7 +203,11 @@ fn login_and_cp_wake_a_suspended_zone() {
     std::fs::write(&host_file, "hi\n").unwrap();
     let r = env.run(&["cp", host_file.to_str().unwrap(), "s3:/tmp/greeting"]);
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
-    assert!(r.stderr.contains("was suspended; resumed it"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("was suspended; resumed it"),
+        "{}",
+        r.stderr
+    );
     assert_eq!(env.state("s3"), "running");
     assert_eq!(env.sh("s3", "cat /tmp/greeting").stdout, "hi\n");
     // Boot refuses, naming resume.
@@ -221,11 +248,18 @@ fn crash_mid_suspend_or_resume_is_repaired() {
         assert_eq!(rt["state"], "running", "{point}: {rt}");
         assert!(rt.get("suspension").is_none(), "{point}: {rt}");
         // The freezer joined before the crash is in the record, thawed.
-        assert_eq!(freezer_state(&env, "s4").as_deref(), Some("THAWED"), "{point}");
+        assert_eq!(
+            freezer_state(&env, "s4").as_deref(),
+            Some("THAWED"),
+            "{point}"
+        );
         let c = counter(&env, "s4");
         let t = Instant::now();
         while counter(&env, "s4") <= c {
-            assert!(t.elapsed() < Duration::from_secs(10), "{point}: zone stays frozen");
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "{point}: zone stays frozen"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     }
