@@ -59,6 +59,22 @@ pub fn pidfd_wait(pidfd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
+/// `prctl(PR_SET_MEMORY_MERGE, 1)`: make every anonymous mapping of this process (and of
+/// the children it forks and the programs it execs) mergeable by KSM.
+pub fn set_memory_merge() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only; PR_SET_MEMORY_MERGE reads no memory.
+    cvt(unsafe {
+        libc::prctl(
+            libc::PR_SET_MEMORY_MERGE,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    })
+    .map(drop)
+}
+
 /// How many ranges one `process_madvise` call takes (the kernel's `UIO_MAXIOV`).
 const MAX_IOV: usize = 1024;
 

@@ -234,6 +234,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if let Some(v) = c.proc_views {
         put("proc-views", v.into());
     }
+    if c.memory_merge {
+        put("memory.merge", true.into());
+    }
     if c.priority != Priority::Normal {
         put(
             "priority",

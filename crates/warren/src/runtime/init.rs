@@ -19,6 +19,8 @@ const SEP: char = '\u{1f}';
 const PREFIX: &str = "WARREN_SERVICE_";
 /// How long init waits for processes after SIGTERM before SIGKILL.
 const GRACE_ENV: &str = "WARREN_STOP_GRACE";
+/// `1`: `memory.merge` — PR_SET_MEMORY_MERGE before the services start (they inherit it).
+pub const MERGE_ENV: &str = "WARREN_MEMORY_MERGE";
 
 /// Environment entries (`KEY=VALUE`) carrying `services` to init.
 pub fn encode_services(services: &[Command]) -> Vec<String> {
@@ -89,6 +91,13 @@ pub fn main() -> ! {
     if let Err(e) = warren_sys::signal::block_all() {
         log(&format!("cannot block signals: {e}"));
     }
+    if std::env::var_os(MERGE_ENV).is_some_and(|v| v == "1") {
+        if let Err(e) = warren_sys::proc::set_memory_merge() {
+            log(&format!(
+                "memory.merge: PR_SET_MEMORY_MERGE failed ({e}); the zone's memory is not merged"
+            ));
+        }
+    }
     let services = decode_services(std::env::vars());
     let grace = std::env::var(GRACE_ENV)
         .ok()
@@ -96,7 +105,7 @@ pub fn main() -> ! {
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(5));
     let keep: Vec<(String, String)> = std::env::vars()
-        .filter(|(k, _)| !k.starts_with(PREFIX) && k != GRACE_ENV)
+        .filter(|(k, _)| !k.starts_with(PREFIX) && k != GRACE_ENV && k != MERGE_ENV)
         .collect();
     let env: Vec<std::ffi::CString> = keep
         .iter()
