@@ -377,3 +377,63 @@ fn merging_zones_share_identical_pages_and_stat_shows_it() {
     assert_eq!(f["verdict"], "weakens", "{f}");
     assert!(f["note"].as_str().unwrap().contains("k1, k2, k3"), "{f}");
 }
+
+/// Issue 19, item 4: under pressure the agent suspends the best-effort zone first (the
+/// critical one never), and halts only once nothing is left to suspend. The budget is a
+/// plain directory of files the test controls, as in tests/overcommit.rs.
+#[test]
+fn agent_suspends_before_it_halts_and_never_suspends_a_critical_zone() {
+    let env = Env::new();
+    env.host_zone("be", &["priority=best-effort"]);
+    env.host_zone("crit", &["priority=critical"]);
+    env.ok(&["boot", "be"]);
+    env.ok(&["boot", "crit"]);
+    let budget = env.root().join("budget");
+    std::fs::create_dir(&budget).unwrap();
+    for (name, text) in [
+        ("memory.limit_in_bytes", (100u64 << 20).to_string()),
+        ("memory.usage_in_bytes", (99u64 << 20).to_string()),
+        ("memory.stat", "total_inactive_file 0\n".to_string()),
+    ] {
+        std::fs::write(budget.join(name), text).unwrap();
+    }
+    let cfg = env.root().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "interval-ms = 50\nwindow-s = 0.5\ncooldown-s = 0.1\nhalt-timeout-s = 2\nwatch = \"{}\"\n[available]\ntrigger = 10.0\nclear = 20.0\ngrace-s = 0.0\n",
+            budget.display()
+        ),
+    )
+    .unwrap();
+    let agent_once = || env.ok(&["agent", "--once", "--config", cfg.to_str().unwrap()]);
+    agent_once();
+    assert_eq!(env.state("be"), "suspended");
+    assert_eq!(env.state("crit"), "running");
+    let evs = json(&env.ok(&["events", "--json", "--type", "agent"]));
+    let e = &evs.as_array().unwrap()[0];
+    assert_eq!(e["action"], "suspend", "{e}");
+    assert_eq!(e["zone"], "be");
+    let reason = e["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("available memory") && reason.contains("suspended before halting any zone"),
+        "{reason}"
+    );
+    // Still under pressure, nothing left to suspend (crit is critical): now a halt, of
+    // the suspended best-effort zone; never of crit.
+    agent_once();
+    assert_eq!(env.state("be"), "installed");
+    assert_eq!(env.state("crit"), "running");
+    let evs = json(&env.ok(&["events", "--json", "--type", "agent"]));
+    let e = &evs.as_array().unwrap()[1];
+    assert_eq!(e["action"], "evict", "{e}");
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("no zone is left to suspend"),
+        "{e}"
+    );
+    agent_once();
+    assert_eq!(env.state("crit"), "running", "a critical zone was acted on");
+}

@@ -15,6 +15,7 @@ halt-timeout-s = 5       # SIGTERM, then kill after this (or the zone's stop-tim
 watch = "host"           # "host", "group" (warren's zone cgroup) or a cgroup directory
 zone-refresh-s = 5.0     # with restart-evicted: look for evicted zones this often
 evict-critical = false   # critical zones are never evicted unless this is true
+suspend-first = true     # suspend a zone (never a critical one) before halting any
 restart-evicted = false  # boot evicted zones again once pressure is gone...
 restart-after-s = 60.0   # ...for this long
 
@@ -59,6 +60,7 @@ pub struct AgentConfig {
     pub watch: String,
     pub zone_refresh_s: f64,
     pub evict_critical: bool,
+    pub suspend_first: bool,
     pub restart_evicted: bool,
     pub restart_after_s: f64,
     pub available: ThresholdConfig,

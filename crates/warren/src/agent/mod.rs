@@ -85,6 +85,7 @@ struct Known {
     request: Option<u64>,
     booted_at_ms: u64,
     cgroups: crate::cgroups::CgroupSet,
+    suspended: bool,
 }
 
 /// Installed zones the agent evicted, with their class (for restarts).
@@ -98,7 +99,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
             continue;
         };
         match z.state(ctx) {
-            ZoneState::Running => {
+            st @ (ZoneState::Running | ZoneState::Suspended) => {
                 if let Some(rt) = &z.runtime {
                     running.push(Known {
                         name,
@@ -106,6 +107,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         request: z.config.limits.memory_request,
                         booted_at_ms: rt.booted_at_ms,
                         cgroups: rt.cgroups.clone(),
+                        suspended: st == ZoneState::Suspended,
                     });
                 }
             }
@@ -156,6 +158,7 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let policy = Policy {
         cooldown_ms: cfg.cooldown_ms(),
         evict_critical: cfg.evict_critical,
+        suspend_first: cfg.suspend_first,
     };
     let mut rates = sample::Rates::new(cfg.window_ms());
     let mut tracks = [Track::default(); 5];
@@ -202,7 +205,14 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             zones
                 .iter()
                 .map(|k| {
-                    sample::zone_view(&k.name, &k.cgroups, k.priority, k.request, k.booted_at_ms)
+                    sample::zone_view(
+                        &k.name,
+                        &k.cgroups,
+                        k.priority,
+                        k.request,
+                        k.booted_at_ms,
+                        k.suspended,
+                    )
                 })
                 .collect()
         } else {
@@ -236,10 +246,16 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             if o.dry_run {
                 log(
                     o.json,
-                    serde_json::json!({"would_evict": ev.zone, "reason": ev.reason, "signals": s.values}),
+                    serde_json::json!({"would": ev.action, "would_evict": (ev.action == decide::Action::Evict).then_some(&ev.zone), "zone": ev.zone, "reason": ev.reason, "signals": s.values}),
                     format!(
-                        "agent: would evict zone '{}': {} (dry run)",
-                        ev.zone, ev.reason
+                        "agent: would {} zone '{}': {} (dry run)",
+                        if ev.action == decide::Action::Suspend {
+                            "suspend"
+                        } else {
+                            "evict"
+                        },
+                        ev.zone,
+                        ev.reason
                     ),
                 );
             } else {
@@ -251,31 +267,57 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                     request_bytes: v.request_bytes,
                     zone_psi_full_avg10: v.psi_full_avg10,
                 };
-                match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
-                    Ok(e) if e.error.is_some() => log(
-                        o.json,
-                        serde_json::to_value(&e).unwrap_or_default(),
-                        format!(
-                            "agent: zone '{}' chosen but not evicted: {}",
-                            ev.zone,
-                            e.error.clone().unwrap_or_default()
+                if ev.action == decide::Action::Suspend {
+                    match act::suspend(ctx, &ev.zone, &ev.reason, &seen) {
+                        Ok(e) => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            match &e.error {
+                                Some(why) => format!(
+                                    "agent: zone '{}' chosen but not suspended: {why}",
+                                    ev.zone
+                                ),
+                                None => format!(
+                                    "agent: suspended zone '{}' in {} ms, {} MiB left resident: {}",
+                                    ev.zone,
+                                    e.suspend_ms.unwrap_or(0),
+                                    e.resident_after.unwrap_or(0) >> 20,
+                                    ev.reason
+                                ),
+                            },
                         ),
-                    ),
-                    Ok(e) => log(
-                        o.json,
-                        serde_json::to_value(&e).unwrap_or_default(),
-                        format!(
-                            "agent: evicted zone '{}' ({}, {} MiB above request) in {} ms: {}",
-                            ev.zone,
-                            e.priority.clone().unwrap_or_default(),
-                            v.excess() >> 20,
-                            e.halt_ms.unwrap_or(0),
-                            ev.reason
+                        Err(e) => eprintln!("warren: agent: suspending zone '{}': {e}", ev.zone),
+                    }
+                    if let Some(k) = zones.iter_mut().find(|k| k.name == ev.zone) {
+                        k.suspended = true;
+                    }
+                } else {
+                    match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
+                        Ok(e) if e.error.is_some() => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            format!(
+                                "agent: zone '{}' chosen but not evicted: {}",
+                                ev.zone,
+                                e.error.clone().unwrap_or_default()
+                            ),
                         ),
-                    ),
-                    Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
+                        Ok(e) => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            format!(
+                                "agent: evicted zone '{}' ({}, {} MiB above request) in {} ms: {}",
+                                ev.zone,
+                                e.priority.clone().unwrap_or_default(),
+                                v.excess() >> 20,
+                                e.halt_ms.unwrap_or(0),
+                                ev.reason
+                            ),
+                        ),
+                        Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
+                    }
+                    zones.retain(|k| k.name != ev.zone);
                 }
-                zones.retain(|k| k.name != ev.zone);
             }
             last_action = Some(now);
             if o.once {
