@@ -35,7 +35,9 @@
 //! period. A crossing becomes *active* only after staying past the trigger for the
 //! grace period (a spike shorter than that does nothing) and stays active until the
 //! value is back past the clear level (hysteresis: no flapping at the line). While
-//! any is active, the agent evicts one zone: from the lowest class running
+//! any is active, the agent suspends one zone that is not critical (`suspend-first`,
+//! the default: docs/suspend.md; [`decide::suspend_rank`]), and only when none is left
+//! to suspend evicts one: from the lowest class running
 //! (best-effort, then normal; critical never while a lower class runs, and only with
 //! `evict-critical = true` at all), the one furthest above its request, the youngest
 //! on a tie. Then it waits `cooldown-s` to see the effect before evicting again:
