@@ -437,3 +437,61 @@ fn agent_suspends_before_it_halts_and_never_suspends_a_critical_zone() {
     agent_once();
     assert_eq!(env.state("crit"), "running", "a critical zone was acted on");
 }
+
+/// Issue 19, item 3: `suspend-after` — the agent suspends a zone idle that long, and
+/// leaves a busy one (a counter) and one without the key running.
+#[test]
+fn agent_suspends_a_zone_idle_for_suspend_after() {
+    let env = Env::new();
+    env.host_zone("idle", &["suspend-after=2s"]);
+    env.host_zone("busy", &["suspend-after=2s"]);
+    env.host_zone("plain", &[]);
+    for z in ["idle", "busy", "plain"] {
+        env.ok(&["boot", z]);
+    }
+    start_workload(&env, "busy", 0);
+    // No pressure at all: thresholds no host reaches.
+    let cfg = env.root().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        "interval-ms = 100\nidle-scan-s = 0.5\n[available]\ntrigger = 0.0\nclear = 0.0\ngrace-s = 0.0\n",
+    )
+    .unwrap();
+    let agent = common::ChildGuard(
+        env.cmd()
+            .args(["agent", "--config", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let t = Instant::now();
+    while env.state("idle") != "suspended" {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the idle zone was not suspended in 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Long enough for the busy zone too, had it been idle.
+    std::thread::sleep(Duration::from_secs(3));
+    drop(agent);
+    assert_eq!(env.state("busy"), "running");
+    assert_eq!(env.state("plain"), "running");
+    let evs = json(&env.ok(&["events", "--json", "--type", "agent"]));
+    let e = evs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["zone"] == "idle")
+        .cloned()
+        .unwrap();
+    assert_eq!(e["action"], "suspend");
+    assert!(
+        e["reason"]
+            .as_str()
+            .unwrap()
+            .contains("suspend-after = \"2s\""),
+        "{e}"
+    );
+}

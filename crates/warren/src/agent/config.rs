@@ -16,6 +16,7 @@ watch = "host"           # "host", "group" (warren's zone cgroup) or a cgroup di
 zone-refresh-s = 5.0     # with restart-evicted: look for evicted zones this often
 evict-critical = false   # critical zones are never evicted unless this is true
 suspend-first = true     # suspend a zone (never a critical one) before halting any
+idle-scan-s = 30.0       # how often zones with suspend-after are checked for idleness
 restart-evicted = false  # boot evicted zones again once pressure is gone...
 restart-after-s = 60.0   # ...for this long
 
@@ -61,6 +62,7 @@ pub struct AgentConfig {
     pub zone_refresh_s: f64,
     pub evict_critical: bool,
     pub suspend_first: bool,
+    pub idle_scan_s: f64,
     pub restart_evicted: bool,
     pub restart_after_s: f64,
     pub available: ThresholdConfig,
@@ -125,6 +127,7 @@ fn check(c: &AgentConfig) -> Result<()> {
         ("window-s", c.window_s),
         ("cooldown-s", c.cooldown_s),
         ("zone-refresh-s", c.zone_refresh_s),
+        ("idle-scan-s", c.idle_scan_s),
         ("restart-after-s", c.restart_after_s),
     ] {
         if !(0.0..=86_400.0).contains(&v) {

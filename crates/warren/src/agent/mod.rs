@@ -53,12 +53,16 @@
 //! again (one per cool-down) once every signal has been below its trigger for
 //! `restart-after-s`. `--dry-run` prints what it would do and does nothing.
 //!
+//! Zones with `suspend-after` are suspended once idle that long ([`idle`]), pressure
+//! or not, read every `idle-scan-s`.
+//!
 //! What it does not do: limit a zone (that is `memory.max`), or page a zone out
 //! (the kernel does that, guided by `memory.request` as soft limit / memory.low).
 
 pub mod act;
 pub mod config;
 pub mod decide;
+pub mod idle;
 pub mod sample;
 
 use std::path::PathBuf;
@@ -88,6 +92,10 @@ struct Known {
     booted_at_ms: u64,
     cgroups: crate::cgroups::CgroupSet,
     suspended: bool,
+    /// `suspend-after`, seconds.
+    suspend_after: Option<u64>,
+    /// The host end of its veth (bridged zones).
+    veth: Option<String>,
 }
 
 /// Installed zones the agent evicted, with their class (for restarts).
@@ -110,6 +118,8 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         booted_at_ms: rt.booted_at_ms,
                         cgroups: rt.cgroups.clone(),
                         suspended: st == ZoneState::Suspended,
+                        suspend_after: z.config.suspend_after,
+                        veth: rt.net.as_ref().map(|n| n.veth.clone()),
                     });
                 }
             }
@@ -165,6 +175,8 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let mut rates = sample::Rates::new(cfg.window_ms());
     let mut tracks = [Track::default(); 5];
     let mut last_action: Option<u64> = None;
+    let mut idle: idle::Tracks = idle::Tracks::new();
+    let mut idle_scanned: Option<Instant> = None;
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
     let mut evicted: Evicted = Vec::new();
@@ -349,9 +361,89 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                 }
             }
         }
+        if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
+            idle_scanned = Some(Instant::now());
+            idle_scan(ctx, o, &mut idle, &s)?;
+        }
         if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
             return Ok(());
         }
         std::thread::sleep(interval.saturating_sub(tick.elapsed()));
     }
+}
+
+/// The idle policy ([`idle`]): read every running zone with `suspend-after`, and
+/// suspend those idle for that long.
+fn idle_scan(
+    ctx: &Context,
+    o: &RunOptions,
+    tracks: &mut idle::Tracks,
+    s: &decide::Sample,
+) -> Result<()> {
+    let now = act::now_ms();
+    let (zones, _) = running_zones(ctx)?;
+    let watched: Vec<&Known> = zones
+        .iter()
+        .filter(|k| k.suspend_after.is_some() && !k.suspended)
+        .collect();
+    tracks.retain(|(name, boot), _| {
+        watched
+            .iter()
+            .any(|k| &k.name == name && k.booted_at_ms == *boot)
+    });
+    for k in watched {
+        let after = k.suspend_after.expect("filtered");
+        let key = (k.name.clone(), k.booted_at_ms);
+        let now_a = idle::Activity {
+            cpu_ns: k.cgroups.cpu_ns().unwrap_or(0),
+            net_bytes: k
+                .veth
+                .as_deref()
+                .map_or(0, |v| idle::veth_bytes(&ctx.host.sys, v)),
+        };
+        let i = idle::step(tracks.get(&key).copied(), now_a, now);
+        tracks.insert(key.clone(), i);
+        if !idle::due(&i, after, now) {
+            continue;
+        }
+        let reason = format!(
+            "idle for {} (no CPU, no network): suspend-after = \"{}\"",
+            crate::config::duration_text(now.saturating_sub(i.since_ms) / 1000),
+            crate::config::duration_text(after)
+        );
+        if o.dry_run {
+            log(
+                o.json,
+                serde_json::json!({"would": "suspend", "zone": k.name, "reason": reason}),
+                format!("agent: would suspend zone '{}': {reason} (dry run)", k.name),
+            );
+            continue;
+        }
+        let v = sample::zone_view(
+            &k.name,
+            &k.cgroups,
+            k.priority,
+            k.request,
+            k.booted_at_ms,
+            false,
+        );
+        let seen = act::Seen {
+            sample: s,
+            breaches: &[],
+            priority: v.priority,
+            usage_bytes: v.usage_bytes,
+            request_bytes: v.request_bytes,
+            zone_psi_full_avg10: v.psi_full_avg10,
+        };
+        match act::suspend(ctx, &k.name, &reason, &seen) {
+            Ok(e) => log(
+                o.json,
+                serde_json::to_value(&e).unwrap_or_default(),
+                format!("agent: suspended zone '{}': {reason}", k.name),
+            ),
+            Err(e) => eprintln!("warren: agent: suspending zone '{}': {e}", k.name),
+        }
+        tracks.remove(&key);
+    }
+    Ok(())
 }

@@ -519,6 +519,17 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "suspend-after",
+        default: "none",
+        live: false,
+        help: "the agent ('warren agent') suspends the zone after this long without CPU or network activity (docs/suspend.md)",
+        example: "\"10m\"",
+        apply: |c, v| {
+            c.suspend_after = Some(want_duration(v)?);
+            Ok(())
+        },
+    },
+    Key {
         name: "memory.merge",
         default: "false",
         live: false,

@@ -208,6 +208,9 @@ pub struct ZoneConfig {
     /// and with other merging zones' (warren-init sets PR_SET_MEMORY_MERGE; docs/suspend.md,
     /// "KSM"). Off by default: merging crosses tenants (timing side channels).
     pub memory_merge: bool,
+    /// `suspend-after`: the agent suspends the zone after this many seconds without CPU
+    /// or network activity (docs/suspend.md, "Idle zones").
+    pub suspend_after: Option<u64>,
     /// The zone's default environment (`KEY=VALUE`), given to its init (and so its
     /// services) and to every login, where `-e` overrides it.
     pub env: Vec<String>,
@@ -240,6 +243,7 @@ impl ZoneConfig {
             disk_max: None,
             proc_views: None,
             memory_merge: false,
+            suspend_after: None,
             env: Vec::new(),
         }
     }

@@ -237,6 +237,9 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if c.memory_merge {
         put("memory.merge", true.into());
     }
+    if let Some(s) = c.suspend_after {
+        put("suspend-after", super::values::duration_text(s).into());
+    }
     if c.priority != Priority::Normal {
         put(
             "priority",
