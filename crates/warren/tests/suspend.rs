@@ -495,3 +495,107 @@ fn agent_suspends_a_zone_idle_for_suspend_after() {
         "{e}"
     );
 }
+
+/// Deletes its bridge and the ports left on it when dropped (declared before the `Env`,
+/// so the zones are halted first), as in tests/net.rs.
+struct BridgeGuard(String);
+
+impl Drop for BridgeGuard {
+    fn drop(&mut self) {
+        let Ok(mut nl) = warren::net::netlink::Netlink::open() else {
+            return;
+        };
+        if let Ok(d) = std::fs::read_dir(format!("/sys/class/net/{}/brif", self.0)) {
+            for e in d.flatten() {
+                let _ = nl.delete_link(&e.file_name().to_string_lossy());
+            }
+        }
+        let _ = nl.delete_link(&self.0);
+        let _ = warren::net::filter::remove_table(&self.0);
+    }
+}
+
+/// Issue 19, item 2: a connection to a suspended bridged zone waits in the listen
+/// backlog, the agent sees it and resumes the zone, and the request is answered. The
+/// added latency of that first request is printed.
+#[test]
+fn a_connection_wakes_a_suspended_zone_and_is_answered() {
+    use std::io::{Read, Write};
+    let br = BridgeGuard(format!("ws{:x}", std::process::id()));
+    let env = Env::new();
+    env.host_zone(
+        "web",
+        &[
+            "net=bridge",
+            &format!("net-bridge={}", br.0),
+            "net-subnet=10.250.19.0/24",
+        ],
+    );
+    env.ok(&["boot", "web"]);
+    let addr = env.runtime("web")["net"]["address"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let r = env.sh(
+        "web",
+        "cd /tmp && python3 -m http.server 8080 </dev/null >/dev/null 2>&1 & echo started",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let target: std::net::SocketAddr = format!("{addr}:8080").parse().unwrap();
+    let get = |timeout: Duration| -> std::io::Result<(Duration, String)> {
+        let t = Instant::now();
+        let mut c = std::net::TcpStream::connect_timeout(&target, timeout)?;
+        c.set_read_timeout(Some(timeout))?;
+        c.write_all(b"GET / HTTP/1.0\r\n\r\n")?;
+        let mut out = String::new();
+        c.read_to_string(&mut out)?;
+        Ok((t.elapsed(), out))
+    };
+    let t = Instant::now();
+    let warm = loop {
+        match get(Duration::from_secs(2)) {
+            Ok((d, out)) if out.starts_with("HTTP/1.0 200") => break d,
+            _ if t.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(100))
+            }
+            r => panic!("the zone's server did not answer: {r:?}"),
+        }
+    };
+    env.ok(&["suspend", "web"]);
+    let cfg = env.root().join("agent.toml");
+    std::fs::write(
+        &cfg,
+        "interval-ms = 20\nwake-scan-s = 0.2\n[available]\ntrigger = 0.0\nclear = 0.0\ngrace-s = 0.0\n",
+    )
+    .unwrap();
+    let _agent = common::ChildGuard(
+        env.cmd()
+            .args(["agent", "--config", cfg.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // Let the agent read the list of suspended zones first.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(env.state("web"), "suspended");
+    let (woken, out) = get(Duration::from_secs(20)).expect("the first request after suspend");
+    assert!(out.starts_with("HTTP/1.0 200"), "{out}");
+    assert_eq!(env.state("web"), "running");
+    eprintln!(
+        "first request to a suspended zone: {:.1} ms (a warm request: {:.1} ms; load: {})",
+        woken.as_secs_f64() * 1000.0,
+        warm.as_secs_f64() * 1000.0,
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+    );
+    let evs = json(&env.ok(&["events", "--json", "--type", "agent"]));
+    assert!(
+        evs.as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["action"] == "wake" && e["zone"] == "web"),
+        "{evs}"
+    );
+}

@@ -64,6 +64,7 @@ pub mod config;
 pub mod decide;
 pub mod idle;
 pub mod sample;
+pub mod wake;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -96,6 +97,7 @@ struct Known {
     suspend_after: Option<u64>,
     /// The host end of its veth (bridged zones).
     veth: Option<String>,
+    init_pid: Option<i32>,
 }
 
 /// Installed zones the agent evicted, with their class (for restarts).
@@ -120,6 +122,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         suspended: st == ZoneState::Suspended,
                         suspend_after: z.config.suspend_after,
                         veth: rt.net.as_ref().map(|n| n.veth.clone()),
+                        init_pid: rt.init.map(|i| i.pid),
                     });
                 }
             }
@@ -177,6 +180,9 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let mut last_action: Option<u64> = None;
     let mut idle: idle::Tracks = idle::Tracks::new();
     let mut idle_scanned: Option<Instant> = None;
+    // Suspended zones whose sockets are watched (`wake-on-connect`), by init pid.
+    let mut sleeping: Vec<(String, i32)> = Vec::new();
+    let mut sleeping_read: Option<Instant> = None;
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
     let mut evicted: Evicted = Vec::new();
@@ -361,6 +367,22 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                 }
             }
         }
+        if cfg.wake_on_connect && !o.dry_run {
+            if sleeping_read.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.wake_scan_s))
+            {
+                sleeping_read = Some(Instant::now());
+                sleeping = running_zones(ctx)?
+                    .0
+                    .into_iter()
+                    // Only zones with a network namespace of their own that the
+                    // host reaches (bridged): a host-network zone's /proc/PID/net is
+                    // the host's.
+                    .filter(|k| k.suspended && k.veth.is_some())
+                    .filter_map(|k| Some((k.name, k.init_pid?)))
+                    .collect();
+            }
+            wake_waiting(ctx, o, &mut sleeping);
+        }
         if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
             idle_scanned = Some(Instant::now());
             idle_scan(ctx, o, &mut idle, &s)?;
@@ -370,6 +392,48 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
         }
         std::thread::sleep(interval.saturating_sub(tick.elapsed()));
     }
+}
+
+/// Resume each suspended zone that has a client waiting ([`wake`]).
+fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<(String, i32)>) {
+    sleeping.retain(|(name, pid)| {
+        if !wake::pending(&ctx.host.proc, *pid) {
+            return true;
+        }
+        let t = Instant::now();
+        let r = zone::resume(ctx, name);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let e = act::Event {
+            time_ms: act::now_ms(),
+            action: "wake".into(),
+            zone: name.clone(),
+            reason: "a client is waiting on one of its sockets".into(),
+            priority: None,
+            usage_bytes: None,
+            request_bytes: None,
+            zone_psi_full_avg10: None,
+            signals: serde_json::Value::Null,
+            breaches: serde_json::Value::Null,
+            graceful: None,
+            latency_ms: Some(ms as u64),
+            halt_ms: None,
+            suspend_ms: None,
+            resident_after: None,
+            error: r.as_ref().err().map(|e| e.to_string()),
+        };
+        if let Err(err) = act::record(&ctx.layout, &e) {
+            eprintln!("warren: agent: zone '{name}': woken, but not logged: {err}");
+        }
+        match r {
+            Ok(_) => log(
+                o.json,
+                serde_json::to_value(&e).unwrap_or_default(),
+                format!("agent: woke zone '{name}' in {ms:.1} ms: a client is waiting"),
+            ),
+            Err(err) => eprintln!("warren: agent: waking zone '{name}': {err}"),
+        }
+        false
+    });
 }
 
 /// The idle policy ([`idle`]): read every running zone with `suspend-after`, and
