@@ -217,7 +217,7 @@ pub(super) fn want_duration(v: &toml::Value) -> std::result::Result<u64, String>
 /// Seconds as the largest unit that divides them ("10m", "90s").
 pub fn duration_text(secs: u64) -> String {
     for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
-        if secs % n == 0 {
+        if secs.is_multiple_of(n) {
             return format!("{}{unit}", secs / n);
         }
     }
