@@ -16,8 +16,7 @@ use super::{write_file, CgroupError, CgroupSet, CgroupVersion};
 /// How long a freeze or thaw may take before it is reported stuck.
 pub const FREEZE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Where a set is frozen: the directory, the file written, the values meaning frozen
-/// and thawed.
+/// Where a set is frozen: its freezer directory (v1) or its one directory (v2).
 struct Freezer {
     dir: PathBuf,
     version: CgroupVersion,

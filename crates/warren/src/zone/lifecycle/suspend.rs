@@ -75,7 +75,7 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
     fault::point("suspend.after-intent");
     let t = Instant::now();
     if let Err(e) = rt.cgroups.set_frozen(true, FREEZE_TIMEOUT) {
-        roll_back(ctx, &mut z, rt);
+        roll_back(&mut z, rt);
         return Err(e.into());
     }
     let freeze = t.elapsed();
@@ -97,7 +97,7 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
     rt.suspension = Some(s);
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
         // Not recorded: it must not stay frozen behind a record that says running.
-        roll_back(ctx, &mut z, rt);
+        roll_back(&mut z, rt);
         return Err(e);
     }
     let report = SuspendReport {
@@ -128,7 +128,7 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
 
 /// Undo a suspend that failed part way: thaw, record running (best effort, each
 /// failure said; the next locked command repairs what is left).
-fn roll_back(ctx: &Context, z: &mut Zone, mut rt: state::Runtime) {
+fn roll_back(z: &mut Zone, mut rt: state::Runtime) {
     if let Err(e) = rt.cgroups.set_frozen(false, FREEZE_TIMEOUT) {
         super::run::warn(&z.name, "thawing it after a failed suspend", &e.into());
     }
@@ -137,7 +137,6 @@ fn roll_back(ctx: &Context, z: &mut Zone, mut rt: state::Runtime) {
     if let Err(e) = state::save_runtime(&z.dir, &rt) {
         super::run::warn(&z.name, "recording it running after a failed suspend", &e);
     }
-    let _ = ctx;
     z.runtime = Some(rt);
 }
 
