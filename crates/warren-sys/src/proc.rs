@@ -59,6 +59,72 @@ pub fn pidfd_wait(pidfd: BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> 
     }
 }
 
+/// `prctl(PR_SET_MEMORY_MERGE, 1)`: make every anonymous mapping of this process (and of
+/// the children it forks and the programs it execs) mergeable by KSM.
+pub fn set_memory_merge() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only; PR_SET_MEMORY_MERGE reads no memory.
+    cvt(unsafe {
+        libc::prctl(
+            libc::PR_SET_MEMORY_MERGE,
+            1 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+            0 as libc::c_ulong,
+        )
+    })
+    .map(drop)
+}
+
+/// How many ranges one `process_madvise` call takes (the kernel's `UIO_MAXIOV`).
+const MAX_IOV: usize = 1024;
+
+/// `process_madvise(pidfd, ranges, MADV_PAGEOUT, 0)`: ask the kernel to reclaim the
+/// pages of `ranges` (start, length; page-aligned, as /proc/PID/maps gives them) in the
+/// address space of the process behind `pidfd`, swapping anonymous pages out where
+/// there is swap. Pages mapped by more than one process are left alone by the kernel.
+/// Returns the bytes advised; the ranges are sent in batches of `UIO_MAXIOV`, and a
+/// batch the kernel stops early (a range unmapped meanwhile) ends the call with what
+/// was done.
+pub fn process_madvise_pageout(
+    pidfd: BorrowedFd<'_>,
+    ranges: &[(usize, usize)],
+) -> io::Result<u64> {
+    let mut done = 0u64;
+    for batch in ranges.chunks(MAX_IOV) {
+        let iov: Vec<libc::iovec> = batch
+            .iter()
+            .map(|&(start, len)| libc::iovec {
+                iov_base: start as *mut libc::c_void,
+                iov_len: len,
+            })
+            .collect();
+        let want: usize = batch.iter().map(|&(_, len)| len).sum();
+        // SAFETY: `iov` is a live array of `iov.len()` iovecs (at most UIO_MAXIOV) for
+        // the duration of the call; the addresses in it are the target process's, which
+        // the kernel only interprets in that process's address space and never
+        // dereferences in ours; the pidfd is borrowed and valid; flags must be 0.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_process_madvise,
+                pidfd.as_raw_fd(),
+                iov.as_ptr(),
+                iov.len(),
+                libc::MADV_PAGEOUT,
+                0u32,
+            )
+        };
+        if rc < 0 {
+            let e = io::Error::last_os_error();
+            return if done > 0 { Ok(done) } else { Err(e) };
+        }
+        done += rc as u64;
+        if (rc as usize) < want {
+            break;
+        }
+    }
+    Ok(done)
+}
+
 /// `kill(pid, sig)`.
 pub fn kill(pid: i32, sig: i32) -> io::Result<()> {
     // SAFETY: kill takes plain integers.

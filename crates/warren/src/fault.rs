@@ -1,7 +1,7 @@
 //! Fault injection for crash-consistency tests.
 //!
-//! Every step of install, clone, boot, halt, uninstall, delete, create and rename that leaves a
-//! different picture on disk or in the kernel has a named point. When the environment
+//! Every step of install, clone, boot, halt, uninstall, delete, create, rename, suspend
+//! and resume that leaves a different picture on disk or in the kernel has a named point. When the environment
 //! variable `WARREN_FAULT` names a point, warren kills itself with SIGKILL there, as a
 //! crash or an operator's `kill -9` would. Nothing else reads the variable; unset, a
 //! point costs one environment lookup.
@@ -39,6 +39,12 @@ pub const POINTS: &[&str] = &[
     "write.after-temp",
     "rename.after-record",
     "rename.after-dir",
+    // `warren suspend` / `resume` (docs/suspend.md, "Crashes").
+    "suspend.after-join",
+    "suspend.after-intent",
+    "suspend.after-freeze",
+    "suspend.after-pageout",
+    "resume.after-thaw",
 ];
 
 /// The variable tests set to stop warren at a pause point.

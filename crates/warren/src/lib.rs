@@ -45,6 +45,7 @@ pub mod stat;
 pub mod state;
 pub mod stats;
 pub mod storage;
+pub mod suspend;
 pub mod swap;
 pub mod treeops;
 pub mod zone;

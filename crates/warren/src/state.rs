@@ -1,5 +1,6 @@
 //! The zone state machine, as Solaris orders it:
-//! `configured < incomplete < installed < ready < running < shutting_down`.
+//! `configured < incomplete < installed < ready < running < suspended < shutting_down`
+//! (`suspended` is beside `running`: frozen, its memory paged out; docs/suspend.md).
 //!
 //! Two files hold it. `state.json` is the persisted lifecycle (configured, incomplete,
 //! installed), written durably. `runtime.json` exists only while the zone is booted and
@@ -32,6 +33,8 @@ pub enum ZoneState {
     Installed,
     Ready,
     Running,
+    /// Frozen with its memory paged out (`warren suspend`); `warren resume` thaws it.
+    Suspended,
     ShuttingDown,
 }
 
@@ -43,6 +46,7 @@ impl fmt::Display for ZoneState {
             ZoneState::Installed => "installed",
             ZoneState::Ready => "ready",
             ZoneState::Running => "running",
+            ZoneState::Suspended => "suspended",
             ZoneState::ShuttingDown => "shutting_down",
         })
     }
@@ -158,6 +162,32 @@ pub struct Runtime {
     /// `net = "bridge"`: the zone's address, bridge and host-side veth.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub net: Option<crate::net::NetRuntime>,
+    /// A suspend under way (`done: false`, `state` still running) or finished
+    /// (`state` suspended). One left unfinished by a crash is rolled back (thawed) by
+    /// the next command that takes the zone's lock (`zone::reconcile`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<Suspension>,
+}
+
+/// What `warren suspend` recorded (docs/suspend.md).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Suspension {
+    /// Unix time in milliseconds when the suspend began.
+    pub since_ms: u64,
+    /// The zone is frozen and paged out, and `Runtime::state` says suspended.
+    pub done: bool,
+    /// Bytes charged to the zone's memory cgroup before the pageout.
+    #[serde(default)]
+    pub resident_before: u64,
+    /// ... and after it.
+    #[serde(default)]
+    pub resident_after: u64,
+    /// Bytes of the zone's processes in swap after the pageout.
+    #[serde(default)]
+    pub swapped: u64,
+    /// Whether the host had swap: without it only file pages could be reclaimed.
+    #[serde(default)]
+    pub host_swap: bool,
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
@@ -325,6 +355,8 @@ pub enum Verb {
     Login,
     Delete,
     CloneFrom,
+    Suspend,
+    Resume,
 }
 
 impl fmt::Display for Verb {
@@ -338,6 +370,8 @@ impl fmt::Display for Verb {
             Verb::Login => "login",
             Verb::Delete => "delete",
             Verb::CloneFrom => "clone",
+            Verb::Suspend => "suspend",
+            Verb::Resume => "resume",
         })
     }
 }
@@ -358,26 +392,30 @@ pub fn decide(verb: Verb, state: ZoneState) -> Decision {
     use ZoneState::*;
     match (verb, state) {
         (Verb::Install, Configured | Incomplete) => Proceed,
-        (Verb::Install, Installed | Ready | Running | ShuttingDown) => {
+        (Verb::Install, Installed | Ready | Running | Suspended | ShuttingDown) => {
             AlreadyDone("already installed")
         }
         (Verb::Uninstall, Configured) => AlreadyDone("not installed"),
         (Verb::Uninstall, Incomplete | Installed) => Proceed,
-        (Verb::Uninstall, Ready | Running | ShuttingDown) => Refuse("halt it before uninstall"),
+        (Verb::Uninstall, Ready | Running | Suspended | ShuttingDown) => {
+            Refuse("halt it before uninstall")
+        }
         (Verb::Boot, Configured) => Refuse("install it before boot"),
         (Verb::Boot, Incomplete) => Refuse(
             "its install was interrupted; run 'warren install' to finish it or 'warren uninstall' to discard it",
         ),
         (Verb::Boot, Installed | Ready) => Proceed,
         (Verb::Boot, Running) => AlreadyDone("already running"),
+        (Verb::Boot, Suspended) => Refuse("it is suspended; wake it with 'warren resume'"),
         (Verb::Boot, ShuttingDown) => Refuse("it is halting; wait for it, then boot"),
         (Verb::Halt, Configured | Incomplete | Installed) => AlreadyDone("not running"),
-        (Verb::Halt, Ready | Running | ShuttingDown) => Proceed,
+        (Verb::Halt, Ready | Running | Suspended | ShuttingDown) => Proceed,
         (Verb::Reboot, Configured) => Refuse("install and boot it first"),
         (Verb::Reboot, Incomplete) => Refuse("finish its install with 'warren install' first"),
         (Verb::Reboot, Installed) => Refuse("it is not running; use 'warren boot'"),
-        (Verb::Reboot, Ready | Running | ShuttingDown) => Proceed,
-        (Verb::Login, Running) => Proceed,
+        (Verb::Reboot, Ready | Running | Suspended | ShuttingDown) => Proceed,
+        // A suspended zone is woken first (`zone::login`, docs/suspend.md).
+        (Verb::Login, Running | Suspended) => Proceed,
         (Verb::Login, Configured | Incomplete) => Refuse("install and boot it before login"),
         (Verb::Login, Installed) => Refuse("boot it before login"),
         (Verb::Login, Ready | ShuttingDown) => Refuse("wait until it is running, then log in"),
@@ -385,12 +423,26 @@ pub fn decide(verb: Verb, state: ZoneState) -> Decision {
         (Verb::Delete, Incomplete | Installed) => {
             Refuse("uninstall it before delete (or use 'warren delete --force')")
         }
-        (Verb::Delete, Ready | Running | ShuttingDown) => {
+        (Verb::Delete, Ready | Running | Suspended | ShuttingDown) => {
             Refuse("halt and uninstall it before delete (or use 'warren delete --force')")
         }
         (Verb::CloneFrom, Installed) => Proceed,
         (Verb::CloneFrom, Configured | Incomplete) => Refuse("install it before cloning it"),
-        (Verb::CloneFrom, Ready | Running | ShuttingDown) => Refuse("halt it before cloning it"),
+        (Verb::CloneFrom, Ready | Running | Suspended | ShuttingDown) => {
+            Refuse("halt it before cloning it")
+        }
+        (Verb::Suspend, Running) => Proceed,
+        (Verb::Suspend, Suspended) => AlreadyDone("already suspended"),
+        (Verb::Suspend, Configured | Incomplete | Installed) => {
+            Refuse("it is not running; boot it before suspend")
+        }
+        (Verb::Suspend, Ready | ShuttingDown) => Refuse("wait until it is running, then suspend"),
+        (Verb::Resume, Suspended) => Proceed,
+        (Verb::Resume, Running) => AlreadyDone("not suspended (running)"),
+        (Verb::Resume, Configured | Incomplete | Installed) => {
+            Refuse("it is not suspended; boot it with 'warren boot'")
+        }
+        (Verb::Resume, Ready | ShuttingDown) => Refuse("it is not suspended; wait for it"),
     }
 }
 
@@ -411,12 +463,13 @@ mod tests {
     use super::*;
     use crate::cgroups::CgroupVersion;
 
-    const ALL: [ZoneState; 6] = [
+    const ALL: [ZoneState; 7] = [
         ZoneState::Configured,
         ZoneState::Incomplete,
         ZoneState::Installed,
         ZoneState::Ready,
         ZoneState::Running,
+        ZoneState::Suspended,
         ZoneState::ShuttingDown,
     ];
 
@@ -467,6 +520,8 @@ mod tests {
             Verb::Login,
             Verb::Delete,
             Verb::CloneFrom,
+            Verb::Suspend,
+            Verb::Resume,
         ] {
             for s in ALL {
                 if let Decision::Refuse(r) = decide(v, s) {
@@ -490,7 +545,43 @@ mod tests {
             },
             booted_at_ms: 0,
             net: None,
+            suspension: None,
         }
+    }
+
+    #[test]
+    fn suspend_and_resume_go_between_running_and_suspended() {
+        assert_eq!(decide(Verb::Suspend, ZoneState::Running), Decision::Proceed);
+        assert_eq!(
+            decide(Verb::Resume, ZoneState::Suspended),
+            Decision::Proceed
+        );
+        assert!(matches!(
+            decide(Verb::Suspend, ZoneState::Suspended),
+            Decision::AlreadyDone(_)
+        ));
+        assert!(matches!(
+            decide(Verb::Resume, ZoneState::Running),
+            Decision::AlreadyDone(_)
+        ));
+        assert_eq!(decide(Verb::Halt, ZoneState::Suspended), Decision::Proceed);
+        let e = check("db3", Verb::Boot, ZoneState::Suspended)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("warren resume"), "{e}");
+        let lc = Lifecycle {
+            state: ZoneState::Installed,
+            ..Lifecycle::configured()
+        };
+        let suspended = rt(ZoneState::Suspended, "b1", true);
+        assert_eq!(
+            observe(&lc, Some(&suspended), "b1", Some(InitFact::Alive)),
+            ZoneState::Suspended
+        );
+        assert_eq!(
+            observe(&lc, Some(&suspended), "b1", Some(InitFact::Gone)),
+            ZoneState::Installed
+        );
     }
 
     #[test]

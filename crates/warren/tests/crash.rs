@@ -59,6 +59,18 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
             env.host_zone("z", &[]);
             (vec!["rename", "z", "z2"], &["installed", "absent"])
         }
+        // A suspend rolled back, or a resume recorded, by the next locked command.
+        "suspend" => {
+            env.host_zone("z", &[]);
+            env.ok(&["boot", "z"]);
+            (vec!["suspend", "z"], &["running"])
+        }
+        "resume" => {
+            env.host_zone("z", &[]);
+            env.ok(&["boot", "z"]);
+            env.ok(&["suspend", "z"]);
+            (vec!["resume", "z"], &["suspended", "running"])
+        }
         other => panic!("no scenario for verb {other}"),
     }
 }
@@ -136,7 +148,7 @@ fn every_fault_point_is_recoverable() {
                 env.ok(&["install", "z"]);
                 assert_eq!(env.state("z"), "installed", "{point}");
             }
-            "shutting_down" | "running" => {
+            "shutting_down" | "running" | "suspended" => {
                 env.ok(&["halt", "z"]);
             }
             _ => {}

@@ -192,7 +192,7 @@ fn halt_reboot_delete_and_gc_stop_zones_on_a_full_state_filesystem() {
         let cfg = env.root().join("agent.toml");
         std::fs::write(
             &cfg,
-            "interval-ms = 50\nwindow-s = 0.5\nhalt-timeout-s = 1\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n",
+            "suspend-first = false\ninterval-ms = 50\nwindow-s = 0.5\nhalt-timeout-s = 1\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n",
         )
         .unwrap();
         small.fill(inodes);

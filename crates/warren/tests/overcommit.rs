@@ -123,6 +123,7 @@ fn events(env: &Env) -> Vec<serde_json::Value> {
 }
 
 const AGENT_TOML: &str = r#"
+suspend-first = false
 interval-ms = 100
 window-s = 1.0
 cooldown-s = 1.5
@@ -346,7 +347,7 @@ fn agent_dry_run_once_changes_nothing() {
     let cfg = env.root().join("agent.toml");
     std::fs::write(
         &cfg,
-        "interval-ms = 50\nwindow-s = 0.5\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n",
+        "suspend-first = false\ninterval-ms = 50\nwindow-s = 0.5\n[available]\ntrigger = 100.0\nclear = 100.0\ngrace-s = 0.0\n",
     )
     .unwrap();
     let r = env.ok(&[
@@ -394,7 +395,7 @@ fn agent_restarts_evicted_zones_once_pressure_is_gone() {
     std::fs::write(
         &cfg,
         format!(
-            "interval-ms = 50\ncooldown-s = 0.5\nhalt-timeout-s = 2\nrestart-evicted = true\nrestart-after-s = 1.0\nzone-refresh-s = 0.2\nwatch = \"{}\"\n[available]\ntrigger = 10.0\nclear = 20.0\ngrace-s = 0.3\n",
+            "suspend-first = false\ninterval-ms = 50\ncooldown-s = 0.5\nhalt-timeout-s = 2\nrestart-evicted = true\nrestart-after-s = 1.0\nzone-refresh-s = 0.2\nwatch = \"{}\"\n[available]\ntrigger = 10.0\nclear = 20.0\ngrace-s = 0.3\n",
             budget.display()
         ),
     )

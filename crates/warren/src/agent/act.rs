@@ -48,6 +48,11 @@ pub struct Event {
     /// Evict: how long the halt itself took.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub halt_ms: Option<u64>,
+    /// Suspend: how long the suspend took, and what the zone still holds after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_after: Option<u64>,
     /// The action failed: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -143,6 +148,8 @@ pub fn evict(
         graceful: None,
         latency_ms: None,
         halt_ms: Some(halt_ms),
+        suspend_ms: None,
+        resident_after: None,
         error: None,
     };
     match &result {
@@ -157,6 +164,45 @@ pub fn evict(
     // when evicting matters most): a failed append is reported, not the eviction's error.
     if let Err(err) = record(&ctx.layout, &e) {
         eprintln!("warren: agent: zone '{zone_name}': evicted, but not logged: {err}");
+    }
+    result.map(|_| e)
+}
+
+/// Suspend `zone` (docs/suspend.md) and record the event (also when it failed).
+pub fn suspend(ctx: &Context, zone_name: &str, reason: &str, seen: &Seen) -> Result<Event> {
+    let t0 = Instant::now();
+    let result = zone::suspend(ctx, zone_name);
+    let took = t0.elapsed().as_millis() as u64;
+    let done = now_ms();
+    let active_since = seen.breaches.iter().map(|b| b.active_since_ms).min();
+    let mut e = Event {
+        time_ms: done,
+        action: "suspend".into(),
+        zone: zone_name.into(),
+        reason: reason.into(),
+        priority: Some(priority_name(seen.priority)),
+        usage_bytes: Some(seen.usage_bytes),
+        request_bytes: Some(seen.request_bytes),
+        zone_psi_full_avg10: seen.zone_psi_full_avg10,
+        signals: signals_json(seen.sample),
+        breaches: serde_json::to_value(seen.breaches).unwrap_or_default(),
+        graceful: None,
+        latency_ms: None,
+        halt_ms: None,
+        suspend_ms: Some(took),
+        resident_after: None,
+        error: None,
+    };
+    match &result {
+        Ok((zone::Outcome::Done, r)) => {
+            e.resident_after = Some(r.resident_after);
+            e.latency_ms = active_since.map(|a| done.saturating_sub(a));
+        }
+        Ok((zone::Outcome::AlreadyDone(why), _)) => e.error = Some(why.to_string()),
+        Err(err) => e.error = Some(err.to_string()),
+    }
+    if let Err(err) = record(&ctx.layout, &e) {
+        eprintln!("warren: agent: zone '{zone_name}': suspended, but not logged: {err}");
     }
     result.map(|_| e)
 }
@@ -181,6 +227,8 @@ pub fn restart(ctx: &Context, zone_name: &str, calm_for_ms: u64) -> Result<Event
         graceful: None,
         latency_ms: None,
         halt_ms: None,
+        suspend_ms: None,
+        resident_after: None,
         error: result.as_ref().err().map(|e| e.to_string()),
     };
     record(&ctx.layout, &e)?;

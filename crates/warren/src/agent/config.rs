@@ -15,6 +15,10 @@ halt-timeout-s = 5       # SIGTERM, then kill after this (or the zone's stop-tim
 watch = "host"           # "host", "group" (warren's zone cgroup) or a cgroup directory
 zone-refresh-s = 5.0     # with restart-evicted: look for evicted zones this often
 evict-critical = false   # critical zones are never evicted unless this is true
+suspend-first = true     # suspend a zone (never a critical one) before halting any
+idle-scan-s = 30.0       # how often zones with suspend-after are checked for idleness
+wake-on-connect = true   # resume a suspended zone when a client waits on its sockets...
+wake-scan-s = 1.0        # ...the list of suspended zones is re-read this often
 restart-evicted = false  # boot evicted zones again once pressure is gone...
 restart-after-s = 60.0   # ...for this long
 
@@ -59,6 +63,10 @@ pub struct AgentConfig {
     pub watch: String,
     pub zone_refresh_s: f64,
     pub evict_critical: bool,
+    pub suspend_first: bool,
+    pub idle_scan_s: f64,
+    pub wake_on_connect: bool,
+    pub wake_scan_s: f64,
     pub restart_evicted: bool,
     pub restart_after_s: f64,
     pub available: ThresholdConfig,
@@ -123,6 +131,8 @@ fn check(c: &AgentConfig) -> Result<()> {
         ("window-s", c.window_s),
         ("cooldown-s", c.cooldown_s),
         ("zone-refresh-s", c.zone_refresh_s),
+        ("idle-scan-s", c.idle_scan_s),
+        ("wake-scan-s", c.wake_scan_s),
         ("restart-after-s", c.restart_after_s),
     ] {
         if !(0.0..=86_400.0).contains(&v) {

@@ -1,5 +1,11 @@
 //! The agent's decisions, pure: thresholds with grace and hysteresis over samples, and
-//! which zone (if any) to evict. No clock, no files: time is a number passed in.
+//! which zone (if any) to suspend or evict. No clock, no files: time is a number passed
+//! in.
+//!
+//! Suspend first, halt last (issue 19, docs/suspend.md): with `suspend-first`, pressure
+//! suspends a running zone that is not critical — the lowest class, then the one most
+//! above its request, then the idlest (least CPU per second since boot) — and halts a
+//! zone only when no such zone is left running. A critical zone is never suspended.
 
 use serde::{Deserialize, Serialize};
 
@@ -160,6 +166,10 @@ pub struct ZoneView {
     /// event, not used to rank (a zone stalls because others crowd it out as often as
     /// because of itself).
     pub psi_full_avg10: Option<f64>,
+    /// Suspended already (`warren suspend`): not suspended again; evicted last.
+    pub suspended: bool,
+    /// CPU seconds per second since boot: the lower, the idler.
+    pub cpu_rate: f64,
 }
 
 impl ZoneView {
@@ -176,12 +186,23 @@ pub struct Policy {
     pub cooldown_ms: u64,
     /// Whether a critical zone may be evicted once no lower class runs.
     pub evict_critical: bool,
+    /// Suspend a zone (never a critical one) before halting any.
+    pub suspend_first: bool,
 }
 
-/// The zone to evict and why.
+/// What the agent does to the zone it chose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Suspend,
+    Evict,
+}
+
+/// The zone to suspend or evict, and why.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Eviction {
     pub zone: String,
+    pub action: Action,
     pub reason: String,
 }
 
@@ -197,6 +218,35 @@ pub fn rank(zones: &[ZoneView]) -> Vec<&ZoneView> {
             .then(a.name.cmp(&b.name))
     });
     z
+}
+
+/// Rank zones for suspension: running (not suspended) and not critical only; lowest
+/// class first, then the most usage above request, then the idlest.
+pub fn suspend_rank(zones: &[ZoneView]) -> Vec<&ZoneView> {
+    let mut z: Vec<&ZoneView> = zones
+        .iter()
+        .filter(|z| !z.suspended && z.priority != Priority::Critical)
+        .collect();
+    z.sort_by(|a, b| {
+        a.priority
+            .cmp(&b.priority)
+            .then(b.excess().cmp(&a.excess()))
+            .then(a.cpu_rate.total_cmp(&b.cpu_rate))
+            .then(a.name.cmp(&b.name))
+    });
+    z
+}
+
+fn mib(b: i128) -> String {
+    format!("{} MiB", b >> 20)
+}
+
+fn class(p: Priority) -> &'static str {
+    match p {
+        Priority::BestEffort => "best-effort",
+        Priority::Normal => "normal",
+        Priority::Critical => "critical",
+    }
 }
 
 /// Which zone to evict now, if any: only while a threshold is active, at most one per
@@ -215,14 +265,34 @@ pub fn choose(
     if last_eviction_ms.is_some_and(|t| now_ms.saturating_sub(t) < policy.cooldown_ms) {
         return None;
     }
+    let why: Vec<String> = breaches.iter().map(|b| b.describe(now_ms)).collect();
+    let why = why.join("; ");
+    if policy.suspend_first {
+        if let Some(z) = suspend_rank(zones).first() {
+            return Some(Eviction {
+                zone: z.name.clone(),
+                action: Action::Suspend,
+                reason: format!(
+                    "{why}; suspended before halting any zone ({}, {} above request, CPU {:.1} % since boot)",
+                    class(z.priority),
+                    mib(z.excess()),
+                    z.cpu_rate * 100.0
+                ),
+            });
+        }
+    }
     let first = *rank(zones).first()?;
     if first.priority == Priority::Critical && !policy.evict_critical {
         return None;
     }
-    let why: Vec<String> = breaches.iter().map(|b| b.describe(now_ms)).collect();
     Some(Eviction {
         zone: first.name.clone(),
-        reason: why.join("; "),
+        action: Action::Evict,
+        reason: if policy.suspend_first {
+            format!("{why}; no zone is left to suspend")
+        } else {
+            why
+        },
     })
 }
 
@@ -282,6 +352,7 @@ mod tests {
     const POLICY: Policy = Policy {
         cooldown_ms: 5000,
         evict_critical: false,
+        suspend_first: false,
     };
 
     fn zone(name: &str, priority: Priority, usage: u64, request: u64, booted: u64) -> ZoneView {
@@ -292,7 +363,56 @@ mod tests {
             request_bytes: request,
             booted_at_ms: booted,
             psi_full_avg10: None,
+            suspended: false,
+            cpu_rate: 0.0,
         }
+    }
+
+    #[test]
+    fn pressure_suspends_the_least_important_idlest_zone_before_halting_any() {
+        let policy = Policy {
+            suspend_first: true,
+            ..POLICY
+        };
+        let mut busy = zone("busy", Priority::BestEffort, 300 << 20, 100 << 20, 1);
+        busy.cpu_rate = 0.5;
+        let mut idle = zone("idle", Priority::BestEffort, 300 << 20, 100 << 20, 2);
+        idle.cpu_rate = 0.01;
+        let big = zone("big", Priority::Normal, 900 << 20, 0, 3);
+        let crit = zone("crit", Priority::Critical, 2000 << 20, 0, 4);
+        let mut zones = vec![busy, idle, big, crit];
+        let mut tr = [Track::default(); 5];
+        let mut pick = |zones: &[ZoneView]| {
+            let d = decide(&th(), &tr, &avail(0, 1.0), zones, None, &policy);
+            tr = d.tracks;
+            let d = decide(&th(), &tr, &avail(3000, 1.0), zones, None, &policy);
+            d.eviction
+        };
+        // The class first, then above request (a tie here), then the idlest.
+        let e = pick(&zones).unwrap();
+        assert_eq!((e.zone.as_str(), e.action), ("idle", Action::Suspend));
+        assert!(
+            e.reason.contains("suspended before halting any zone"),
+            "{}",
+            e.reason
+        );
+        zones[1].suspended = true;
+        assert_eq!(pick(&zones).unwrap().zone, "busy");
+        zones[0].suspended = true;
+        assert_eq!(pick(&zones).unwrap().zone, "big");
+        zones[2].suspended = true;
+        // Only the critical zone runs: never suspended; a zone is evicted by the
+        // eviction rank (the youngest suspended best-effort one), saying why.
+        let e = pick(&zones).unwrap();
+        assert_eq!(e.action, Action::Evict);
+        assert_eq!(e.zone, "idle");
+        assert!(
+            e.reason.contains("no zone is left to suspend"),
+            "{}",
+            e.reason
+        );
+        // Only critical zones at all: nothing.
+        assert_eq!(pick(&zones[3..]), None);
     }
 
     #[test]

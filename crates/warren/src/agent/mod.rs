@@ -35,7 +35,9 @@
 //! period. A crossing becomes *active* only after staying past the trigger for the
 //! grace period (a spike shorter than that does nothing) and stays active until the
 //! value is back past the clear level (hysteresis: no flapping at the line). While
-//! any is active, the agent evicts one zone: from the lowest class running
+//! any is active, the agent suspends one zone that is not critical (`suspend-first`,
+//! the default: docs/suspend.md; [`decide::suspend_rank`]), and only when none is left
+//! to suspend evicts one: from the lowest class running
 //! (best-effort, then normal; critical never while a lower class runs, and only with
 //! `evict-critical = true` at all), the one furthest above its request, the youngest
 //! on a tie. Then it waits `cooldown-s` to see the effect before evicting again:
@@ -51,13 +53,18 @@
 //! again (one per cool-down) once every signal has been below its trigger for
 //! `restart-after-s`. `--dry-run` prints what it would do and does nothing.
 //!
+//! Zones with `suspend-after` are suspended once idle that long ([`idle`]), pressure
+//! or not, read every `idle-scan-s`.
+//!
 //! What it does not do: limit a zone (that is `memory.max`), or page a zone out
 //! (the kernel does that, guided by `memory.request` as soft limit / memory.low).
 
 pub mod act;
 pub mod config;
 pub mod decide;
+pub mod idle;
 pub mod sample;
+pub mod wake;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -85,6 +92,12 @@ struct Known {
     request: Option<u64>,
     booted_at_ms: u64,
     cgroups: crate::cgroups::CgroupSet,
+    suspended: bool,
+    /// `suspend-after`, seconds.
+    suspend_after: Option<u64>,
+    /// The host end of its veth (bridged zones).
+    veth: Option<String>,
+    init_pid: Option<i32>,
 }
 
 /// Installed zones the agent evicted, with their class (for restarts).
@@ -98,7 +111,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
             continue;
         };
         match z.state(ctx) {
-            ZoneState::Running => {
+            st @ (ZoneState::Running | ZoneState::Suspended) => {
                 if let Some(rt) = &z.runtime {
                     running.push(Known {
                         name,
@@ -106,6 +119,10 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         request: z.config.limits.memory_request,
                         booted_at_ms: rt.booted_at_ms,
                         cgroups: rt.cgroups.clone(),
+                        suspended: st == ZoneState::Suspended,
+                        suspend_after: z.config.suspend_after,
+                        veth: rt.net.as_ref().map(|n| n.veth.clone()),
+                        init_pid: rt.init.map(|i| i.pid),
                     });
                 }
             }
@@ -156,10 +173,16 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let policy = Policy {
         cooldown_ms: cfg.cooldown_ms(),
         evict_critical: cfg.evict_critical,
+        suspend_first: cfg.suspend_first,
     };
     let mut rates = sample::Rates::new(cfg.window_ms());
     let mut tracks = [Track::default(); 5];
     let mut last_action: Option<u64> = None;
+    let mut idle: idle::Tracks = idle::Tracks::new();
+    let mut idle_scanned: Option<Instant> = None;
+    // Suspended zones whose sockets are watched (`wake-on-connect`), by init pid.
+    let mut sleeping: Vec<(String, i32)> = Vec::new();
+    let mut sleeping_read: Option<Instant> = None;
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
     let mut evicted: Evicted = Vec::new();
@@ -202,7 +225,14 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             zones
                 .iter()
                 .map(|k| {
-                    sample::zone_view(&k.name, &k.cgroups, k.priority, k.request, k.booted_at_ms)
+                    sample::zone_view(
+                        &k.name,
+                        &k.cgroups,
+                        k.priority,
+                        k.request,
+                        k.booted_at_ms,
+                        k.suspended,
+                    )
                 })
                 .collect()
         } else {
@@ -236,10 +266,16 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             if o.dry_run {
                 log(
                     o.json,
-                    serde_json::json!({"would_evict": ev.zone, "reason": ev.reason, "signals": s.values}),
+                    serde_json::json!({"would": ev.action, "would_evict": (ev.action == decide::Action::Evict).then_some(&ev.zone), "zone": ev.zone, "reason": ev.reason, "signals": s.values}),
                     format!(
-                        "agent: would evict zone '{}': {} (dry run)",
-                        ev.zone, ev.reason
+                        "agent: would {} zone '{}': {} (dry run)",
+                        if ev.action == decide::Action::Suspend {
+                            "suspend"
+                        } else {
+                            "evict"
+                        },
+                        ev.zone,
+                        ev.reason
                     ),
                 );
             } else {
@@ -251,31 +287,57 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                     request_bytes: v.request_bytes,
                     zone_psi_full_avg10: v.psi_full_avg10,
                 };
-                match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
-                    Ok(e) if e.error.is_some() => log(
-                        o.json,
-                        serde_json::to_value(&e).unwrap_or_default(),
-                        format!(
-                            "agent: zone '{}' chosen but not evicted: {}",
-                            ev.zone,
-                            e.error.clone().unwrap_or_default()
+                if ev.action == decide::Action::Suspend {
+                    match act::suspend(ctx, &ev.zone, &ev.reason, &seen) {
+                        Ok(e) => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            match &e.error {
+                                Some(why) => format!(
+                                    "agent: zone '{}' chosen but not suspended: {why}",
+                                    ev.zone
+                                ),
+                                None => format!(
+                                    "agent: suspended zone '{}' in {} ms, {} MiB left resident: {}",
+                                    ev.zone,
+                                    e.suspend_ms.unwrap_or(0),
+                                    e.resident_after.unwrap_or(0) >> 20,
+                                    ev.reason
+                                ),
+                            },
                         ),
-                    ),
-                    Ok(e) => log(
-                        o.json,
-                        serde_json::to_value(&e).unwrap_or_default(),
-                        format!(
-                            "agent: evicted zone '{}' ({}, {} MiB above request) in {} ms: {}",
-                            ev.zone,
-                            e.priority.clone().unwrap_or_default(),
-                            v.excess() >> 20,
-                            e.halt_ms.unwrap_or(0),
-                            ev.reason
+                        Err(e) => eprintln!("warren: agent: suspending zone '{}': {e}", ev.zone),
+                    }
+                    if let Some(k) = zones.iter_mut().find(|k| k.name == ev.zone) {
+                        k.suspended = true;
+                    }
+                } else {
+                    match act::evict(ctx, &ev.zone, &ev.reason, cfg.halt_timeout(), &seen) {
+                        Ok(e) if e.error.is_some() => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            format!(
+                                "agent: zone '{}' chosen but not evicted: {}",
+                                ev.zone,
+                                e.error.clone().unwrap_or_default()
+                            ),
                         ),
-                    ),
-                    Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
+                        Ok(e) => log(
+                            o.json,
+                            serde_json::to_value(&e).unwrap_or_default(),
+                            format!(
+                                "agent: evicted zone '{}' ({}, {} MiB above request) in {} ms: {}",
+                                ev.zone,
+                                e.priority.clone().unwrap_or_default(),
+                                v.excess() >> 20,
+                                e.halt_ms.unwrap_or(0),
+                                ev.reason
+                            ),
+                        ),
+                        Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
+                    }
+                    zones.retain(|k| k.name != ev.zone);
                 }
-                zones.retain(|k| k.name != ev.zone);
             }
             last_action = Some(now);
             if o.once {
@@ -305,9 +367,147 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
                 }
             }
         }
+        if cfg.wake_on_connect && !o.dry_run {
+            if sleeping_read.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.wake_scan_s))
+            {
+                sleeping_read = Some(Instant::now());
+                sleeping = running_zones(ctx)?
+                    .0
+                    .into_iter()
+                    // Only zones with a network namespace of their own that the
+                    // host reaches (bridged): a host-network zone's /proc/PID/net is
+                    // the host's.
+                    .filter(|k| k.suspended && k.veth.is_some())
+                    .filter_map(|k| Some((k.name, k.init_pid?)))
+                    .collect();
+            }
+            wake_waiting(ctx, o, &mut sleeping);
+        }
+        if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
+            idle_scanned = Some(Instant::now());
+            idle_scan(ctx, o, &mut idle, &s)?;
+        }
         if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
             return Ok(());
         }
         std::thread::sleep(interval.saturating_sub(tick.elapsed()));
     }
+}
+
+/// Resume each suspended zone that has a client waiting ([`wake`]).
+fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<(String, i32)>) {
+    sleeping.retain(|(name, pid)| {
+        if !wake::pending(&ctx.host.proc, *pid) {
+            return true;
+        }
+        let t = Instant::now();
+        let r = zone::resume(ctx, name);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        let e = act::Event {
+            time_ms: act::now_ms(),
+            action: "wake".into(),
+            zone: name.clone(),
+            reason: "a client is waiting on one of its sockets".into(),
+            priority: None,
+            usage_bytes: None,
+            request_bytes: None,
+            zone_psi_full_avg10: None,
+            signals: serde_json::Value::Null,
+            breaches: serde_json::Value::Null,
+            graceful: None,
+            latency_ms: Some(ms as u64),
+            halt_ms: None,
+            suspend_ms: None,
+            resident_after: None,
+            error: r.as_ref().err().map(|e| e.to_string()),
+        };
+        if let Err(err) = act::record(&ctx.layout, &e) {
+            eprintln!("warren: agent: zone '{name}': woken, but not logged: {err}");
+        }
+        match r {
+            Ok(_) => log(
+                o.json,
+                serde_json::to_value(&e).unwrap_or_default(),
+                format!("agent: woke zone '{name}' in {ms:.1} ms: a client is waiting"),
+            ),
+            Err(err) => eprintln!("warren: agent: waking zone '{name}': {err}"),
+        }
+        false
+    });
+}
+
+/// The idle policy ([`idle`]): read every running zone with `suspend-after`, and
+/// suspend those idle for that long.
+fn idle_scan(
+    ctx: &Context,
+    o: &RunOptions,
+    tracks: &mut idle::Tracks,
+    s: &decide::Sample,
+) -> Result<()> {
+    let now = act::now_ms();
+    let (zones, _) = running_zones(ctx)?;
+    let watched: Vec<&Known> = zones
+        .iter()
+        .filter(|k| k.suspend_after.is_some() && !k.suspended)
+        .collect();
+    tracks.retain(|(name, boot), _| {
+        watched
+            .iter()
+            .any(|k| &k.name == name && k.booted_at_ms == *boot)
+    });
+    for k in watched {
+        let after = k.suspend_after.expect("filtered");
+        let key = (k.name.clone(), k.booted_at_ms);
+        let now_a = idle::Activity {
+            cpu_ns: k.cgroups.cpu_ns().unwrap_or(0),
+            net_bytes: k
+                .veth
+                .as_deref()
+                .map_or(0, |v| idle::veth_bytes(&ctx.host.sys, v)),
+        };
+        let i = idle::step(tracks.get(&key).copied(), now_a, now);
+        tracks.insert(key.clone(), i);
+        if !idle::due(&i, after, now) {
+            continue;
+        }
+        let reason = format!(
+            "idle for {} (no CPU, no network): suspend-after = \"{}\"",
+            crate::config::duration_text(now.saturating_sub(i.since_ms) / 1000),
+            crate::config::duration_text(after)
+        );
+        if o.dry_run {
+            log(
+                o.json,
+                serde_json::json!({"would": "suspend", "zone": k.name, "reason": reason}),
+                format!("agent: would suspend zone '{}': {reason} (dry run)", k.name),
+            );
+            continue;
+        }
+        let v = sample::zone_view(
+            &k.name,
+            &k.cgroups,
+            k.priority,
+            k.request,
+            k.booted_at_ms,
+            false,
+        );
+        let seen = act::Seen {
+            sample: s,
+            breaches: &[],
+            priority: v.priority,
+            usage_bytes: v.usage_bytes,
+            request_bytes: v.request_bytes,
+            zone_psi_full_avg10: v.psi_full_avg10,
+        };
+        match act::suspend(ctx, &k.name, &reason, &seen) {
+            Ok(e) => log(
+                o.json,
+                serde_json::to_value(&e).unwrap_or_default(),
+                format!("agent: suspended zone '{}': {reason}", k.name),
+            ),
+            Err(e) => eprintln!("warren: agent: suspending zone '{}': {e}", k.name),
+        }
+        tracks.remove(&key);
+    }
+    Ok(())
 }

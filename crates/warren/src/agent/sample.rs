@@ -195,8 +195,10 @@ pub fn zone_view(
     priority: Priority,
     request: Option<u64>,
     booted_at_ms: u64,
+    suspended: bool,
 ) -> ZoneView {
     let m = readers::zone_memory(set);
+    let up_s = (crate::agent::act::now_ms().saturating_sub(booted_at_ms) as f64 / 1000.0).max(1.0);
     ZoneView {
         name: name.to_string(),
         priority,
@@ -204,6 +206,8 @@ pub fn zone_view(
         request_bytes: request.unwrap_or(0),
         booted_at_ms,
         psi_full_avg10: readers::zone_pressure(set).map(|p| p.full_avg10),
+        suspended,
+        cpu_rate: set.cpu_ns().map_or(0.0, |ns| ns as f64 / 1e9 / up_s),
     }
 }
 

@@ -16,6 +16,7 @@
 pub mod delegate;
 pub mod devices;
 mod discover;
+pub mod freeze;
 pub mod live;
 pub mod place;
 pub mod v1;
@@ -74,6 +75,9 @@ pub enum CgroupError {
     },
     #[error("device rule {line:?}: expected \"a\" or \"c|b|a MAJOR|*:MINOR|* [rwm]\"")]
     BadDeviceRule { line: String },
+    /// A freeze or thaw the kernel did not finish in time.
+    #[error("{} is not {want} after {}s; a process of the zone may be stuck in the kernel (D state, see /proc/PID/stack): try again, or halt the zone", path.display(), freeze::FREEZE_TIMEOUT.as_secs())]
+    Stuck { path: PathBuf, want: &'static str },
     #[error("{} still has processes after killing them; they may be stuck in the kernel (D state, see its cgroup.procs and /proc/PID/stack): run the command again once they exit, or reboot the host if they never do", path.display())]
     Busy { path: PathBuf },
 }
@@ -132,6 +136,13 @@ pub trait CgroupDriver {
         set: &CgroupSet,
         limits: &Limits,
     ) -> Result<CgroupSet, CgroupError>;
+    /// A running zone's `set` with a freezer (`warren suspend`): v1 makes the zone's
+    /// directory in the freezer hierarchy and moves its processes there
+    /// ([`freeze::join_v1`]); v2 freezes any cgroup, so the set is unchanged.
+    fn join_freezer(&self, zone: &str, set: &CgroupSet) -> Result<CgroupSet, CgroupError> {
+        let _ = zone;
+        Ok(set.clone())
+    }
 }
 
 /// What [`CgroupDriver::create_at`] adds to a zone's defaults.
@@ -183,6 +194,31 @@ pub(crate) fn make_group_and_zone(
 pub(crate) fn write_file(dir: &Path, file: &str, value: &str) -> Result<(), CgroupError> {
     let path = dir.join(file);
     std::fs::write(&path, value).map_err(io_err("writing", &path))
+}
+
+/// Move every process of `set` into `dir` (one more hierarchy's directory).
+pub(crate) fn move_all(set: &CgroupSet, dir: &Path) -> Result<(), CgroupError> {
+    for _ in 0..100 {
+        let moved: Vec<i32> =
+            read_pids(&dir.join("cgroup.procs")).map_err(io_err("reading", dir))?;
+        let left: Vec<i32> = set
+            .pids()?
+            .into_iter()
+            .filter(|p| !moved.contains(p))
+            .collect();
+        if left.is_empty() {
+            break;
+        }
+        for pid in left {
+            // A process that exited meanwhile (ESRCH) needs no move.
+            match write_file(dir, "cgroup.procs", &pid.to_string()) {
+                Err(CgroupError::Io { source, .. })
+                    if source.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
+                r => r?,
+            }
+        }
+    }
+    Ok(())
 }
 
 fn read_pids(path: &Path) -> io::Result<Vec<i32>> {
@@ -243,6 +279,7 @@ impl CgroupSet {
     /// SIGKILL everything in the zone's cgroups and wait until they are empty.
     pub fn kill_all(&self, timeout: Duration) -> Result<(), CgroupError> {
         let deadline = Instant::now() + timeout;
+        self.thaw_for_kill();
         loop {
             if self.version == CgroupVersion::V2 {
                 if let Some(d) = self.dirs.first().map(|(_, d)| d) {

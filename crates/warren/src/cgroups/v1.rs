@@ -302,30 +302,23 @@ impl CgroupDriver for V1Driver {
                 inherit_cpuset(&parent, &dir)?;
             }
             out.dirs.push((ctrls.join(","), dir.clone()));
-            // Move every process of the zone; a fork during the move puts its child
-            // where its parent was, so repeat until a pass finds none left behind.
-            for _ in 0..100 {
-                let moved: Vec<i32> =
-                    super::read_pids(&dir.join("cgroup.procs")).map_err(io_err("reading", &dir))?;
-                let left: Vec<i32> = set
-                    .pids()?
-                    .into_iter()
-                    .filter(|p| !moved.contains(p))
-                    .collect();
-                if left.is_empty() {
-                    break;
-                }
-                for pid in left {
-                    // A process that exited meanwhile (ESRCH) needs no move.
-                    match write_file(&dir, "cgroup.procs", &pid.to_string()) {
-                        Err(CgroupError::Io { source, .. })
-                            if source.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
-                        r => r?,
-                    }
-                }
-            }
+            super::move_all(set, &dir)?;
         }
         Ok(out)
+    }
+
+    fn join_freezer(&self, zone: &str, set: &CgroupSet) -> Result<CgroupSet, CgroupError> {
+        let Some((ctrls, own)) = self
+            .hierarchies
+            .iter()
+            .find(|(cs, _)| cs.iter().any(|x| x == "freezer"))
+        else {
+            return Err(CgroupError::MissingController {
+                controller: "freezer".into(),
+                hint: "mount the v1 freezer hierarchy under /sys/fs/cgroup to suspend zones".into(),
+            });
+        };
+        super::freeze::join_v1(zone, set, &ctrls.join(","), &own.join(&self.group))
     }
 }
 

@@ -230,6 +230,19 @@ pub enum Command {
         #[command(flatten)]
         pipeline: Pipeline,
     },
+    /// Suspend running zones: freeze them and page their memory out (docs/suspend.md).
+    #[command(
+        after_help = "Example: warren swap enable --size 1G && warren suspend web1 && warren list\n\nA suspended zone keeps its processes and state; 'warren resume', 'warren login' and\n'warren cp' wake it, 'warren halt' stops it."
+    )]
+    Suspend {
+        #[command(flatten)]
+        targets: Targets,
+    },
+    /// Wake suspended zones: thaw them; their memory comes back as it is touched.
+    Resume {
+        #[command(flatten)]
+        targets: Targets,
+    },
     /// Halt and boot zones again.
     Reboot {
         #[arg(required = true)]
@@ -303,7 +316,8 @@ pub enum Command {
         pattern: Option<String>,
         /// Only zones in this state (see below); repeatable.
         #[arg(long, value_name = "STATE", value_parser = [
-            "configured", "incomplete", "installed", "ready", "running", "shutting_down", "evicted",
+            "configured", "incomplete", "installed", "ready", "running", "suspended",
+            "shutting_down", "evicted",
         ])]
         state: Vec<String>,
         /// table (for people), json (the API objects, as --json) or csv.

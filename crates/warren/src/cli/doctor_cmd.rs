@@ -45,6 +45,7 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         &ctx.host.proc,
         ctx.layout.root(),
     ));
+    let ksm = doctor::ksm::finding(&doctor::ksm::read(&ctx.host.sys, ctx.layout.root()));
     let views = crate::config::Defaults::load(ctx.layout.root())
         .map(|d| crate::procviews::finding(&crate::procviews::probe(&ctx.host.proc, &d)));
     let assess = |s: &doctor::LimitSnapshot| {
@@ -52,6 +53,7 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         f.extend(delegation.clone());
         f.push(userns.clone());
         f.extend(thp.clone());
+        f.push(ksm.clone());
         f.extend(views.as_ref().ok().cloned());
         f
     };

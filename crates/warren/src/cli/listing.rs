@@ -291,6 +291,24 @@ pub(super) fn zone_info(ctx: &Context, json: bool, name: &str) -> Result<()> {
     if let Some(n) = i.oom_kills {
         line("oom kills:", n.to_string());
     }
+    if let Some(s) = &i.suspended {
+        let mib = |b: u64| format!("{:.1} MiB", b as f64 / (1 << 20) as f64);
+        line(
+            "suspended:",
+            format!(
+                "since {}; resident {} (was {}), {} in swap{}",
+                crate::journal::iso_utc(s.since_ms),
+                mib(s.now.resident),
+                mib(s.resident_before),
+                mib(s.now.swapped),
+                if s.host_swap {
+                    ""
+                } else {
+                    " (no swap on the host)"
+                }
+            ),
+        );
+    }
     println!("\nconfig ({}):", d.dir.join("config.toml").display());
     print!("{}", config::to_toml(&z.config));
     Ok(())

@@ -18,6 +18,7 @@ mod output;
 mod overcommit;
 mod profile_cmd;
 mod stat;
+mod suspend_cmd;
 mod zonecfg;
 
 use std::path::{Path, PathBuf};
@@ -296,6 +297,8 @@ fn run(cli: Cli) -> Result<i32> {
             });
             res.finish(json, failed)?
         }
+        Command::Suspend { targets: t } => suspend_cmd::suspend(&ctx, &t, json)?,
+        Command::Resume { targets: t } => suspend_cmd::resume(&ctx, &t, json)?,
         Command::Reboot { zones, timeout } => {
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {

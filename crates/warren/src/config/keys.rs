@@ -519,6 +519,28 @@ pub static KEYS: &[Key] = &[
         },
     },
     Key {
+        name: "suspend-after",
+        default: "none",
+        live: false,
+        help: "the agent ('warren agent') suspends the zone after this long without CPU or network activity (docs/suspend.md)",
+        example: "\"10m\"",
+        apply: |c, v| {
+            c.suspend_after = Some(want_duration(v)?);
+            Ok(())
+        },
+    },
+    Key {
+        name: "memory.merge",
+        default: "false",
+        live: false,
+        help: "let KSM merge the zone's identical memory pages, also with other zones that merge (PR_SET_MEMORY_MERGE in warren-init; needs ksmd running, /sys/kernel/mm/ksm/run = 1). Merging crosses tenants: timing side channels can tell what another zone holds",
+        example: "true",
+        apply: |c, v| {
+            c.memory_merge = want_bool(v)?;
+            Ok(())
+        },
+    },
+    Key {
         name: "cpu.shares",
         default: "1024",
         live: true,

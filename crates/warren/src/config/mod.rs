@@ -204,6 +204,13 @@ pub struct ZoneConfig {
     /// `None`: when the host has them (`defaults.toml`, lxcfs mounted); `Some(true)`:
     /// required, the boot fails without them; `Some(false)`: never.
     pub proc_views: Option<bool>,
+    /// `memory.merge`: KSM may merge the zone's identical anonymous pages, with each other
+    /// and with other merging zones' (warren-init sets PR_SET_MEMORY_MERGE; docs/suspend.md,
+    /// "KSM"). Off by default: merging crosses tenants (timing side channels).
+    pub memory_merge: bool,
+    /// `suspend-after`: the agent suspends the zone after this many seconds without CPU
+    /// or network activity (docs/suspend.md, "Idle zones").
+    pub suspend_after: Option<u64>,
     /// The zone's default environment (`KEY=VALUE`), given to its init (and so its
     /// services) and to every login, where `-e` overrides it.
     pub env: Vec<String>,
@@ -235,6 +242,8 @@ impl ZoneConfig {
             rlimits: BTreeMap::new(),
             disk_max: None,
             proc_views: None,
+            memory_merge: false,
+            suspend_after: None,
             env: Vec::new(),
         }
     }

@@ -234,6 +234,12 @@ pub fn to_table(c: &ZoneConfig) -> toml::Table {
     if let Some(v) = c.proc_views {
         put("proc-views", v.into());
     }
+    if c.memory_merge {
+        put("memory.merge", true.into());
+    }
+    if let Some(s) = c.suspend_after {
+        put("suspend-after", super::values::duration_text(s).into());
+    }
     if c.priority != Priority::Normal {
         put(
             "priority",

@@ -183,6 +183,47 @@ pub(super) fn want_int(v: &toml::Value, min: u64, max: u64) -> std::result::Resu
     Ok(n as u64)
 }
 
+/// A duration such as "10m", "90s", "2h", "1d" (or whole seconds), in seconds.
+pub(super) fn want_duration(v: &toml::Value) -> std::result::Result<u64, String> {
+    let bad = || {
+        format!(
+            "{}: expected a duration such as 10m, 90s, 2h or 1d",
+            short(v)
+        )
+    };
+    let text = match v {
+        toml::Value::Integer(i) if *i > 0 => return Ok(*i as u64),
+        toml::Value::String(s) => s.trim(),
+        _ => return Err(bad()),
+    };
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (num, unit) = text.split_at(split);
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let mul = match unit.trim() {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    match n.checked_mul(mul) {
+        Some(s) if s > 0 => Ok(s),
+        _ => Err(bad()),
+    }
+}
+
+/// Seconds as the largest unit that divides them ("10m", "90s").
+pub fn duration_text(secs: u64) -> String {
+    for (unit, n) in [("d", 86_400), ("h", 3600), ("m", 60)] {
+        if secs.is_multiple_of(n) {
+            return format!("{}{unit}", secs / n);
+        }
+    }
+    format!("{secs}s")
+}
+
 pub(super) fn want_size(v: &toml::Value) -> std::result::Result<u64, String> {
     let parsed = match v {
         toml::Value::Integer(i) if *i >= 0 => parse_size(&i.to_string()),

@@ -54,6 +54,7 @@
 pub mod admit;
 pub mod assess;
 pub mod fix;
+pub mod ksm;
 pub mod probe;
 pub mod snapshot;
 pub mod thp;

@@ -21,7 +21,7 @@
 //! subtree is warren's, so every directory of it on the way is taken when empty).
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use oci_spec::runtime::{LinuxDeviceCgroup, LinuxDeviceType, LinuxResources};
 
@@ -295,55 +295,22 @@ pub fn host_has_memsw() -> bool {
         || !Path::new("/sys/fs/cgroup/memory").exists()
 }
 
-/// The directory and file that freeze the set.
-fn freezer(
-    set: &CgroupSet,
-) -> Option<(std::path::PathBuf, &'static str, &'static str, &'static str)> {
-    match set.version {
-        CgroupVersion::V1 => set
-            .dirs
-            .iter()
-            .find(|(c, _)| c.split(',').any(|x| x == "freezer"))
-            .map(|(_, d)| (d.clone(), "freezer.state", "FROZEN", "THAWED")),
-        CgroupVersion::V2 => set
-            .dirs
-            .first()
-            .map(|(_, d)| (d.clone(), "cgroup.freeze", "1", "0")),
-    }
-}
-
+/// Whether the container's cgroup is frozen (`CgroupSet::is_frozen`, shared with
+/// `warren suspend`).
 pub fn is_frozen(set: &CgroupSet) -> bool {
-    freezer(set).is_some_and(|(d, f, frozen, _)| {
-        std::fs::read_to_string(d.join(f)).is_ok_and(|s| s.trim() == frozen)
-    })
+    set.is_frozen()
 }
 
-/// Freeze (`true`) or thaw the container's processes and wait until the kernel did.
+/// Freeze (`true`) or thaw the container's processes and wait until the kernel did
+/// (`CgroupSet::set_frozen`, shared with `warren suspend`).
 pub fn freeze(id: &str, set: &CgroupSet, on: bool) -> Result<()> {
-    let (dir, file, frozen, thawed) = freezer(set).ok_or_else(|| {
-        Error::Unsupported(format!(
+    if !set.has_freezer() {
+        return Err(Error::Unsupported(format!(
             "container '{id}': it has no freezer cgroup (mount the v1 freezer hierarchy to pause containers)"
-        ))
-    })?;
-    let want = if on { frozen } else { thawed };
-    let path = dir.join(file);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        std::fs::write(&path, want)
-            .ctx(|| format!("container '{id}': writing {want} to {}", path.display()))?;
-        let now = std::fs::read_to_string(&path).unwrap_or_default();
-        if now.trim() == want {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(Error::Refused(format!(
-                "container '{id}': {} stays {:?} instead of {want}; a process may be stuck in the kernel",
-                path.display(),
-                now.trim()
-            )));
-        }
-        std::thread::sleep(Duration::from_millis(5));
+        )));
     }
+    set.set_frozen(on, Duration::from_secs(10))
+        .map_err(|e| Error::Refused(format!("container '{id}': {}", e)))
 }
 
 /// Apply new limits to an existing set (`update --resources`).

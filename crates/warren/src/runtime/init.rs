@@ -26,6 +26,8 @@ const SEP: char = '\u{1f}';
 const PREFIX: &str = "WARREN_SERVICE_";
 /// How long init waits for processes after SIGTERM before SIGKILL.
 const GRACE_ENV: &str = "WARREN_STOP_GRACE";
+/// `1`: `memory.merge` — PR_SET_MEMORY_MERGE before the services start (they inherit it).
+pub const MERGE_ENV: &str = "WARREN_MEMORY_MERGE";
 
 /// Environment entries (`KEY=VALUE`) carrying `services` to init.
 pub fn encode_services(services: &[Command]) -> Vec<String> {
@@ -87,10 +89,12 @@ fn env_value<'a>(mut env: impl Iterator<Item = &'a [u8]>, key: &str) -> Option<&
 
 /// What a service's environment keeps: everything but init's own instructions.
 fn passed_on(entry: &[u8]) -> bool {
-    let grace = entry
-        .strip_prefix(GRACE_ENV.as_bytes())
-        .is_some_and(|rest| rest.starts_with(b"="));
-    !entry.starts_with(PREFIX.as_bytes()) && !grace
+    let is = |key: &str| {
+        entry
+            .strip_prefix(key.as_bytes())
+            .is_some_and(|rest| rest.starts_with(b"="))
+    };
+    !entry.starts_with(PREFIX.as_bytes()) && !is(GRACE_ENV) && !is(MERGE_ENV)
 }
 
 /// A line for the console, formatted into a fixed buffer (longer lines are cut): no
@@ -220,6 +224,11 @@ pub fn main() -> ! {
         log!("cannot block signals: {e}");
     }
     let env = warren_sys::init::environment;
+    if env_value(env(), MERGE_ENV) == Some(b"1") {
+        if let Err(e) = warren_sys::proc::set_memory_merge() {
+            log!("memory.merge: PR_SET_MEMORY_MERGE failed ({e}); the zone's memory is not merged");
+        }
+    }
     let grace = env_value(env(), GRACE_ENV)
         .and_then(|v| std::str::from_utf8(v).ok()?.parse().ok())
         .map(Duration::from_secs)

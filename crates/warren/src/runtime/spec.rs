@@ -166,6 +166,14 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
     }
     if spec.config.init.is_none() {
         env.extend(init::encode_services(&spec.config.services));
+        if spec.config.memory_merge {
+            env.push(format!("{}=1", init::MERGE_ENV));
+        }
+    } else if spec.config.memory_merge {
+        return Err(Error::config(
+            zone,
+            "memory.merge is set by warren-init, and this zone has its own init: unset 'init' (run the program as a service) or unset memory.merge",
+        ));
     }
     for s in argv.iter().chain(env.iter()) {
         if s.contains('\0') {

@@ -30,6 +30,8 @@ pub(crate) struct Target {
     pub cgroups: Option<CgroupSet>,
     pub booted_at_ms: Option<u64>,
     pub private_dir: Option<PathBuf>,
+    /// `memory.merge`: its KSM figures are read.
+    pub merge: bool,
 }
 
 impl Target {
@@ -63,6 +65,7 @@ fn target(ctx: &Context, name: &str) -> Result<Target> {
                 .map(|b| storage::backend(b).private_dir(&z.dir))
         }),
         limits: z.config.limits,
+        merge: z.config.memory_merge,
     })
 }
 
@@ -92,6 +95,7 @@ fn oci_target(s: crate::oci::view::Seen) -> Target {
         cgroups: s.record.cgroups.filter(|_| live),
         booted_at_ms: s.uptime_s.map(|u| now_ms().saturating_sub(u * 1000)),
         private_dir: None,
+        merge: false,
     }
 }
 
@@ -233,6 +237,13 @@ impl Sampler {
             max_threads: t.limits.max_threads,
             memory_pressure,
             disk_bytes: t.private_dir.as_ref().and_then(|d| self.disk_bytes(d)),
+            ksm: match (t.merge, set) {
+                (true, Some(set)) => set
+                    .pids()
+                    .ok()
+                    .and_then(|p| super::ksm::of_pids(&ctx.host.proc, &p)),
+                _ => None,
+            },
         }
     }
 

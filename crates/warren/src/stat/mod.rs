@@ -42,6 +42,7 @@
 //! never a zero. The JSON schema is documented, with its version, in docs/stat-schema.md.
 
 mod collect;
+pub mod ksm;
 pub mod memstat;
 pub mod readers;
 pub mod render;
@@ -183,6 +184,8 @@ pub struct ZoneStat {
     pub memory_pressure: Option<ScopedPressure>,
     /// Allocated bytes of the zone's private layer.
     pub disk_bytes: Option<u64>,
+    /// A zone with `memory.merge = true`: what KSM saves it (`null` otherwise).
+    pub ksm: Option<ksm::Ksm>,
 }
 
 /// What no zone accounts for.
@@ -233,6 +236,7 @@ mod tests {
             max_threads: None,
             memory_pressure: None,
             disk_bytes: None,
+            ksm: None,
         }
     }
 

@@ -164,6 +164,20 @@ pub fn stat(r: &StatReport) -> String {
     if host_psi {
         out.push_str("* host-wide memory pressure: cgroup v1 has no per-zone PSI\n");
     }
+    for z in &r.zones {
+        if let Some(k) = &z.ksm {
+            out.push_str(&format!(
+                "KSM {}: {} pages merged, profit {}\n",
+                z.name,
+                k.merging_pages,
+                if k.profit_bytes < 0 {
+                    format!("-{}", size(k.profit_bytes.unsigned_abs()))
+                } else {
+                    size(k.profit_bytes as u64)
+                }
+            ));
+        }
+    }
     out
 }
 

@@ -104,7 +104,11 @@ pub fn cp(ctx: &Context, src: &str, dst: &str, opts: &CpOptions) -> Result<CpRep
 
 /// Check that the zone runs and its path is absolute.
 fn check(ctx: &Context, zone: &str, path: &str) -> Result<()> {
-    let z = load(ctx, zone)?;
+    let mut z = load(ctx, zone)?;
+    if z.state(ctx) == ZoneState::Suspended {
+        super::wake(ctx, zone)?;
+        z = load(ctx, zone)?;
+    }
     let state = z.state(ctx);
     if !matches!(state, ZoneState::Running | ZoneState::Installed) {
         return Err(Error::WrongState {

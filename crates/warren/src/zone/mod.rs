@@ -27,7 +27,8 @@ pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, boot_watched, clone, config_bytes, config_replace, config_set,
     config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
-    uninstall, ApplyTo, BootReport, ConfigChange, Outcome,
+    resume, suspend, uninstall, wake, ApplyTo, BootReport, ConfigChange, Outcome, ResumeReport,
+    SuspendReport,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
 pub use rename::rename;
@@ -324,6 +325,12 @@ pub fn reconcile(ctx: &Context, zone: &mut Zone) -> Result<()> {
         return Ok(());
     };
     let fact = ctx.init_fact(rt);
+    if fact == Some(InitFact::Alive) && rt.boot_id == ctx.boot_id() {
+        lifecycle::repair_suspension(ctx, zone)?;
+    }
+    let Some(rt) = &zone.runtime else {
+        return Ok(());
+    };
     let interrupted_boot = rt.state == ZoneState::Ready;
     if interrupted_boot || state::is_stale(&zone.lifecycle, rt, ctx.boot_id(), fact) {
         if let Some(run) = exited_run(ctx, rt) {
@@ -444,6 +451,9 @@ pub struct ZoneInfo {
     /// How the last run ended (by itself, or with OOM kills), until the next boot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_run: Option<state::LastRun>,
+    /// A suspended zone: when, and what it holds (docs/suspend.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<crate::suspend::SuspendedView>,
     /// A running zone: OOM kills inside it so far.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub oom_kills: Option<u64>,
@@ -488,6 +498,7 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
             uptime_s: None,
             evicted: None,
             last_run: None,
+            suspended: None,
             oom_kills: None,
             in_force: None,
             idmap: None,
@@ -527,6 +538,10 @@ pub fn info(ctx: &Context, name: &str) -> ZoneInfo {
                 uptime_s: rt.map(|r| now_ms().saturating_sub(r.booted_at_ms) / 1000),
                 evicted: z.lifecycle.evicted.clone(),
                 last_run,
+                suspended: rt.and_then(|r| {
+                    let s = r.suspension.as_ref().filter(|s| s.done)?;
+                    Some(crate::suspend::view(s, &r.cgroups, &ctx.host.proc))
+                }),
                 oom_kills: rt.and_then(|r| r.cgroups.oom_kills()),
                 in_force,
                 idmap: z.lifecycle.idmap,
@@ -584,6 +599,7 @@ fn oci_info(s: crate::oci::view::Seen) -> ZoneInfo {
         uptime_s: s.uptime_s,
         evicted: None,
         last_run: None,
+        suspended: None,
         oom_kills: None,
         in_force: None,
         config: None,

@@ -52,7 +52,7 @@ pub fn rename(ctx: &Context, old: &str, new: &str) -> Result<()> {
                 ),
             })
         }
-        ZoneState::Ready | ZoneState::Running | ZoneState::ShuttingDown => {
+        ZoneState::Ready | ZoneState::Running | ZoneState::Suspended | ZoneState::ShuttingDown => {
             return Err(Error::WrongState {
                 zone: old.into(),
                 state: st,

@@ -225,6 +225,8 @@ pub fn force_remove_cgroup(dir: &Path) {
             }
         }
     }
+    // A frozen v1 group (a suspended zone) keeps its tasks from dying until thawed.
+    let _ = std::fs::write(dir.join("freezer.state"), "THAWED");
     for _ in 0..200 {
         let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
         if procs.trim().is_empty() {

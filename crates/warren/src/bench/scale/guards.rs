@@ -81,8 +81,13 @@ impl Drop for AgentChild {
 
 pub(super) fn start_agent(ctx: &Context, scratch: &Path) -> Result<AgentChild> {
     let cfg = scratch.join("agent.toml");
-    std::fs::write(&cfg, "watch = \"group\"\ninterval-ms = 250\n")
-        .ctx(|| format!("writing {}", cfg.display()))?;
+    // suspend-first = false: the step measures evictions; a zone the agent suspended
+    // would hold its workload (run through `warren login`) frozen until the step's end.
+    std::fs::write(
+        &cfg,
+        "watch = \"group\"\ninterval-ms = 250\nsuspend-first = false\n",
+    )
+    .ctx(|| format!("writing {}", cfg.display()))?;
     let log = scratch.join("agent.log");
     let f = File::create(&log).ctx(|| format!("creating {}", log.display()))?;
     let exe = std::env::current_exe().ctx(|| "finding the warren binary".to_string())?;

@@ -31,6 +31,7 @@ mod edit;
 mod install;
 mod live;
 mod run;
+mod suspend;
 mod views;
 
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
@@ -38,6 +39,8 @@ pub use install::{clone, create, create_with_profiles, delete, install, uninstal
 pub use live::{ApplyTo, ConfigChange};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};
+pub(in crate::zone) use suspend::repair as repair_suspension;
+pub use suspend::{resume, suspend, wake, ResumeReport, SuspendReport};
 pub use views::{proc_views, ViewState, ZoneViews};
 
 /// What a verb did.

@@ -110,6 +110,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
         cgroups,
         booted_at_ms: 0,
         net: None,
+        suspension: None,
     };
     let undo = |rt: &Runtime, e: Error| {
         let cleanup = rt
@@ -271,6 +272,20 @@ pub(in crate::zone) fn halt_locked(
         .or(z.config.stop_timeout.map(Duration::from_secs))
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
     let oom_kills = rt.cgroups.oom_kills().unwrap_or(0);
+    if rt.cgroups.is_frozen() {
+        // Suspended: a frozen init cannot act on SIGTERM. Its memory comes back as the
+        // shutdown touches it.
+        if let Err(e) = rt
+            .cgroups
+            .set_frozen(false, crate::cgroups::freeze::FREEZE_TIMEOUT)
+        {
+            warn(
+                &z.name,
+                "thawing it for its halt (it is killed instead)",
+                &e.into(),
+            );
+        }
+    }
     let outcome = runtime::stop(
         rt.init,
         &rt.cgroups,
@@ -392,8 +407,14 @@ pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<()
 /// `warren login`: run `req` (or a login shell) inside the running zone.
 pub fn login(ctx: &Context, name: &str, req: &runtime::login::Request<'_>) -> Result<i32> {
     ctx.require_root()?;
-    let z = load(ctx, name)?;
-    state::check(name, Verb::Login, z.state(ctx))?;
+    let mut z = load(ctx, name)?;
+    if state::check(name, Verb::Login, z.state(ctx))? == Decision::Proceed
+        && z.state(ctx) == ZoneState::Suspended
+    {
+        super::suspend::wake(ctx, name)?;
+        z = load(ctx, name)?;
+        state::check(name, Verb::Login, z.state(ctx))?;
+    }
     let rt = z
         .runtime
         .as_ref()
