@@ -357,6 +357,20 @@ async fn exec(
     if b.command.is_empty() {
         return Err(ApiError::invalid("command", "\"command\" is empty: give the program and its arguments, e.g. [\"uname\", \"-a\"]").about(&z));
     }
+    // The usual refusals typed, before the CLI (whose own failures all exit 125).
+    let name = z.clone();
+    app.read(move |ctx| {
+        let st = zone::load(ctx, &name)?.state(ctx);
+        if st != warren::state::ZoneState::Running {
+            return Err(warren::Error::WrongState {
+                zone: name.clone(),
+                state: st,
+                remedy: format!("exec needs a running zone; boot it first (POST /1.0/zones/{name}/boot)"),
+            });
+        }
+        Ok(())
+    })
+    .await?;
     let limit = b.timeout_s.unwrap_or(60);
     if !(1..=3600).contains(&limit) {
         return Err(ApiError::invalid("timeout_s", format!("timeout_s {limit}: give 1 to 3600 seconds")).about(&z));
