@@ -31,24 +31,25 @@ pub struct SocketOptions {
     pub mode: Option<u32>,
 }
 
-/// The listeners systemd passed, if this process was socket-activated.
-pub fn activated() -> io::Result<Vec<Listener>> {
+/// The sockets systemd passed, if this process was socket-activated. Called before
+/// any thread starts (it clears the variables, as `sd_listen_fds(1)` does, so the
+/// helpers do not take them again); [`adopt`] makes them listeners in the runtime.
+pub fn activated() -> io::Result<Vec<std::os::unix::net::UnixListener>> {
     let pid = std::env::var("LISTEN_PID").ok();
     let n = std::env::var("LISTEN_FDS").ok();
     let fds = warren_sys::fds::listen_fds(pid.as_deref(), n.as_deref())?;
-    // sd_listen_fds(unset_environment = true): children must not take them again.
     std::env::remove_var("LISTEN_PID");
     std::env::remove_var("LISTEN_FDS");
     std::env::remove_var("LISTEN_FDNAMES");
-    fds.into_iter()
-        .map(|fd| {
-            let std = std::os::unix::net::UnixListener::from(fd);
-            std.set_nonblocking(true)?;
-            Ok(Listener::Activated {
-                listener: UnixListener::from_std(std)?,
-            })
-        })
-        .collect()
+    Ok(fds.into_iter().map(std::os::unix::net::UnixListener::from).collect())
+}
+
+/// A passed socket as a listener (inside the runtime).
+pub fn adopt(l: std::os::unix::net::UnixListener) -> io::Result<Listener> {
+    l.set_nonblocking(true)?;
+    Ok(Listener::Activated {
+        listener: UnixListener::from_std(l)?,
+    })
 }
 
 /// Bind the unix socket: its directory made (0755, so group members can reach it),

@@ -71,7 +71,7 @@ fn main() {
 }
 
 fn serve(opts: Opts) -> Result<(), String> {
-    let mut listeners = listen::activated().map_err(|e| format!("socket activation: {e}"))?;
+    let passed = listen::activated().map_err(|e| format!("socket activation: {e}"))?;
     // Nothing inherited reaches the helpers or zones (the listeners are close-on-exec).
     warren_sys::fds::cloexec_from(3).map_err(|e| format!("marking descriptors close-on-exec: {e}"))?;
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
@@ -84,6 +84,11 @@ fn serve(opts: Opts) -> Result<(), String> {
         .build()
         .map_err(|e| format!("starting the runtime: {e}"))?;
     rt.block_on(async move {
+        let mut listeners = passed
+            .into_iter()
+            .map(listen::adopt)
+            .collect::<std::io::Result<Vec<Listener>>>()
+            .map_err(|e| format!("socket activation: {e}"))?;
         if listeners.is_empty() {
             let l = listen::bind(&SocketOptions {
                 path: socket.clone(),

@@ -257,3 +257,38 @@ fn zones_outlive_a_killed_daemon_and_the_next_one_recovers() {
     d.json("POST", "/1.0/zones/dk1/halt", None, 200);
     assert_eq!(env.state("dk1"), "installed");
 }
+
+#[test]
+fn socket_activation_serves_the_socket_systemd_passes() {
+    let sa = "/usr/bin/systemd-socket-activate";
+    assert!(std::path::Path::new(sa).exists(), "this test needs {sa} (package systemd)");
+    let env = Env::new();
+    zones(&env, &["da1"]);
+    let dir = tempfile::Builder::new().prefix("warren-daemon-sa-").tempdir_in("/tmp").unwrap();
+    let socket = dir.path().join("activated.sock");
+    // systemd-socket-activate binds, then execs the daemon with LISTEN_FDS=1 and
+    // LISTEN_PID set: --socket names another path, which must stay unbound.
+    let unused = dir.path().join("unused.sock");
+    let _d = common::ChildGuard(
+        std::process::Command::new(sa)
+            .arg("-l")
+            .arg(&socket)
+            // It passes no environment unless told.
+            .arg(format!("--setenv=WARREN_RUN_DIR={}", env.root().join("run").display()))
+            .arg(daemon_client::daemon_exe())
+            .arg("--root")
+            .arg(env.root())
+            .arg("--socket")
+            .arg(&unused)
+            .spawn()
+            .unwrap(),
+    );
+    wait_for(Duration::from_secs(10), "the activated socket", || socket.exists());
+    let (status, text) = curl_as(&socket, &[], "GET", "/1.0/zones/da1", None);
+    assert_eq!(status, 200, "{text}");
+    assert!(text.contains("\"installed\""), "{text}");
+    let (status, _) = curl_as(&socket, &[], "POST", "/1.0/zones/da1/boot", Some("{}"));
+    assert_eq!(status, 200);
+    assert_eq!(env.state("da1"), "running");
+    assert!(!unused.exists(), "with sockets passed, the daemon binds none of its own");
+}
