@@ -60,8 +60,11 @@ fn groups_of(pid: Option<i32>) -> Vec<u32> {
         .ok()
         .and_then(|s| {
             s.lines().find_map(|l| {
-                l.strip_prefix("Groups:")
-                    .map(|g| g.split_whitespace().filter_map(|n| n.parse().ok()).collect())
+                l.strip_prefix("Groups:").map(|g| {
+                    g.split_whitespace()
+                        .filter_map(|n| n.parse().ok())
+                        .collect()
+                })
             })
         })
         .unwrap_or_default()

@@ -61,10 +61,7 @@ pub fn status_of(c: ExitCode) -> u16 {
         // The host lacks what the request needs: the request cannot be served here.
         ExitCode::Unsupported => 422,
         ExitCode::NotExecutable | ExitCode::CommandNotFound => 422,
-        ExitCode::Failure
-        | ExitCode::System
-        | ExitCode::Corrupt
-        | ExitCode::LoginFailed => 500,
+        ExitCode::Failure | ExitCode::System | ExitCode::Corrupt | ExitCode::LoginFailed => 500,
     }
 }
 
@@ -172,7 +169,10 @@ mod tests {
         assert_eq!(e.status, 404);
         assert_eq!(e.code, "not_found");
         assert_eq!(e.zone.as_deref(), Some("web1"));
-        assert_eq!(e.fix.as_deref(), Some("create it with 'warren create web1'"));
+        assert_eq!(
+            e.fix.as_deref(),
+            Some("create it with 'warren create web1'")
+        );
     }
 
     #[test]

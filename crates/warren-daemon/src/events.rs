@@ -72,11 +72,23 @@ impl Numbering {
 }
 
 /// Whether the stream sends event `e` numbered `id`. Pure.
-fn wanted(e: &Entry, id: (u64, u64), zone: Option<&str>, kind: Option<EventType>, from: Option<Cursor>) -> bool {
+fn wanted(
+    e: &Entry,
+    id: (u64, u64),
+    zone: Option<&str>,
+    kind: Option<EventType>,
+    from: Option<Cursor>,
+) -> bool {
     let after = match from {
         None => true,
-        Some(Cursor { time_ms, ordinal: None }) => id.0 >= time_ms,
-        Some(Cursor { time_ms, ordinal: Some(n) }) => id > (time_ms, n),
+        Some(Cursor {
+            time_ms,
+            ordinal: None,
+        }) => id.0 >= time_ms,
+        Some(Cursor {
+            time_ms,
+            ordinal: Some(n),
+        }) => id > (time_ms, n),
     };
     after && zone.is_none_or(|z| e.zone == z) && kind.is_none_or(|k| e.kind == k)
 }
@@ -172,7 +184,12 @@ mod tests {
     fn a_cursor_resumes_after_the_event_it_names() {
         let c = parse_cursor("1700.1", 0).expect("a cursor");
         let mut n = Numbering::default();
-        let evs = [entry(1700, "a"), entry(1700, "b"), entry(1700, "c"), entry(1701, "d")];
+        let evs = [
+            entry(1700, "a"),
+            entry(1700, "b"),
+            entry(1700, "c"),
+            entry(1701, "d"),
+        ];
         let sent: Vec<&str> = evs
             .iter()
             .filter(|e| wanted(e, n.next(e), None, None, Some(c)))

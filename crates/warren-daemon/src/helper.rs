@@ -162,7 +162,10 @@ pub fn main() -> i32 {
         Ok(v) => Reply::Ok(v),
         Err(e) => Reply::Err(ApiError::from_warren(&e).about(&subject)),
     };
-    println!("{}", serde_json::to_string(&reply).expect("replies serialise"));
+    println!(
+        "{}",
+        serde_json::to_string(&reply).expect("replies serialise")
+    );
     0
 }
 

@@ -18,7 +18,10 @@ use crate::access::{self, Access};
 /// One place the daemon accepts connections.
 pub enum Listener {
     /// A socket this daemon bound (and removes at exit).
-    Bound { path: PathBuf, listener: UnixListener },
+    Bound {
+        path: PathBuf,
+        listener: UnixListener,
+    },
     /// A socket systemd passed.
     Activated { listener: UnixListener },
 }
@@ -41,7 +44,10 @@ pub fn activated() -> io::Result<Vec<std::os::unix::net::UnixListener>> {
     std::env::remove_var("LISTEN_PID");
     std::env::remove_var("LISTEN_FDS");
     std::env::remove_var("LISTEN_FDNAMES");
-    Ok(fds.into_iter().map(std::os::unix::net::UnixListener::from).collect())
+    Ok(fds
+        .into_iter()
+        .map(std::os::unix::net::UnixListener::from)
+        .collect())
 }
 
 /// A passed socket as a listener (inside the runtime).
@@ -67,7 +73,10 @@ pub fn bind(o: &SocketOptions) -> io::Result<Listener> {
             if std::os::unix::net::UnixStream::connect(path).is_ok() {
                 return Err(io::Error::new(
                     io::ErrorKind::AddrInUse,
-                    format!("{}: another daemon is listening there; stop it or give another --socket", path.display()),
+                    format!(
+                        "{}: another daemon is listening there; stop it or give another --socket",
+                        path.display()
+                    ),
                 ));
             }
             std::fs::remove_file(path)?;
@@ -75,7 +84,10 @@ pub fn bind(o: &SocketOptions) -> io::Result<Listener> {
         Ok(_) => {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
-                format!("{} exists and is not a socket; move it aside or give another --socket", path.display()),
+                format!(
+                    "{} exists and is not a socket; move it aside or give another --socket",
+                    path.display()
+                ),
             ))
         }
         Err(_) => {}
@@ -142,10 +154,12 @@ pub async fn serve(l: Listener, router: Router) {
         };
         let router = router.clone();
         tokio::spawn(async move {
-            let svc = hyper::service::service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert::<Access>(access);
-                router.clone().oneshot(req.map(axum::body::Body::new))
-            });
+            let svc = hyper::service::service_fn(
+                move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    req.extensions_mut().insert::<Access>(access);
+                    router.clone().oneshot(req.map(axum::body::Body::new))
+                },
+            );
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;

@@ -73,7 +73,8 @@ fn main() {
 fn serve(opts: Opts) -> Result<(), String> {
     let passed = listen::activated().map_err(|e| format!("socket activation: {e}"))?;
     // Nothing inherited reaches the helpers or zones (the listeners are close-on-exec).
-    warren_sys::fds::cloexec_from(3).map_err(|e| format!("marking descriptors close-on-exec: {e}"))?;
+    warren_sys::fds::cloexec_from(3)
+        .map_err(|e| format!("marking descriptors close-on-exec: {e}"))?;
     let exe = std::env::current_exe().map_err(|e| format!("finding this executable: {e}"))?;
     let cli_exe = exe.with_file_name("warren");
     let socket = opts

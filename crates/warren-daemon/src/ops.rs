@@ -90,7 +90,10 @@ impl Operations {
             .filter(|(_, o)| o.status != Status::Running)
             .map(|(k, _)| *k)
             .collect();
-        for k in finished.iter().take(finished.len().saturating_sub(KEEP_FINISHED)) {
+        for k in finished
+            .iter()
+            .take(finished.len().saturating_sub(KEEP_FINISHED))
+        {
             map.remove(k);
         }
         id
@@ -115,7 +118,12 @@ impl Operations {
     }
 
     pub fn list(&self) -> Vec<Operation> {
-        self.map.lock().expect("operations lock").values().cloned().collect()
+        self.map
+            .lock()
+            .expect("operations lock")
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// About to act on `zone`: false if a cancel was asked (the operation ends).
@@ -195,7 +203,14 @@ mod tests {
         let ops = Operations::default();
         let id = ops.start("halt", 1);
         assert!(ops.begin_zone(&id, "a"));
-        ops.finish_zone(&id, Err(ApiError::new(409, "wrong_state", "zone 'a' is installed; boot it")));
+        ops.finish_zone(
+            &id,
+            Err(ApiError::new(
+                409,
+                "wrong_state",
+                "zone 'a' is installed; boot it",
+            )),
+        );
         ops.finish(&id);
         assert_eq!(ops.get(&id).map(|o| o.status), Some(Status::Failure));
     }

@@ -49,7 +49,9 @@ impl App {
         let app = self.clone();
         tokio::task::spawn_blocking(move || f(&app.context()).map_err(ApiError::from))
             .await
-            .map_err(|e| ApiError::new(500, "system", format!("the request's worker failed: {e}")))?
+            .map_err(|e| {
+                ApiError::new(500, "system", format!("the request's worker failed: {e}"))
+            })?
     }
 
     /// Run one changing verb in a helper process and return its API object.
@@ -62,8 +64,12 @@ impl App {
         };
         let body = serde_json::to_vec(&req).expect("requests serialise");
         let fail = |what: String| {
-            ApiError::new(500, "system", format!("the verb's helper process {what}; see the daemon's log"))
-                .about(&subject)
+            ApiError::new(
+                500,
+                "system",
+                format!("the verb's helper process {what}; see the daemon's log"),
+            )
+            .about(&subject)
         };
         let mut child = tokio::process::Command::new(&self.helper_exe)
             .arg("--helper")
@@ -71,7 +77,12 @@ impl App {
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::inherit())
             .spawn()
-            .map_err(|e| fail(format!("could not start ({}: {e})", self.helper_exe.display())))?;
+            .map_err(|e| {
+                fail(format!(
+                    "could not start ({}: {e})",
+                    self.helper_exe.display()
+                ))
+            })?;
         let mut stdin = child.stdin.take().expect("piped");
         stdin
             .write_all(&body)

@@ -69,7 +69,10 @@ pub(crate) fn cloexec_from_raw(first: RawFd) -> Result<(), i32> {
 /// None unless `$LISTEN_PID` is this process; then descriptors 3 .. 3 + n, each
 /// checked to be open and marked close-on-exec. Taken at most once per process (a
 /// second call returns none), so no descriptor gets two owners.
-pub fn listen_fds(listen_pid: Option<&str>, listen_fds: Option<&str>) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+pub fn listen_fds(
+    listen_pid: Option<&str>,
+    listen_fds: Option<&str>,
+) -> io::Result<Vec<std::os::fd::OwnedFd>> {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::sync::atomic::{AtomicBool, Ordering};
     static TAKEN: AtomicBool = AtomicBool::new(false);

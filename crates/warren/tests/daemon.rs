@@ -26,7 +26,12 @@ fn the_api_and_the_cli_agree_through_a_zones_life() {
     let env = Env::new();
     let d = Daemon::start(&env, &[]);
     // A template made through the API, then a zone.
-    let t = d.json("POST", "/1.0/templates", Some(r#"{"name":"bb","from":"busybox"}"#), 201);
+    let t = d.json(
+        "POST",
+        "/1.0/templates",
+        Some(r#"{"name":"bb","from":"busybox"}"#),
+        201,
+    );
     assert_eq!(t["name"], "bb");
     let c = d.json(
         "POST",
@@ -55,11 +60,26 @@ fn the_api_and_the_cli_agree_through_a_zones_life() {
         Some(r#"{"command":["/bin/sh","-c","echo out; echo err >&2; exit 3"]}"#),
         200,
     );
-    assert_eq!((x["exit_code"].as_i64(), x["stdout"].as_str(), x["stderr"].as_str()), (Some(3), Some("out\n"), Some("err\n")));
+    assert_eq!(
+        (
+            x["exit_code"].as_i64(),
+            x["stdout"].as_str(),
+            x["stderr"].as_str()
+        ),
+        (Some(3), Some("out\n"), Some("err\n"))
+    );
     // Config: a live change, read back by the CLI.
-    let ch = d.json("PATCH", "/1.0/zones/dz1/config", Some(r#"{"set":["memory.max=96M"]}"#), 200);
+    let ch = d.json(
+        "PATCH",
+        "/1.0/zones/dz1/config",
+        Some(r#"{"set":["memory.max=96M"]}"#),
+        200,
+    );
     assert!(ch["live"].to_string().contains("memory.max"), "{ch}");
-    assert!(env.ok(&["config", "get", "dz1", "memory.max"]).stdout.contains("96M"));
+    assert!(env
+        .ok(&["config", "get", "dz1", "memory.max"])
+        .stdout
+        .contains("96M"));
     let g = d.json("GET", "/1.0/zones/dz1/config/memory.max", None, 200);
     assert_eq!(g["value"], "96M");
     // A change the CLI makes is seen by the API.
@@ -67,18 +87,34 @@ fn the_api_and_the_cli_agree_through_a_zones_life() {
     let g = d.json("GET", "/1.0/zones/dz1/config/max-processes", None, 200);
     assert_eq!(g["value"], 200, "{g}");
     // Halt, and the CLI agrees; delete, and it is gone for both.
-    let h = d.json("POST", "/1.0/zones/dz1/halt", Some(r#"{"timeout_s":5}"#), 200);
+    let h = d.json(
+        "POST",
+        "/1.0/zones/dz1/halt",
+        Some(r#"{"timeout_s":5}"#),
+        200,
+    );
     assert_eq!(h["changed"], true);
     assert_eq!(env.state("dz1"), "installed");
-    let e = d.json("POST", "/1.0/zones/dz1/exec", Some(r#"{"command":["true"]}"#), 409);
-    assert_eq!((e["code"].as_str(), e["zone"].as_str()), (Some("wrong_state"), Some("dz1")));
+    let e = d.json(
+        "POST",
+        "/1.0/zones/dz1/exec",
+        Some(r#"{"command":["true"]}"#),
+        409,
+    );
+    assert_eq!(
+        (e["code"].as_str(), e["zone"].as_str()),
+        (Some("wrong_state"), Some("dz1"))
+    );
     d.json("DELETE", "/1.0/zones/dz1", None, 409);
     d.json("POST", "/1.0/zones/dz1/uninstall", None, 200);
     d.json("DELETE", "/1.0/zones/dz1", None, 200);
     assert_eq!(env.state("dz1"), "absent");
     let gone = d.json("GET", "/1.0/zones/dz1", None, 404);
     assert_eq!(gone["code"], "not_found");
-    assert!(gone["fix"].as_str().unwrap().contains("warren create dz1"), "{gone}");
+    assert!(
+        gone["fix"].as_str().unwrap().contains("warren create dz1"),
+        "{gone}"
+    );
     d.json("DELETE", "/1.0/templates/bb", None, 200);
 }
 
@@ -90,25 +126,47 @@ fn errors_are_structured_and_bodies_are_limited() {
     let e = d.json("POST", "/1.0/zones", Some(&big), 413);
     assert_eq!(e["code"], "payload_too_large");
     let e = d.json("POST", "/1.0/zones", Some("{not json"), 400);
-    assert_eq!((e["code"].as_str(), e["field"].as_str()), (Some("invalid_input"), Some("body")));
+    assert_eq!(
+        (e["code"].as_str(), e["field"].as_str()),
+        (Some("invalid_input"), Some("body"))
+    );
     let e = d.json("POST", "/1.0/zones", Some(r#"{"name":"Bad_Name"}"#), 400);
     assert_eq!(e["code"], "invalid_input");
     assert!(e["message"].as_str().unwrap().contains("Bad_Name"), "{e}");
     zones(&env, &["dz2"]);
     // The same validation and message as `warren config set`.
-    let e = d.json("PATCH", "/1.0/zones/dz2/config", Some(r#"{"set":["memory.max=12X"]}"#), 400);
+    let e = d.json(
+        "PATCH",
+        "/1.0/zones/dz2/config",
+        Some(r#"{"set":["memory.max=12X"]}"#),
+        400,
+    );
     let cli = env.run(&["config", "set", "dz2", "memory.max=12X"]);
     assert_eq!(cli.code, 5);
     assert_eq!(e["field"], "memory.max", "{e}");
     assert_eq!(e["zone"], "dz2");
-    assert!(cli.stderr.contains(e["message"].as_str().unwrap()), "{e} vs {}", cli.stderr);
-    let e = d.json("POST", "/1.0/zones/dz2/halt", Some(r#"{"timeout_s":"soon"}"#), 400);
+    assert!(
+        cli.stderr.contains(e["message"].as_str().unwrap()),
+        "{e} vs {}",
+        cli.stderr
+    );
+    let e = d.json(
+        "POST",
+        "/1.0/zones/dz2/halt",
+        Some(r#"{"timeout_s":"soon"}"#),
+        400,
+    );
     assert_eq!(e["field"], "body");
     let e = d.json("GET", "/1.0/nowhere", None, 404);
     assert_eq!(e["code"], "not_found");
     let e = d.json("PUT", "/1.0/zones", None, 405);
     assert_eq!(e["code"], "method_not_allowed");
-    let e = d.json("POST", "/1.0/zones", Some(r#"{"name":"dz3","template":"nope"}"#), 404);
+    let e = d.json(
+        "POST",
+        "/1.0/zones",
+        Some(r#"{"name":"dz3","template":"nope"}"#),
+        404,
+    );
     assert_eq!(e["field"], "template", "{e}");
 }
 
@@ -128,7 +186,10 @@ fn an_operation_shows_progress_and_cancels_between_zones() {
         seen_progress |= o["status"] == "running" && o["total"] == 6;
         o["done"].as_u64().unwrap() >= 1
     });
-    assert!(seen_progress, "the operation was seen running with its total");
+    assert!(
+        seen_progress,
+        "the operation was seen running with its total"
+    );
     d.json("DELETE", &url, None, 202);
     wait_for(Duration::from_secs(30), "the operation ended", || {
         d.json("GET", &url, None, 200)["status"] != "running"
@@ -145,13 +206,22 @@ fn an_operation_shows_progress_and_cancels_between_zones() {
     assert_eq!(d.json("DELETE", &url, None, 409)["code"], "conflict");
     d.json("GET", "/1.0/operations/op-999", None, 404);
     // Halt all, to completion.
-    let h = d.json("POST", "/1.0/operations", Some(r#"{"verb":"halt","all":true,"timeout_s":2}"#), 202);
+    let h = d.json(
+        "POST",
+        "/1.0/operations",
+        Some(r#"{"verb":"halt","all":true,"timeout_s":2}"#),
+        202,
+    );
     let hurl = h["operation"].as_str().unwrap().to_string();
     wait_for(Duration::from_secs(60), "the halt operation", || {
         d.json("GET", &hurl, None, 200)["status"] != "running"
     });
     let o = d.json("GET", &hurl, None, 200);
-    assert_eq!((o["status"].as_str(), o["done"].as_u64()), (Some("success"), Some(done as u64)), "{o}");
+    assert_eq!(
+        (o["status"].as_str(), o["done"].as_u64()),
+        (Some("success"), Some(done as u64)),
+        "{o}"
+    );
     assert!(names.iter().all(|z| env.state(z) == "installed"));
 }
 
@@ -185,7 +255,9 @@ fn the_event_stream_sees_a_boot_by_the_cli() {
     let mut lines = Vec::new();
     let (mut id, mut data) = (None, None);
     while data.is_none() {
-        let l = rx.recv_timeout(Duration::from_secs(20)).unwrap_or_else(|_| panic!("no boot event within 20 s; got {lines:?}"));
+        let l = rx
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap_or_else(|_| panic!("no boot event within 20 s; got {lines:?}"));
         if let Some(i) = l.strip_prefix("id: ") {
             id = Some(i.to_string());
         }
@@ -216,11 +288,19 @@ fn the_event_stream_sees_a_boot_by_the_cli() {
 
 #[test]
 fn a_peer_neither_root_nor_in_group_warren_is_refused() {
-    assert!(std::path::Path::new("/usr/bin/setpriv").exists(), "this test needs setpriv (util-linux)");
+    assert!(
+        std::path::Path::new("/usr/bin/setpriv").exists(),
+        "this test needs setpriv (util-linux)"
+    );
     let env = Env::new();
     // The socket mode lets anyone connect: the per-connection check is what refuses.
     let d = Daemon::start(&env, &["--socket-mode", "0666"]);
-    let nobody = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"];
+    let nobody = [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+    ];
     let asks: [(&str, &str, Option<&str>); 2] = [
         ("GET", "/1.0/zones", None),
         ("POST", "/1.0/zones", Some(r#"{"name":"x"}"#)),
@@ -248,12 +328,18 @@ fn zones_outlive_a_killed_daemon_and_the_next_one_recovers() {
     d.json("POST", "/1.0/zones/dk1/boot", None, 200);
     let pid = env.init_pid("dk1");
     let (dir, socket) = d.kill();
-    assert!(common::alive(pid), "the zone's init survived the daemon's SIGKILL");
+    assert!(
+        common::alive(pid),
+        "the zone's init survived the daemon's SIGKILL"
+    );
     assert_eq!(env.state("dk1"), "running");
     // The stale socket file is replaced by the next daemon.
     let d = Daemon::start_at(&env, dir, socket, &[]);
     let z = d.json("GET", "/1.0/zones/dk1", None, 200);
-    assert_eq!((z["state"].as_str(), z["init_pid"].as_i64()), (Some("running"), Some(pid as i64)));
+    assert_eq!(
+        (z["state"].as_str(), z["init_pid"].as_i64()),
+        (Some("running"), Some(pid as i64))
+    );
     d.json("POST", "/1.0/zones/dk1/halt", None, 200);
     assert_eq!(env.state("dk1"), "installed");
 }
@@ -261,10 +347,16 @@ fn zones_outlive_a_killed_daemon_and_the_next_one_recovers() {
 #[test]
 fn socket_activation_serves_the_socket_systemd_passes() {
     let sa = "/usr/bin/systemd-socket-activate";
-    assert!(std::path::Path::new(sa).exists(), "this test needs {sa} (package systemd)");
+    assert!(
+        std::path::Path::new(sa).exists(),
+        "this test needs {sa} (package systemd)"
+    );
     let env = Env::new();
     zones(&env, &["da1"]);
-    let dir = tempfile::Builder::new().prefix("warren-daemon-sa-").tempdir_in("/tmp").unwrap();
+    let dir = tempfile::Builder::new()
+        .prefix("warren-daemon-sa-")
+        .tempdir_in("/tmp")
+        .unwrap();
     let socket = dir.path().join("activated.sock");
     // systemd-socket-activate binds, then execs the daemon with LISTEN_FDS=1 and
     // LISTEN_PID set: --socket names another path, which must stay unbound.
@@ -274,7 +366,10 @@ fn socket_activation_serves_the_socket_systemd_passes() {
             .arg("-l")
             .arg(&socket)
             // It passes no environment unless told.
-            .arg(format!("--setenv=WARREN_RUN_DIR={}", env.root().join("run").display()))
+            .arg(format!(
+                "--setenv=WARREN_RUN_DIR={}",
+                env.root().join("run").display()
+            ))
             .arg(daemon_client::daemon_exe())
             .arg("--root")
             .arg(env.root())
@@ -283,12 +378,17 @@ fn socket_activation_serves_the_socket_systemd_passes() {
             .spawn()
             .unwrap(),
     );
-    wait_for(Duration::from_secs(10), "the activated socket", || socket.exists());
+    wait_for(Duration::from_secs(10), "the activated socket", || {
+        socket.exists()
+    });
     let (status, text) = curl_as(&socket, &[], "GET", "/1.0/zones/da1", None);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("\"installed\""), "{text}");
     let (status, _) = curl_as(&socket, &[], "POST", "/1.0/zones/da1/boot", Some("{}"));
     assert_eq!(status, 200);
     assert_eq!(env.state("da1"), "running");
-    assert!(!unused.exists(), "with sockets passed, the daemon binds none of its own");
+    assert!(
+        !unused.exists(),
+        "with sockets passed, the daemon binds none of its own"
+    );
 }

@@ -56,8 +56,18 @@ fn a_hundred_clients_leave_no_error_and_a_consistent_state() {
                     let (kind, method, path, body) = match i % 5 {
                         0 => ("list", "GET", "/1.0/zones".to_string(), None),
                         1 => ("stat", "GET", "/1.0/stat".to_string(), None),
-                        2 => ("boot", "POST", format!("/1.0/zones/{z}/boot"), Some(r#"{"watch_ms":0}"#.to_string())),
-                        3 => ("halt", "POST", format!("/1.0/zones/{z}/halt"), Some(r#"{"timeout_s":2}"#.to_string())),
+                        2 => (
+                            "boot",
+                            "POST",
+                            format!("/1.0/zones/{z}/boot"),
+                            Some(r#"{"watch_ms":0}"#.to_string()),
+                        ),
+                        3 => (
+                            "halt",
+                            "POST",
+                            format!("/1.0/zones/{z}/halt"),
+                            Some(r#"{"timeout_s":2}"#.to_string()),
+                        ),
                         _ => (
                             "config",
                             "PATCH",
@@ -67,8 +77,14 @@ fn a_hundred_clients_leave_no_error_and_a_consistent_state() {
                     };
                     let t = Instant::now();
                     match raw(&socket, method, &path, body.as_deref()) {
-                        Ok((200, _)) => lat.lock().unwrap().push((kind, t.elapsed().as_secs_f64() * 1000.0)),
-                        Ok((s, text)) => errors.lock().unwrap().push(format!("{method} {path}: {s} {text}")),
+                        Ok((200, _)) => lat
+                            .lock()
+                            .unwrap()
+                            .push((kind, t.elapsed().as_secs_f64() * 1000.0)),
+                        Ok((s, text)) => errors
+                            .lock()
+                            .unwrap()
+                            .push(format!("{method} {path}: {s} {text}")),
                         Err(e) => errors.lock().unwrap().push(format!("{method} {path}: {e}")),
                     }
                     if errors.lock().unwrap().len() > 20 {
@@ -83,22 +99,50 @@ fn a_hundred_clients_leave_no_error_and_a_consistent_state() {
         t.join().unwrap();
     }
     let errors = errors.lock().unwrap().clone();
-    assert!(errors.is_empty(), "{} request(s) failed, e.g. {:#?}", errors.len(), &errors[..errors.len().min(5)]);
+    assert!(
+        errors.is_empty(),
+        "{} request(s) failed, e.g. {:#?}",
+        errors.len(),
+        &errors[..errors.len().min(5)]
+    );
     // No deadlock: the daemon still answers at once; state is consistent with the CLI.
     let t = Instant::now();
     let (s, text) = raw(&socket, "GET", "/1.0/zones", None).unwrap();
     assert_eq!(s, 200);
-    assert!(t.elapsed() < Duration::from_secs(5), "the daemon answers after the load");
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "the daemon answers after the load"
+    );
     let api: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cli: serde_json::Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
     for z in &names {
-        let a = api.as_array().unwrap().iter().find(|r| r["name"] == z.as_str()).unwrap();
-        let c = cli.as_array().unwrap().iter().find(|r| r["name"] == z.as_str()).unwrap();
-        assert_eq!((&a["state"], &a["init_pid"]), (&c["state"], &c["init_pid"]), "zone {z}");
+        let a = api
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == z.as_str())
+            .unwrap();
+        let c = cli
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["name"] == z.as_str())
+            .unwrap();
+        assert_eq!(
+            (&a["state"], &a["init_pid"]),
+            (&c["state"], &c["init_pid"]),
+            "zone {z}"
+        );
         let st = a["state"].as_str().unwrap();
-        assert!(st == "running" || st == "installed", "zone {z} settled, not {st}");
+        assert!(
+            st == "running" || st == "installed",
+            "zone {z} settled, not {st}"
+        );
         if st == "running" {
-            assert!(common::alive(a["init_pid"].as_i64().unwrap() as i32), "zone {z}'s init lives");
+            assert!(
+                common::alive(a["init_pid"].as_i64().unwrap() as i32),
+                "zone {z}'s init lives"
+            );
         }
     }
     // Latencies, for SPEC.md (the machine is shared: say so with the figures).
@@ -112,7 +156,11 @@ fn a_hundred_clients_leave_no_error_and_a_consistent_state() {
         percentile(&all, 0.99)
     );
     for kind in ["list", "stat", "boot", "halt", "config"] {
-        let mut k: Vec<f64> = lat.iter().filter(|(n, _)| *n == kind).map(|(_, l)| *l).collect();
+        let mut k: Vec<f64> = lat
+            .iter()
+            .filter(|(n, _)| *n == kind)
+            .map(|(_, l)| *l)
+            .collect();
         k.sort_by(f64::total_cmp);
         if !k.is_empty() {
             report.push_str(&format!(
@@ -169,14 +217,35 @@ fn schemathesis_finds_no_server_error() {
         .args(["--exclude-operation-id", "metrics"])
         .args(["--exclude-operation-id", "createTemplate"])
         .args(["--phases", "examples,coverage,fuzzing"])
-        .args(["--max-examples", "20", "--request-timeout", "60", "--seed", "1"])
+        .args([
+            "--max-examples",
+            "20",
+            "--request-timeout",
+            "60",
+            "--seed",
+            "1",
+        ])
         .env("SCHEMATHESIS_TELEMETRY", "false")
         .env("WARREN_RUN_DIR", env.root().join("run"))
         .output()
         .unwrap();
-    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(out.status.success(), "schemathesis found failures:\n{text}");
     // Its summary (operations and test cases run) in the test's output.
-    eprintln!("{}", text.lines().rev().take(12).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join("\n"));
+    eprintln!(
+        "{}",
+        text.lines()
+            .rev()
+            .take(12)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
     assert!(text.contains("passed") || text.contains("PASSED"), "{text}");
 }

@@ -35,7 +35,10 @@ fn value<T: serde::Serialize>(v: T) -> Json<Value> {
 }
 
 async fn templates(State(app): State<Shared>) -> ApiResult<Json<Value>> {
-    Ok(value(app.read(|ctx| warren::storage::template::list(&ctx.layout)).await?))
+    Ok(value(
+        app.read(|ctx| warren::storage::template::list(&ctx.layout))
+            .await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -169,7 +172,10 @@ pub async fn metrics(State(app): State<Shared>) -> ApiResult<Response> {
     };
     let text = app.read(move |ctx| render(ctx)).await?;
     Ok((
-        [(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
         text,
     )
         .into_response())

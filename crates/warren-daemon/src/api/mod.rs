@@ -83,18 +83,23 @@ impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for MaybeBody
     type Rejection = ApiError;
 
     async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
-        let bytes = axum::body::Bytes::from_request(req, state).await.map_err(|r| {
-            if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
-                too_large()
-            } else {
-                ApiError::invalid("body", r.body_text())
-            }
-        })?;
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|r| {
+                if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    too_large()
+                } else {
+                    ApiError::invalid("body", r.body_text())
+                }
+            })?;
         if bytes.iter().all(u8::is_ascii_whitespace) {
             return Ok(MaybeBody(T::default()));
         }
         serde_json::from_slice(&bytes).map(MaybeBody).map_err(|e| {
-            ApiError::invalid("body", format!("the body is not the JSON object expected: {e}; see /1.0/openapi.json"))
+            ApiError::invalid(
+                "body",
+                format!("the body is not the JSON object expected: {e}; see /1.0/openapi.json"),
+            )
         })
     }
 }
@@ -112,7 +117,13 @@ fn rejection(r: JsonRejection) -> ApiError {
     if status == StatusCode::PAYLOAD_TOO_LARGE {
         return too_large();
     }
-    let mut e = ApiError::invalid("body", format!("{}; send the JSON object the OpenAPI document describes (/1.0/openapi.json)", r.body_text()));
+    let mut e = ApiError::invalid(
+        "body",
+        format!(
+            "{}; send the JSON object the OpenAPI document describes (/1.0/openapi.json)",
+            r.body_text()
+        ),
+    );
     e.status = status.as_u16();
     if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
         e.code = "unsupported_media_type".into();
@@ -125,11 +136,20 @@ async fn not_found() -> Response {
 }
 
 async fn not_allowed() -> Response {
-    ApiError::new(405, "method_not_allowed", "this path does not take that method; see /1.0/openapi.json").into_response()
+    ApiError::new(
+        405,
+        "method_not_allowed",
+        "this path does not take that method; see /1.0/openapi.json",
+    )
+    .into_response()
 }
 
 async fn openapi() -> Response {
-    ([(axum::http::header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
 }
 
 async fn root(axum::extract::State(app): axum::extract::State<Shared>) -> Response {

@@ -42,18 +42,30 @@ pub struct StartBody {
 }
 
 pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiResult<Response> {
-    if b.all == !b.zones.is_empty() {
-        return Err(ApiError::invalid("zones", "give \"zones\" (names) or \"all\": true, one of them"));
+    if b.all != b.zones.is_empty() {
+        return Err(ApiError::invalid(
+            "zones",
+            "give \"zones\" (names) or \"all\": true, one of them",
+        ));
     }
     if b.all && b.verb == OpVerb::Clone {
-        return Err(ApiError::invalid("all", "clone takes the new zones' names in \"zones\", not \"all\""));
+        return Err(ApiError::invalid(
+            "all",
+            "clone takes the new zones' names in \"zones\", not \"all\"",
+        ));
     }
     if b.timeout_s.is_some_and(|t| t > 3600) || b.watch_ms.is_some_and(|w| w > 60_000) {
-        return Err(ApiError::invalid("timeout_s", "timeout_s is at most 3600 and watch_ms at most 60000"));
+        return Err(ApiError::invalid(
+            "timeout_s",
+            "timeout_s is at most 3600 and watch_ms at most 60000",
+        ));
     }
     let source = match (b.verb, &b.source) {
         (OpVerb::Clone, None) => {
-            return Err(ApiError::invalid("source", "clone needs \"source\": the zone to clone"))
+            return Err(ApiError::invalid(
+                "source",
+                "clone needs \"source\": the zone to clone",
+            ))
         }
         (OpVerb::Clone, Some(s)) => Some(s.clone()),
         _ => None,
@@ -137,15 +149,25 @@ fn no_such(id: &str) -> ApiError {
 
 pub async fn get(State(app): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
     let op = app.ops.get(&id).ok_or_else(|| no_such(&id))?;
-    Ok(Json(serde_json::to_value(op).expect("operations serialise")))
+    Ok(Json(
+        serde_json::to_value(op).expect("operations serialise"),
+    ))
 }
 
 pub async fn cancel(State(app): State<Shared>, Path(id): Path<String>) -> ApiResult<Response> {
     match app.ops.cancel(&id) {
         None => Err(no_such(&id)),
-        Some(true) => Ok((StatusCode::ACCEPTED, Json(json!({ "id": id, "cancel_requested": true }))).into_response()),
+        Some(true) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({ "id": id, "cancel_requested": true })),
+        )
+            .into_response()),
         Some(false) => {
-            let mut e = ApiError::new(409, "conflict", format!("operation '{id}' has already ended; nothing to cancel"));
+            let mut e = ApiError::new(
+                409,
+                "conflict",
+                format!("operation '{id}' has already ended; nothing to cancel"),
+            );
             e.field = Some("id".into());
             Err(e)
         }

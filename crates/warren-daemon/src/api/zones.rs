@@ -29,7 +29,10 @@ pub fn routes() -> Router<Shared> {
         .route("/1.0/zones/{zone}/reboot", post(reboot))
         .route("/1.0/zones/{zone}/uninstall", post(uninstall))
         .route("/1.0/zones/{zone}/rename", post(rename))
-        .route("/1.0/zones/{zone}/config", get(config_show).patch(config_patch))
+        .route(
+            "/1.0/zones/{zone}/config",
+            get(config_show).patch(config_patch),
+        )
         .route(
             "/1.0/zones/{zone}/config/{key}",
             get(config_get).delete(config_unset),
@@ -52,7 +55,9 @@ struct ListQuery {
 async fn list(State(app): State<Shared>, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
     let all = app.read(zone::list).await?;
     let v = serde_json::to_value(all).expect("API objects serialise");
-    let Some(want) = q.state else { return Ok(Json(v)) };
+    let Some(want) = q.state else {
+        return Ok(Json(v));
+    };
     let rows = v
         .as_array()
         .into_iter()
@@ -73,7 +78,9 @@ async fn info(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Jso
             Ok(zone::info(ctx, &z))
         })
         .await?;
-    Ok(Json(serde_json::to_value(i).expect("API objects serialise")))
+    Ok(Json(
+        serde_json::to_value(i).expect("API objects serialise"),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -125,7 +132,13 @@ async fn delete(
     Query(q): Query<DeleteQuery>,
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
-    Ok(Json(app.verb(Verb::Delete { zone: z, force: q.force }).await?))
+    Ok(Json(
+        app.verb(Verb::Delete {
+            zone: z,
+            force: q.force,
+        })
+        .await?,
+    ))
 }
 
 async fn install(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
@@ -151,7 +164,12 @@ async fn clone(
 ) -> ApiResult<Response> {
     checked(&z)?;
     checked(&b.name)?;
-    let v = app.verb(Verb::Clone { source: z, zone: b.name }).await?;
+    let v = app
+        .verb(Verb::Clone {
+            source: z,
+            zone: b.name,
+        })
+        .await?;
     Ok((StatusCode::CREATED, Json(v)).into_response())
 }
 
@@ -162,7 +180,13 @@ async fn rename(
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
     checked(&b.name)?;
-    Ok(Json(app.verb(Verb::Rename { zone: z, new: b.name }).await?))
+    Ok(Json(
+        app.verb(Verb::Rename {
+            zone: z,
+            new: b.name,
+        })
+        .await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -192,9 +216,19 @@ async fn boot(
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
     if b.watch_ms > 60_000 {
-        return Err(ApiError::invalid("watch_ms", format!("watch_ms {}: at most 60000 (one minute)", b.watch_ms)).about(&z));
+        return Err(ApiError::invalid(
+            "watch_ms",
+            format!("watch_ms {}: at most 60000 (one minute)", b.watch_ms),
+        )
+        .about(&z));
     }
-    Ok(Json(app.verb(Verb::Boot { zone: z, watch_ms: b.watch_ms }).await?))
+    Ok(Json(
+        app.verb(Verb::Boot {
+            zone: z,
+            watch_ms: b.watch_ms,
+        })
+        .await?,
+    ))
 }
 
 #[derive(Deserialize, Default)]
@@ -206,7 +240,11 @@ struct StopBody {
 
 fn stop_timeout(z: &str, b: &StopBody) -> ApiResult<()> {
     match b.timeout_s {
-        Some(t) if t > 3600 => Err(ApiError::invalid("timeout_s", format!("timeout_s {t}: at most 3600 (one hour)")).about(z)),
+        Some(t) if t > 3600 => Err(ApiError::invalid(
+            "timeout_s",
+            format!("timeout_s {t}: at most 3600 (one hour)"),
+        )
+        .about(z)),
         _ => Ok(()),
     }
 }
@@ -218,7 +256,13 @@ async fn halt(
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
     stop_timeout(&z, &b)?;
-    Ok(Json(app.verb(Verb::Halt { zone: z, timeout_s: b.timeout_s }).await?))
+    Ok(Json(
+        app.verb(Verb::Halt {
+            zone: z,
+            timeout_s: b.timeout_s,
+        })
+        .await?,
+    ))
 }
 
 async fn reboot(
@@ -228,13 +272,23 @@ async fn reboot(
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
     stop_timeout(&z, &b)?;
-    Ok(Json(app.verb(Verb::Reboot { zone: z, timeout_s: b.timeout_s }).await?))
+    Ok(Json(
+        app.verb(Verb::Reboot {
+            zone: z,
+            timeout_s: b.timeout_s,
+        })
+        .await?,
+    ))
 }
 
 async fn config_show(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
     checked(&z)?;
-    let cfg = app.read(move |ctx| zone::load(ctx, &z).map(|zn| zn.config)).await?;
-    Ok(Json(serde_json::to_value(cfg).expect("API objects serialise")))
+    let cfg = app
+        .read(move |ctx| zone::load(ctx, &z).map(|zn| zn.config))
+        .await?;
+    Ok(Json(
+        serde_json::to_value(cfg).expect("API objects serialise"),
+    ))
 }
 
 #[derive(Deserialize)]
@@ -260,9 +314,17 @@ async fn config_patch(
         return Err(ApiError::invalid("set", "give either \"set\" (KEY=VALUE assignments) or \"unset\" (keys), one of them; see 'warren config keys'").about(&z));
     }
     let verb = if b.unset.is_empty() {
-        Verb::ConfigSet { zone: z, set: b.set, apply: b.apply }
+        Verb::ConfigSet {
+            zone: z,
+            set: b.set,
+            apply: b.apply,
+        }
     } else {
-        Verb::ConfigUnset { zone: z, keys: b.unset, apply: b.apply }
+        Verb::ConfigUnset {
+            zone: z,
+            keys: b.unset,
+            apply: b.apply,
+        }
     };
     Ok(Json(app.verb(verb).await?))
 }
@@ -304,7 +366,14 @@ async fn config_unset(
     Query(q): Query<ApplyQuery>,
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
-    Ok(Json(app.verb(Verb::ConfigUnset { zone: z, keys: vec![key], apply: q.apply }).await?))
+    Ok(Json(
+        app.verb(Verb::ConfigUnset {
+            zone: z,
+            keys: vec![key],
+            apply: q.apply,
+        })
+        .await?,
+    ))
 }
 
 #[derive(Deserialize)]
@@ -328,7 +397,10 @@ async fn logs(
         return Err(cli_error(out.code, &out.stderr, Some(&z)));
     }
     Ok((
-        [(axum::http::header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
         out.stdout,
     )
         .into_response())
@@ -355,7 +427,11 @@ async fn exec(
 ) -> ApiResult<Json<Value>> {
     checked(&z)?;
     if b.command.is_empty() {
-        return Err(ApiError::invalid("command", "\"command\" is empty: give the program and its arguments, e.g. [\"uname\", \"-a\"]").about(&z));
+        return Err(ApiError::invalid(
+            "command",
+            "\"command\" is empty: give the program and its arguments, e.g. [\"uname\", \"-a\"]",
+        )
+        .about(&z));
     }
     // The usual refusals typed, before the CLI (whose own failures all exit 125).
     let name = z.clone();
@@ -365,7 +441,9 @@ async fn exec(
             return Err(warren::Error::WrongState {
                 zone: name.clone(),
                 state: st,
-                remedy: format!("exec needs a running zone; boot it first (POST /1.0/zones/{name}/boot)"),
+                remedy: format!(
+                    "exec needs a running zone; boot it first (POST /1.0/zones/{name}/boot)"
+                ),
             });
         }
         Ok(())
@@ -373,7 +451,11 @@ async fn exec(
     .await?;
     let limit = b.timeout_s.unwrap_or(60);
     if !(1..=3600).contains(&limit) {
-        return Err(ApiError::invalid("timeout_s", format!("timeout_s {limit}: give 1 to 3600 seconds")).about(&z));
+        return Err(ApiError::invalid(
+            "timeout_s",
+            format!("timeout_s {limit}: give 1 to 3600 seconds"),
+        )
+        .about(&z));
     }
     let mut args = vec!["exec".to_string(), "--no-tty".into()];
     for e in &b.env {

@@ -87,10 +87,17 @@ impl Daemon {
 
     /// A request that must answer `want`; its body as JSON.
     #[track_caller]
-    pub fn json(&self, method: &str, path: &str, body: Option<&str>, want: u16) -> serde_json::Value {
+    pub fn json(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+        want: u16,
+    ) -> serde_json::Value {
         let (status, text) = self.curl(method, path, body);
         assert_eq!(status, want, "{method} {path}: {text}");
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {text}"))
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {text}"))
     }
 }
 
@@ -102,7 +109,13 @@ impl Drop for Daemon {
 }
 
 /// curl over the socket, run through `wrap` (e.g. setpriv as another user).
-pub fn curl_as(socket: &Path, wrap: &[&str], method: &str, path: &str, body: Option<&str>) -> (u16, String) {
+pub fn curl_as(
+    socket: &Path,
+    wrap: &[&str],
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> (u16, String) {
     let (prog, pre) = match wrap {
         [] => ("curl", &[][..]),
         [p, rest @ ..] => (*p, rest),
@@ -116,7 +129,12 @@ pub fn curl_as(socket: &Path, wrap: &[&str], method: &str, path: &str, body: Opt
         .arg(socket)
         .args(["-X", method, "-w", "\n%{http_code}"]);
     if body.is_some() {
-        c.args(["-H", "content-type: application/json", "--data-binary", "@-"]);
+        c.args([
+            "-H",
+            "content-type: application/json",
+            "--data-binary",
+            "@-",
+        ]);
     }
     c.arg(format!("http://warren{path}"))
         .stdin(Stdio::piped())
@@ -134,14 +152,22 @@ pub fn curl_as(socket: &Path, wrap: &[&str], method: &str, path: &str, body: Opt
     let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
     (
         code.trim().parse().unwrap_or_else(|_| {
-            panic!("curl {method} {path}: no status: {text} {}", String::from_utf8_lossy(&out.stderr))
+            panic!(
+                "curl {method} {path}: no status: {text} {}",
+                String::from_utf8_lossy(&out.stderr)
+            )
         }),
         body.to_string(),
     )
 }
 
 /// A minimal HTTP/1.1 request over the socket (`Connection: close`): (status, body).
-pub fn raw(socket: &Path, method: &str, path: &str, body: Option<&str>) -> std::io::Result<(u16, String)> {
+pub fn raw(
+    socket: &Path,
+    method: &str,
+    path: &str,
+    body: Option<&str>,
+) -> std::io::Result<(u16, String)> {
     let mut s = UnixStream::connect(socket)?;
     s.set_read_timeout(Some(Duration::from_secs(120)))?;
     let b = body.unwrap_or("");
@@ -157,7 +183,10 @@ pub fn raw(socket: &Path, method: &str, path: &str, body: Option<&str>) -> std::
         .nth(1)
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {resp:?}")))?;
-    let body = resp.split_once("\r\n\r\n").map_or("", |(_, b)| b).to_string();
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map_or("", |(_, b)| b)
+        .to_string();
     Ok((status, body))
 }
 
@@ -171,7 +200,10 @@ pub fn cli_state(env: &Env, zone: &str) -> String {
 pub fn wait_for(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
     let t = Instant::now();
     while !f() {
-        assert!(t.elapsed() < limit, "gave up after {limit:?} waiting for {what}");
+        assert!(
+            t.elapsed() < limit,
+            "gave up after {limit:?} waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
 }
