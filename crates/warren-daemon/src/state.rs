@@ -54,7 +54,9 @@ impl App {
             })?
     }
 
-    /// Run one changing verb in a helper process and return its API object.
+    /// Run one changing verb in a helper process and return its API object. A client
+    /// that leaves mid-verb drops this future, not the helper: the verb runs to its end
+    /// (never torn), and tokio reaps the helper.
     pub async fn verb(&self, verb: Verb) -> ApiResult<Value> {
         let subject = verb.subject().to_string();
         let req = Request {

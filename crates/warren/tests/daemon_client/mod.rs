@@ -14,9 +14,12 @@ use std::time::{Duration, Instant};
 
 use crate::common::{Env, WARREN};
 
-/// The daemon binary beside the CLI (`cargo test --workspace` builds both).
+/// The daemon binary beside the CLI (`cargo test --workspace` builds both), or
+/// `$WARREN_DAEMON_EXE` (a release build, to measure: SPEC.md).
 pub fn daemon_exe() -> PathBuf {
-    let p = Path::new(WARREN).with_file_name("warren-daemon");
+    let p = std::env::var_os("WARREN_DAEMON_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(WARREN).with_file_name("warren-daemon"));
     assert!(
         p.exists(),
         "{} is missing: build it with 'cargo build -p warren-daemon' (scripts/test.sh does, through cargo test --workspace)",
