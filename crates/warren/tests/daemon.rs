@@ -392,3 +392,49 @@ fn socket_activation_serves_the_socket_systemd_passes() {
         "with sockets passed, the daemon binds none of its own"
     );
 }
+
+#[test]
+fn the_other_verbs_and_reads_answer_as_the_cli() {
+    let env = Env::new();
+    zones(&env, &["dv1"]);
+    let d = Daemon::start(&env, &[]);
+    // clone, rename, reboot, logs.
+    let c = d.json("POST", "/1.0/zones/dv1/clone", Some(r#"{"name":"dv2"}"#), 201);
+    assert_eq!((c["zone"].as_str(), c["source"].as_str()), (Some("dv2"), Some("dv1")));
+    assert_eq!(env.state("dv2"), "installed");
+    d.json("POST", "/1.0/zones/dv2/rename", Some(r#"{"name":"dv3"}"#), 200);
+    assert_eq!((env.state("dv2").as_str(), env.state("dv3").as_str()), ("absent", "installed"));
+    d.json("POST", "/1.0/zones/dv3/boot", None, 200);
+    let pid = env.init_pid("dv3");
+    d.json("POST", "/1.0/zones/dv3/reboot", Some(r#"{"timeout_s":2}"#), 200);
+    assert_eq!(env.state("dv3"), "running");
+    assert_ne!(env.init_pid("dv3"), pid, "a new init after the reboot");
+    let (status, logs) = d.curl("GET", "/1.0/zones/dv3/logs?tail=5", None);
+    assert_eq!(status, 200, "{logs}");
+    let cli_logs = env.ok(&["logs", "dv3", "--tail", "5"]).stdout;
+    assert_eq!(logs, cli_logs);
+    // Reads: the CLI's --json objects.
+    let t = d.json("GET", "/1.0/templates", None, 200);
+    assert_eq!(t[0]["name"], "bb");
+    let s = d.json("GET", "/1.0/stat?zones=dv3", None, 200);
+    assert_eq!(s["zones"][0]["name"], "dv3", "{s}");
+    let m = d.json("GET", "/1.0/memstat", None, 200);
+    let cli_m: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "memstat"]).stdout).unwrap();
+    assert_eq!(
+        m.as_object().unwrap().keys().collect::<Vec<_>>(),
+        cli_m.as_object().unwrap().keys().collect::<Vec<_>>()
+    );
+    assert!(d.json("GET", "/1.0/info", None, 200).is_object());
+    assert!(d.json("GET", "/1.0/swap", None, 200)["areas"].is_array());
+    assert!(d.json("GET", "/1.0/agent", None, 200)["defaults"].is_object());
+    let doc = d.json("GET", "/1.0/doctor?zones=10", None, 200);
+    let cli_doc: serde_json::Value =
+        serde_json::from_str(&env.run(&["--json", "doctor", "--zones", "10"]).stdout).unwrap();
+    assert_eq!(
+        doc.as_object().unwrap().keys().collect::<Vec<_>>(),
+        cli_doc.as_object().unwrap().keys().collect::<Vec<_>>()
+    );
+    let (status, text) = d.curl("GET", "/metrics", None);
+    assert_eq!(status, 501, "no renderer is plugged in yet: {text}");
+    d.json("POST", "/1.0/zones/dv3/halt", None, 200);
+}
