@@ -27,6 +27,10 @@ struct Opts {
     /// State root, as the CLI's --root.
     #[arg(long, env = "WARREN_ROOT", default_value = warren::layout::DEFAULT_ROOT)]
     root: PathBuf,
+    /// The OCI runtime's state root: `GET /1.0/zones` and `/1.0/stat` show its
+    /// containers beside the zones (kind `oci`), as `warren list` does.
+    #[arg(long, env = "WARREN_OCI_ROOT", default_value = warren::oci::DEFAULT_ROOT, value_name = "DIR")]
+    oci_root: PathBuf,
     /// The unix socket to listen on [default: <run dir>/warren.sock]; ignored when
     /// systemd passes sockets (LISTEN_FDS).
     #[arg(long, value_name = "PATH")]
@@ -100,6 +104,7 @@ fn serve(opts: Opts) -> Result<(), String> {
         }
         let app = Arc::new(App {
             root: opts.root,
+            oci_root: opts.oci_root,
             helper_exe: exe,
             cli_exe,
             lock_wait: Duration::from_secs(opts.lock_wait),

@@ -23,6 +23,8 @@ pub type MetricsRenderer = Arc<dyn Fn(&Context) -> warren::Result<String> + Send
 /// Shared by every handler.
 pub struct App {
     pub root: PathBuf,
+    /// The OCI runtime's state root (containers listed beside the zones).
+    pub oci_root: PathBuf,
     /// This binary, run as `--helper` for each changing verb.
     pub helper_exe: PathBuf,
     /// The `warren` CLI (beside this binary), for `exec` and `doctor`.

@@ -72,6 +72,7 @@ async fn every_documented_operation_is_served() {
     let root = tempfile::tempdir().expect("a temp dir");
     let app = Arc::new(App {
         root: root.path().to_path_buf(),
+        oci_root: root.path().join("oci"),
         // Verbs fail to start (500): what matters here is that the route exists.
         helper_exe: root.path().join("absent-helper"),
         cli_exe: root.path().join("absent-warren"),

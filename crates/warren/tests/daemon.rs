@@ -373,6 +373,8 @@ fn socket_activation_serves_the_socket_systemd_passes() {
             .arg(daemon_client::daemon_exe())
             .arg("--root")
             .arg(env.root())
+            .arg("--oci-root")
+            .arg(env.root().join("oci"))
             .arg("--socket")
             .arg(&unused)
             .spawn()
@@ -399,14 +401,35 @@ fn the_other_verbs_and_reads_answer_as_the_cli() {
     zones(&env, &["dv1"]);
     let d = Daemon::start(&env, &[]);
     // clone, rename, reboot, logs.
-    let c = d.json("POST", "/1.0/zones/dv1/clone", Some(r#"{"name":"dv2"}"#), 201);
-    assert_eq!((c["zone"].as_str(), c["source"].as_str()), (Some("dv2"), Some("dv1")));
+    let c = d.json(
+        "POST",
+        "/1.0/zones/dv1/clone",
+        Some(r#"{"name":"dv2"}"#),
+        201,
+    );
+    assert_eq!(
+        (c["zone"].as_str(), c["source"].as_str()),
+        (Some("dv2"), Some("dv1"))
+    );
     assert_eq!(env.state("dv2"), "installed");
-    d.json("POST", "/1.0/zones/dv2/rename", Some(r#"{"name":"dv3"}"#), 200);
-    assert_eq!((env.state("dv2").as_str(), env.state("dv3").as_str()), ("absent", "installed"));
+    d.json(
+        "POST",
+        "/1.0/zones/dv2/rename",
+        Some(r#"{"name":"dv3"}"#),
+        200,
+    );
+    assert_eq!(
+        (env.state("dv2").as_str(), env.state("dv3").as_str()),
+        ("absent", "installed")
+    );
     d.json("POST", "/1.0/zones/dv3/boot", None, 200);
     let pid = env.init_pid("dv3");
-    d.json("POST", "/1.0/zones/dv3/reboot", Some(r#"{"timeout_s":2}"#), 200);
+    d.json(
+        "POST",
+        "/1.0/zones/dv3/reboot",
+        Some(r#"{"timeout_s":2}"#),
+        200,
+    );
     assert_eq!(env.state("dv3"), "running");
     assert_ne!(env.init_pid("dv3"), pid, "a new init after the reboot");
     let (status, logs) = d.curl("GET", "/1.0/zones/dv3/logs?tail=5", None);
@@ -419,7 +442,8 @@ fn the_other_verbs_and_reads_answer_as_the_cli() {
     let s = d.json("GET", "/1.0/stat?zones=dv3", None, 200);
     assert_eq!(s["zones"][0]["name"], "dv3", "{s}");
     let m = d.json("GET", "/1.0/memstat", None, 200);
-    let cli_m: serde_json::Value = serde_json::from_str(&env.ok(&["--json", "memstat"]).stdout).unwrap();
+    let cli_m: serde_json::Value =
+        serde_json::from_str(&env.ok(&["--json", "memstat"]).stdout).unwrap();
     assert_eq!(
         m.as_object().unwrap().keys().collect::<Vec<_>>(),
         cli_m.as_object().unwrap().keys().collect::<Vec<_>>()

@@ -97,11 +97,13 @@ async fn stat(State(app): State<Shared>, Query(q): Query<StatQuery>) -> ApiResul
     for z in &zones {
         warren::names::zone(z).map_err(|e| ApiError::from_warren(&e).about(z))?;
     }
+    let oci = app.oci_root.clone();
     let r = app
         .read(move |ctx| {
             let mut s = warren::stat::Sampler::new(warren::stat::Options {
                 zones,
                 pss: q.pss,
+                oci_root: Some(oci),
                 ..Default::default()
             });
             s.snapshot(ctx, warren::stat::SNAPSHOT_WINDOW)

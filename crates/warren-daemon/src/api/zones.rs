@@ -53,7 +53,8 @@ struct ListQuery {
 }
 
 async fn list(State(app): State<Shared>, Query(q): Query<ListQuery>) -> ApiResult<Json<Value>> {
-    let all = app.read(zone::list).await?;
+    let oci = app.oci_root.clone();
+    let all = app.read(move |ctx| zone::list_with_oci(ctx, &oci)).await?;
     let v = serde_json::to_value(all).expect("API objects serialise");
     let Some(want) = q.state else {
         return Ok(Json(v));
