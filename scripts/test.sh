@@ -5,7 +5,7 @@
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
 # podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
 # install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
-# see below), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
+# see below; socat and schemathesis, in a venv with pip, for the daemon's tests), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
 # run (about a minute) of the parsers, then every unit
 # and integration test.
 set -euo pipefail
@@ -19,6 +19,8 @@ fi
 
 need=()
 dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+# tests/daemon*.rs drive the daemon with curl --unix-socket.
+command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
@@ -74,6 +76,16 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
     echo "scripts/test.sh: installing qemu-system-x86 from bookworm-backports (apt-get)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         -t bookworm-backports qemu-system-x86 >/dev/null
+fi
+# tests/daemon_load.rs: schemathesis (PyPI) in its own venv, reaching the daemon's
+# unix socket through a loopback TCP bridge made by socat.
+command -v socat >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends socat >/dev/null
+st_venv=/var/cache/warren-test/schemathesis
+if [ ! -x "$st_venv/bin/schemathesis" ]; then
+    echo "scripts/test.sh: installing schemathesis into $st_venv (pip)"
+    dpkg -s python3-venv >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    /usr/bin/python3 -m venv "$st_venv"
+    "$st_venv/bin/pip" install -q schemathesis
 fi
 command -v xz >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
 # The two kernels, cached (about 50 MiB each, once).

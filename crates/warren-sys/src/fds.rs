@@ -64,6 +64,56 @@ pub(crate) fn cloexec_from_raw(first: RawFd) -> Result<(), i32> {
     Ok(())
 }
 
+/// Descriptors passed by systemd socket activation (`sd_listen_fds(3)` semantics):
+/// `listen_pid` and `listen_fds` are the values of `$LISTEN_PID` and `$LISTEN_FDS`.
+/// None unless `$LISTEN_PID` is this process; then descriptors 3 .. 3 + n, each
+/// checked to be open and marked close-on-exec. Taken at most once per process (a
+/// second call returns none), so no descriptor gets two owners.
+pub fn listen_fds(
+    listen_pid: Option<&str>,
+    listen_fds: Option<&str>,
+) -> io::Result<Vec<std::os::fd::OwnedFd>> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    static TAKEN: AtomicBool = AtomicBool::new(false);
+    let mine = listen_pid
+        .and_then(|p| p.trim().parse::<i32>().ok())
+        .is_some_and(|p| p == crate::getpid());
+    let Some(n) = listen_fds.filter(|_| mine) else {
+        return Ok(Vec::new());
+    };
+    let n: RawFd = n.trim().parse().map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("LISTEN_FDS={n:?} is not a count of descriptors"),
+        )
+    })?;
+    if !(0..=64).contains(&n) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("LISTEN_FDS={n}: expected 0 to 64 descriptors"),
+        ));
+    }
+    if TAKEN.swap(true, Ordering::SeqCst) {
+        return Ok(Vec::new());
+    }
+    let mut out = Vec::new();
+    for fd in 3..3 + n {
+        // SAFETY: fcntl on any integer is safe; a closed one answers EBADF.
+        let flags = unsafe { libc::fcntl(fd, libc::F_GETFD) };
+        if flags < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: as above, on a descriptor just seen open.
+        unsafe { libc::fcntl(fd, libc::F_SETFD, flags | libc::FD_CLOEXEC) };
+        // SAFETY: the descriptor is open (checked above) and was handed to this
+        // process by its activator ($LISTEN_PID is our pid); TAKEN makes this the only
+        // place that ever takes ownership of it.
+        out.push(unsafe { OwnedFd::from_raw_fd(fd) });
+    }
+    Ok(out)
+}
+
 /// Open this process's /proc directory for [`ensure_single_threaded`] now, while the
 /// host's /proc is still the one mounted (before joining a zone's or container's
 /// mount namespace). Cheap; idempotent.

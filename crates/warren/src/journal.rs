@@ -159,9 +159,16 @@ pub fn read(layout: &Layout, filter: &Filter) -> Result<Vec<Entry>> {
 
 /// Print what `filter` wants as it is appended, with `emit`, until `emit` says stop
 /// (returns false). Polls every 100 ms; a rotation is followed into the new file.
-pub fn follow(
+pub fn follow(layout: &Layout, filter: &Filter, emit: impl FnMut(&Entry) -> bool) -> Result<()> {
+    follow_while(layout, filter, || true, emit)
+}
+
+/// [`follow`] that also ends when `alive` says so, checked at every poll (the daemon's
+/// event stream: its client may leave while nothing is appended).
+pub fn follow_while(
     layout: &Layout,
     filter: &Filter,
+    alive: impl Fn() -> bool,
     mut emit: impl FnMut(&Entry) -> bool,
 ) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
@@ -171,6 +178,9 @@ pub fn follow(
     let mut partial = String::new();
     loop {
         std::thread::sleep(Duration::from_millis(100));
+        if !alive() {
+            return Ok(());
+        }
         let Ok(meta) = std::fs::metadata(&p) else {
             continue;
         };

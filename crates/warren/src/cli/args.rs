@@ -410,6 +410,20 @@ pub enum Command {
         #[arg(long, value_name = "T")]
         since: Option<String>,
     },
+    /// Serve the REST API (/1.0/...) on a unix socket: runs warren-daemon (installed
+    /// beside warren) on this state root; docs/daemon.md.
+    #[command(after_help = DAEMON_HELP)]
+    Daemon {
+        /// The socket to listen on [default: <run dir>/warren.sock, /run/warren/warren.sock].
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
+        /// Mode of the socket file, octal [default: 0660 with group warren, else 0600].
+        #[arg(long, value_name = "OCTAL")]
+        socket_mode: Option<String>,
+        /// Bound on each per-zone lock wait of a request, in seconds.
+        #[arg(long, value_name = "S", default_value_t = 30)]
+        lock_wait: u64,
+    },
     /// A zone's console: what its init and services print (live while it runs).
     #[command(after_help = dayto::LOGS_HELP)]
     Logs {
@@ -750,3 +764,16 @@ fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
     }
     Ok(std::time::Duration::from_secs_f64(secs))
 }
+
+/// `warren daemon --help`.
+pub const DAEMON_HELP: &str = "\
+The daemon serves the same state root as the CLI, under the same per-zone locks: the
+two never disagree, and the CLI keeps working without it. It holds nothing per zone:
+stopping or killing it leaves every zone running. Root may read and write; members of
+group 'warren' may only read (GET); anyone else is refused (403). Under systemd, use
+contrib/warren.socket (socket activation) and contrib/warren.service.
+
+Examples:
+  warren daemon
+  warren daemon --socket /tmp/w.sock
+  curl --unix-socket /run/warren/warren.sock http://warren/1.0/zones";

@@ -360,6 +360,11 @@ fn run(cli: Cli) -> Result<i32> {
             res.print(json, r.is_ok());
             r?
         }
+        Command::Daemon {
+            socket,
+            socket_mode,
+            lock_wait,
+        } => return Err(daemon_exec(&cli.root, socket, socket_mode, lock_wait)),
         Command::Logs {
             zone: z,
             follow,
@@ -588,6 +593,35 @@ fn run(cli: Cli) -> Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// `warren daemon`: replace this process with the `warren-daemon` beside it (the CLI
+/// stays free of the daemon's async runtime). Returns only on failure.
+fn daemon_exec(
+    root: &Path,
+    socket: Option<PathBuf>,
+    mode: Option<String>,
+    lock_wait: u64,
+) -> Error {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e.with_file_name("warren-daemon"),
+        Err(e) => return Error::Unsupported(format!("finding warren's own executable: {e}")),
+    };
+    let mut cmd = std::process::Command::new(&exe);
+    cmd.arg("--root").arg(root);
+    cmd.arg("--lock-wait").arg(lock_wait.to_string());
+    if let Some(s) = socket {
+        cmd.arg("--socket").arg(s);
+    }
+    if let Some(m) = mode {
+        cmd.arg("--socket-mode").arg(m);
+    }
+    let e = cmd.exec();
+    Error::Unsupported(format!(
+        "running {}: {e}; install warren-daemon beside warren (cargo build builds both)",
+        exe.display()
+    ))
 }
 
 #[cfg(test)]

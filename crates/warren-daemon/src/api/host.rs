@@ -1,0 +1,184 @@
+//! `/1.0/templates`, `/1.0/info`, `/1.0/stat`, `/1.0/memstat`, `/1.0/doctor`,
+//! `/1.0/agent`, `/1.0/swap` and `/metrics`: the host-wide reading verbs (and the
+//! template verbs, which change state through the helper).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use super::Body;
+use crate::error::{ApiError, ApiResult};
+use crate::helper::{TemplateFrom, Verb};
+use crate::state::{cli_error, Shared};
+
+pub fn routes() -> Router<Shared> {
+    Router::new()
+        .route("/1.0/templates", get(templates).post(template_create))
+        .route("/1.0/templates/{name}", delete(template_delete))
+        .route("/1.0/info", get(info))
+        .route("/1.0/stat", get(stat))
+        .route("/1.0/memstat", get(memstat))
+        .route("/1.0/doctor", get(doctor))
+        .route("/1.0/agent", get(agent))
+        .route("/1.0/swap", get(swap))
+}
+
+fn value<T: serde::Serialize>(v: T) -> Json<Value> {
+    Json(serde_json::to_value(v).expect("API objects serialise"))
+}
+
+async fn templates(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(value(
+        app.read(|ctx| warren::storage::template::list(&ctx.layout))
+            .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TemplateBody {
+    name: String,
+    from: TemplateFrom,
+    /// `dir` and `tar`: the host path to copy from.
+    path: Option<PathBuf>,
+}
+
+async fn template_create(
+    State(app): State<Shared>,
+    Body(b): Body<TemplateBody>,
+) -> ApiResult<Response> {
+    warren::names::template(&b.name).map_err(ApiError::from)?;
+    let v = app
+        .verb(Verb::TemplateCreate {
+            name: b.name,
+            from: b.from,
+            path: b.path,
+        })
+        .await?;
+    Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+async fn template_delete(
+    State(app): State<Shared>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    warren::names::template(&name).map_err(ApiError::from)?;
+    Ok(Json(app.verb(Verb::TemplateDelete { name }).await?))
+}
+
+async fn info(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(value(app.read(warren::host::info).await?))
+}
+
+#[derive(Deserialize)]
+struct StatQuery {
+    /// Comma-separated zone names; none: every booted zone.
+    zones: Option<String>,
+    /// Read PSS/USS too (slow).
+    #[serde(default)]
+    pss: bool,
+}
+
+async fn stat(State(app): State<Shared>, Query(q): Query<StatQuery>) -> ApiResult<Json<Value>> {
+    let zones: Vec<String> = q
+        .zones
+        .iter()
+        .flat_map(|z| z.split(','))
+        .filter(|z| !z.is_empty())
+        .map(str::to_string)
+        .collect();
+    for z in &zones {
+        warren::names::zone(z).map_err(|e| ApiError::from_warren(&e).about(z))?;
+    }
+    let oci = app.oci_root.clone();
+    let r = app
+        .read(move |ctx| {
+            let mut s = warren::stat::Sampler::new(warren::stat::Options {
+                zones,
+                pss: q.pss,
+                oci_root: Some(oci),
+                ..Default::default()
+            });
+            s.snapshot(ctx, warren::stat::SNAPSHOT_WINDOW)
+        })
+        .await?;
+    Ok(value(r))
+}
+
+async fn memstat(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(value(app.read(warren::stat::memstat::memstat).await?))
+}
+
+async fn swap(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(value(
+        app.read(|ctx| warren::swap::status(&ctx.layout, &ctx.host.proc))
+            .await?,
+    ))
+}
+
+#[derive(Deserialize)]
+struct DoctorQuery {
+    /// The density to check the host for (`warren doctor --zones`).
+    zones: Option<u32>,
+}
+
+/// `warren doctor --json`: the report is assembled by the CLI's handler, so the CLI
+/// runs it (exit 1 still carries a report: some check would fail).
+async fn doctor(State(app): State<Shared>, Query(q): Query<DoctorQuery>) -> ApiResult<Json<Value>> {
+    let mut args = vec!["--json".to_string(), "doctor".into()];
+    if let Some(n) = q.zones {
+        args.extend(["--zones".into(), n.to_string()]);
+    }
+    let out = app.cli(&args, Duration::from_secs(60)).await?;
+    match serde_json::from_slice::<Value>(&out.stdout) {
+        Ok(v) if out.code == 0 || out.code == 1 => Ok(Json(v)),
+        _ => Err(cli_error(out.code, &out.stderr, None)),
+    }
+}
+
+/// The agent: its default policy and the decisions it recorded in the journal.
+async fn agent(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    let events = app
+        .read(|ctx| {
+            warren::journal::read(
+                &ctx.layout,
+                &warren::journal::Filter {
+                    kind: Some(warren::journal::EventType::Agent),
+                    since_ms: None,
+                },
+            )
+        })
+        .await?;
+    let recent: Vec<_> = events.iter().rev().take(100).rev().collect();
+    Ok(Json(json!({
+        "defaults": warren::agent::AgentConfig::defaults(),
+        "events": recent,
+    })))
+}
+
+/// Prometheus exposition, from the renderer plugged into the router; 501 without one.
+pub async fn metrics(State(app): State<Shared>) -> ApiResult<Response> {
+    let Some(render) = app.metrics.clone() else {
+        return Err(ApiError::new(
+            501,
+            "not_implemented",
+            "this daemon was built without a metrics renderer; build one with warren's metrics module plugged into warren_daemon::api::router",
+        ));
+    };
+    let text = app.read(move |ctx| render(ctx)).await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}

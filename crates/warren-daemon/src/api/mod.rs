@@ -1,0 +1,190 @@
+//! The routes of API 1.0 and what they share: the JSON body extractor (size-limited,
+//! its failures as structured errors), the fallbacks, the route table that the OpenAPI
+//! document is checked against ([`ROUTES`]).
+
+mod host;
+mod operations;
+mod zones;
+
+use axum::extract::rejection::JsonRejection;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde::de::DeserializeOwned;
+
+use crate::error::ApiError;
+use crate::state::Shared;
+
+/// The largest request body taken (bytes); larger is 413.
+pub const MAX_BODY: usize = 1 << 20;
+
+/// The OpenAPI document, kept in the repository (docs/api/openapi.json).
+pub const OPENAPI: &str = include_str!("../../../../docs/api/openapi.json");
+
+/// Every (method, path) the router serves, in OpenAPI's path syntax; a test checks the
+/// document against it both ways.
+pub const ROUTES: &[(&str, &str)] = &[
+    ("get", "/1.0"),
+    ("get", "/1.0/openapi.json"),
+    ("get", "/1.0/zones"),
+    ("post", "/1.0/zones"),
+    ("get", "/1.0/zones/{zone}"),
+    ("delete", "/1.0/zones/{zone}"),
+    ("post", "/1.0/zones/{zone}/install"),
+    ("post", "/1.0/zones/{zone}/clone"),
+    ("post", "/1.0/zones/{zone}/boot"),
+    ("post", "/1.0/zones/{zone}/halt"),
+    ("post", "/1.0/zones/{zone}/reboot"),
+    ("post", "/1.0/zones/{zone}/uninstall"),
+    ("post", "/1.0/zones/{zone}/rename"),
+    ("get", "/1.0/zones/{zone}/config"),
+    ("patch", "/1.0/zones/{zone}/config"),
+    ("get", "/1.0/zones/{zone}/config/{key}"),
+    ("delete", "/1.0/zones/{zone}/config/{key}"),
+    ("get", "/1.0/zones/{zone}/logs"),
+    ("post", "/1.0/zones/{zone}/exec"),
+    ("get", "/1.0/templates"),
+    ("post", "/1.0/templates"),
+    ("delete", "/1.0/templates/{name}"),
+    ("get", "/1.0/info"),
+    ("get", "/1.0/stat"),
+    ("get", "/1.0/memstat"),
+    ("get", "/1.0/doctor"),
+    ("get", "/1.0/agent"),
+    ("get", "/1.0/swap"),
+    ("get", "/1.0/events"),
+    ("get", "/1.0/operations"),
+    ("post", "/1.0/operations"),
+    ("get", "/1.0/operations/{id}"),
+    ("delete", "/1.0/operations/{id}"),
+    ("get", "/metrics"),
+];
+
+/// A JSON body whose rejection is a structured error (413 past [`MAX_BODY`]).
+pub struct Body<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        match axum::Json::<T>::from_request(req, state).await {
+            Ok(axum::Json(v)) => Ok(Body(v)),
+            Err(r) => Err(rejection(r)),
+        }
+    }
+}
+
+/// A JSON body that may be absent (an empty body is `T::default()`).
+pub struct MaybeBody<T>(pub T);
+
+impl<S: Send + Sync, T: DeserializeOwned + Default> FromRequest<S> for MaybeBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, ApiError> {
+        let bytes = axum::body::Bytes::from_request(req, state)
+            .await
+            .map_err(|r| {
+                if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+                    too_large()
+                } else {
+                    ApiError::invalid("body", r.body_text())
+                }
+            })?;
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Ok(MaybeBody(T::default()));
+        }
+        serde_json::from_slice(&bytes).map(MaybeBody).map_err(|e| {
+            ApiError::invalid(
+                "body",
+                format!("the body is not the JSON object expected: {e}; see /1.0/openapi.json"),
+            )
+        })
+    }
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        413,
+        "payload_too_large",
+        format!("the request body is larger than {MAX_BODY} bytes; send less (zones and keys are small)"),
+    )
+}
+
+fn rejection(r: JsonRejection) -> ApiError {
+    let status = r.status();
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        return too_large();
+    }
+    let mut e = ApiError::invalid(
+        "body",
+        format!(
+            "{}; send the JSON object the OpenAPI document describes (/1.0/openapi.json)",
+            r.body_text()
+        ),
+    );
+    e.status = status.as_u16();
+    if status == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        e.code = "unsupported_media_type".into();
+    }
+    e
+}
+
+async fn not_found() -> Response {
+    ApiError::new(404, "not_found", "no such API path; see /1.0/openapi.json").into_response()
+}
+
+async fn not_allowed() -> Response {
+    ApiError::new(
+        405,
+        "method_not_allowed",
+        "this path does not take that method; see /1.0/openapi.json",
+    )
+    .into_response()
+}
+
+async fn openapi() -> Response {
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        OPENAPI,
+    )
+        .into_response()
+}
+
+async fn root(axum::extract::State(app): axum::extract::State<Shared>) -> Response {
+    axum::Json(serde_json::json!({
+        "api_version": "1.0",
+        "server": "warren-daemon",
+        "version": env!("CARGO_PKG_VERSION"),
+        "root": app.root,
+        "openapi": "/1.0/openapi.json",
+        "metrics": app.metrics.is_some(),
+    }))
+    .into_response()
+}
+
+/// The whole API over `app`, with the access layer (every request is judged by its
+/// connection's peer) and the body limit.
+pub fn router(app: Shared) -> Router {
+    Router::new()
+        .route("/1.0", get(root))
+        .route("/1.0/openapi.json", get(openapi))
+        .merge(zones::routes())
+        .merge(host::routes())
+        .route(
+            "/1.0/operations",
+            get(operations::list).post(operations::start),
+        )
+        .route(
+            "/1.0/operations/{id}",
+            get(operations::get).delete(operations::cancel),
+        )
+        .route("/metrics", get(host::metrics))
+        .route("/1.0/events", get(crate::events::stream))
+        .fallback(not_found)
+        .method_not_allowed_fallback(not_allowed)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(crate::access::layer))
+        .with_state(app)
+}

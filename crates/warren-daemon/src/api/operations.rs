@@ -1,0 +1,175 @@
+//! `/1.0/operations`: start a verb over many zones in the background, watch it,
+//! cancel it ([`crate::ops`]).
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use warren::state::ZoneState;
+
+use super::Body;
+use crate::error::{ApiError, ApiResult};
+use crate::helper::Verb;
+use crate::state::Shared;
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum OpVerb {
+    Boot,
+    Halt,
+    Reboot,
+    Clone,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    verb: OpVerb,
+    /// The zones to act on (for `clone`: the new zones' names).
+    #[serde(default)]
+    zones: Vec<String>,
+    /// boot: every installed zone; halt, reboot: every zone that is up.
+    #[serde(default)]
+    all: bool,
+    /// clone: the zone to clone.
+    source: Option<String>,
+    /// halt, reboot: seconds between SIGTERM and the kill.
+    timeout_s: Option<u64>,
+    /// boot: how long to watch each new init (ms).
+    watch_ms: Option<u64>,
+}
+
+pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiResult<Response> {
+    if b.all != b.zones.is_empty() {
+        return Err(ApiError::invalid(
+            "zones",
+            "give \"zones\" (names) or \"all\": true, one of them",
+        ));
+    }
+    if b.all && b.verb == OpVerb::Clone {
+        return Err(ApiError::invalid(
+            "all",
+            "clone takes the new zones' names in \"zones\", not \"all\"",
+        ));
+    }
+    if b.timeout_s.is_some_and(|t| t > 3600) || b.watch_ms.is_some_and(|w| w > 60_000) {
+        return Err(ApiError::invalid(
+            "timeout_s",
+            "timeout_s is at most 3600 and watch_ms at most 60000",
+        ));
+    }
+    let source = match (b.verb, &b.source) {
+        (OpVerb::Clone, None) => {
+            return Err(ApiError::invalid(
+                "source",
+                "clone needs \"source\": the zone to clone",
+            ))
+        }
+        (OpVerb::Clone, Some(s)) => Some(s.clone()),
+        _ => None,
+    };
+    for z in b.zones.iter().chain(source.iter()) {
+        warren::names::zone(z).map_err(|e| ApiError::from_warren(&e).about(z))?;
+    }
+    let zones = if b.all {
+        let want: fn(ZoneState) -> bool = match b.verb {
+            OpVerb::Boot => |s| s == ZoneState::Installed,
+            _ => |s| s >= ZoneState::Ready,
+        };
+        app.read(warren::zone::list)
+            .await?
+            .into_iter()
+            .filter(|i| i.state.is_some_and(want))
+            .map(|i| i.name)
+            .collect()
+    } else {
+        b.zones
+    };
+    let name = match b.verb {
+        OpVerb::Boot => "boot",
+        OpVerb::Halt => "halt",
+        OpVerb::Reboot => "reboot",
+        OpVerb::Clone => "clone",
+    };
+    let id = app.ops.start(name, zones.len());
+    let task_app = app.clone();
+    let task_id = id.clone();
+    tokio::spawn(async move {
+        for z in zones {
+            if !task_app.ops.begin_zone(&task_id, &z) {
+                break;
+            }
+            let verb = match b.verb {
+                OpVerb::Boot => Verb::Boot {
+                    zone: z,
+                    watch_ms: b.watch_ms.unwrap_or(200),
+                },
+                OpVerb::Halt => Verb::Halt {
+                    zone: z,
+                    timeout_s: b.timeout_s,
+                },
+                OpVerb::Reboot => Verb::Reboot {
+                    zone: z,
+                    timeout_s: b.timeout_s,
+                },
+                OpVerb::Clone => Verb::Clone {
+                    source: source.clone().unwrap_or_default(),
+                    zone: z,
+                },
+            };
+            let r = task_app.verb(verb).await;
+            task_app.ops.finish_zone(&task_id, r);
+        }
+        task_app.ops.finish(&task_id);
+    });
+    let url = format!("/1.0/operations/{id}");
+    Ok((
+        StatusCode::ACCEPTED,
+        [(header::LOCATION, url.clone())],
+        Json(json!({ "id": id, "operation": url })),
+    )
+        .into_response())
+}
+
+pub async fn list(State(app): State<Shared>) -> Json<Value> {
+    Json(serde_json::to_value(app.ops.list()).expect("operations serialise"))
+}
+
+fn no_such(id: &str) -> ApiError {
+    let mut e = ApiError::new(
+        404,
+        "not_found",
+        format!("operation '{id}' does not exist; operations live in the daemon's memory, so a restart forgets them; see GET /1.0/operations"),
+    );
+    e.field = Some("id".into());
+    e
+}
+
+pub async fn get(State(app): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let op = app.ops.get(&id).ok_or_else(|| no_such(&id))?;
+    Ok(Json(
+        serde_json::to_value(op).expect("operations serialise"),
+    ))
+}
+
+pub async fn cancel(State(app): State<Shared>, Path(id): Path<String>) -> ApiResult<Response> {
+    match app.ops.cancel(&id) {
+        None => Err(no_such(&id)),
+        Some(true) => Ok((
+            StatusCode::ACCEPTED,
+            Json(json!({ "id": id, "cancel_requested": true })),
+        )
+            .into_response()),
+        Some(false) => {
+            let mut e = ApiError::new(
+                409,
+                "conflict",
+                format!("operation '{id}' has already ended; nothing to cancel"),
+            );
+            e.field = Some("id".into());
+            Err(e)
+        }
+    }
+}
