@@ -54,6 +54,8 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             }),
             disk: Some(&disk),
             views: None,
+        image: None,
+            image: None,
         };
         let fds = Descriptors {
             null: 11,

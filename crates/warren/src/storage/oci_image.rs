@@ -1,0 +1,586 @@
+//! OCI images as templates (`warren template create NAME --from-oci ARCHIVE`).
+//!
+//! Two archive formats are read, as a directory or an uncompressed tar: an **OCI
+//! image layout** (`oci-layout`, `index.json`, `blobs/sha256/…`; `skopeo copy …
+//! oci-archive:`, `podman save --format oci-archive`) and a **docker-archive**
+//! (`manifest.json`, layer tars and the config; `podman save`, `docker save`). Either
+//! becomes a [`BlobStore`] and an [`ImageManifest`]; [`unpack`] is the one path from
+//! those to a root and the image's config, the path a registry pull would feed (a
+//! registry is one more `BlobStore`).
+//!
+//! Verification: every blob read through a descriptor is hashed as it streams and its
+//! sha256 and size compared with the descriptor's at its end; each layer's
+//! uncompressed stream is hashed too and compared with the config's `rootfs.diff_ids`.
+//! The root is a temporary directory of `template::create`, so a mismatch found after
+//! a layer was applied discards it all (docs/images.md).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+use warren_sys::libc;
+use warren_sys::tree;
+
+use super::image_config::{ImageConfigFile, ImageMeta};
+use super::layer::{self, Applied, Rules};
+
+/// Why an image was refused; each message names the archive, the blob or layer, and
+/// what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    #[error("--from-oci {archive}: {message}")]
+    Format { archive: String, message: String },
+    #[error("--from-oci {archive}: {what} {digest}: {message}; the archive is damaged or was altered: save or copy the image again")]
+    Verify {
+        archive: String,
+        what: String,
+        digest: String,
+        message: String,
+    },
+    #[error("--from-oci {archive}: {what}: {source}")]
+    Io {
+        archive: String,
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// The JSON documents of an image are small; a bigger one is refused.
+const MAX_JSON: u64 = 4 << 20;
+
+/// A content descriptor (OCI image-spec `descriptor.md`).
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct Descriptor {
+    #[serde(default)]
+    pub media_type: String,
+    /// `None` where the format gives none (docker-archive layers are checked by their
+    /// diff_ids instead).
+    pub digest: Option<String>,
+    #[serde(default)]
+    pub size: Option<u64>,
+    #[serde(default)]
+    pub annotations: HashMap<String, String>,
+    #[serde(default)]
+    pub platform: Option<Platform>,
+    /// docker-archive only: the blob's file in the archive.
+    #[serde(skip)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+pub struct Platform {
+    #[serde(default)]
+    pub os: String,
+    #[serde(default)]
+    pub architecture: String,
+}
+
+/// An image manifest: its config and layers, how it was named, its digest.
+#[derive(Debug, Clone)]
+pub struct ImageManifest {
+    pub config: Descriptor,
+    pub layers: Vec<Descriptor>,
+    pub reference: Option<String>,
+    /// The manifest's own digest (OCI), `None` for a docker-archive.
+    pub digest: Option<String>,
+    pub format: &'static str,
+}
+
+/// Where blobs come from: an archive on disk here, a registry later.
+pub trait BlobStore {
+    /// What the store is, for messages (the archive's path).
+    fn name(&self) -> String;
+    /// The raw bytes of the blob `desc` names (unverified: [`unpack`] verifies).
+    fn open(&self, desc: &Descriptor) -> io::Result<Box<dyn Read + '_>>;
+}
+
+/// `sha256:<64 hex>`, the only digest algorithm accepted; returns the hex part.
+pub fn digest_hex(d: &str) -> Option<&str> {
+    let hex = d.strip_prefix("sha256:")?;
+    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+        .then_some(hex)
+}
+
+/// The files of an archive: a directory, or the regular entries of a tar by name.
+enum Files {
+    Dir(std::os::fd::OwnedFd),
+    Tar { file: File, at: HashMap<String, (u64, u64)> },
+}
+
+impl Files {
+    fn open(path: &Path) -> io::Result<Files> {
+        let meta = std::fs::metadata(path)?;
+        if meta.is_dir() {
+            return Ok(Files::Dir(tree::open_dir(path)?));
+        }
+        let file = File::open(path)?;
+        let mut at = HashMap::new();
+        let mut archive = tar::Archive::new(&file);
+        for entry in archive.entries_with_seek()? {
+            let entry = entry?;
+            if !matches!(
+                entry.header().entry_type(),
+                tar::EntryType::Regular | tar::EntryType::Continuous
+            ) {
+                continue;
+            }
+            let p = entry.path()?;
+            if let Some(names) = layer::plain(&p) {
+                let key: PathBuf = names.iter().collect();
+                let size = entry.header().entry_size()?;
+                at.insert(key.to_string_lossy().into_owned(), (entry.raw_file_position(), size));
+            }
+        }
+        // Every blob must lie within the file: a truncated archive is refused here.
+        let len = file.metadata()?.len();
+        if let Some((name, _)) = at.iter().find(|(_, (o, s))| o + s > len) {
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                format!("{name} is cut short (the archive is truncated)"),
+            ));
+        }
+        Ok(Files::Tar { file, at })
+    }
+
+    fn has(&self, name: &str) -> bool {
+        match self {
+            Files::Dir(d) => tree::open_beneath(d.as_fd(), Path::new(name), libc::O_PATH).is_ok(),
+            Files::Tar { at, .. } => at.contains_key(name),
+        }
+    }
+
+    fn read(&self, name: &str) -> io::Result<Box<dyn Read + '_>> {
+        match self {
+            Files::Dir(d) => {
+                let fd = tree::open_beneath(d.as_fd(), Path::new(name), libc::O_RDONLY)?;
+                Ok(Box::new(File::from(fd)))
+            }
+            Files::Tar { file, at } => {
+                let &(off, size) = at.get(name).ok_or_else(|| {
+                    io::Error::new(io::ErrorKind::NotFound, format!("{name}: not in the archive"))
+                })?;
+                Ok(Box::new(Slice { file, off, end: off + size }))
+            }
+        }
+    }
+
+    fn json<T: serde::de::DeserializeOwned>(&self, name: &str) -> io::Result<T> {
+        let mut text = Vec::new();
+        self.read(name)?.take(MAX_JSON + 1).read_to_end(&mut text)?;
+        if text.len() as u64 > MAX_JSON {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{name} is over 4 MiB")));
+        }
+        serde_json::from_slice(&text)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}")))
+    }
+}
+
+/// A range of the archive file, read with `pread`.
+struct Slice<'a> {
+    file: &'a File,
+    off: u64,
+    end: u64,
+}
+
+impl Read for Slice<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let want = (self.end - self.off).min(buf.len() as u64) as usize;
+        if want == 0 {
+            return Ok(0);
+        }
+        let n = self.file.read_at(&mut buf[..want], self.off)?;
+        if n == 0 {
+            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the archive is truncated"));
+        }
+        self.off += n as u64;
+        Ok(n)
+    }
+}
+
+/// An archive opened as a blob store.
+pub struct Archive {
+    path: PathBuf,
+    files: Files,
+}
+
+impl BlobStore for Archive {
+    fn name(&self) -> String {
+        self.path.display().to_string()
+    }
+    fn open(&self, desc: &Descriptor) -> io::Result<Box<dyn Read + '_>> {
+        if let Some(p) = &desc.path {
+            return self.files.read(p);
+        }
+        let d = desc.digest.as_deref().unwrap_or_default();
+        let hex = digest_hex(d).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("digest {d:?} is not sha256:<64 hex digits>"),
+            )
+        })?;
+        self.files.read(&format!("blobs/sha256/{hex}"))
+    }
+}
+
+#[derive(Deserialize)]
+struct Index {
+    #[serde(default)]
+    manifests: Vec<Descriptor>,
+}
+
+#[derive(Deserialize)]
+struct Manifest {
+    config: Descriptor,
+    #[serde(default)]
+    layers: Vec<Descriptor>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DockerEntry {
+    config: String,
+    #[serde(default)]
+    repo_tags: Vec<String>,
+    layers: Vec<String>,
+}
+
+const INDEX_TYPES: &[&str] = &[
+    "application/vnd.oci.image.index.v1+json",
+    "application/vnd.docker.distribution.manifest.list.v2+json",
+];
+const REF_NAME: &str = "org.opencontainers.image.ref.name";
+
+/// `name` without a default registry prefix, with `:latest` if it has no tag.
+fn normal(name: &str) -> String {
+    let n = ["localhost/", "docker.io/library/", "docker.io/"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name);
+    let last = n.rsplit('/').next().unwrap_or(n);
+    if last.contains(':') || n.contains('@') {
+        n.to_string()
+    } else {
+        format!("{n}:latest")
+    }
+}
+
+/// Whether `wanted` (`--image`) names `name` (a ref.name annotation or a RepoTag). An
+/// OCI ref.name is often the tag alone (`latest`).
+fn names(wanted: &str, name: &str) -> bool {
+    wanted == name || normal(wanted) == normal(name) || wanted.rsplit(':').next() == Some(name) && !name.contains(['/', ':'])
+}
+
+impl Archive {
+    pub fn open(path: &Path) -> Result<Archive, ImageError> {
+        let files = Files::open(path).map_err(|e| ImageError::Io {
+            archive: path.display().to_string(),
+            what: "reading the archive (a directory, or an uncompressed tar as podman save or skopeo write)".into(),
+            source: e,
+        })?;
+        Ok(Archive { path: path.to_path_buf(), files })
+    }
+
+    fn format_err(&self, message: impl Into<String>) -> ImageError {
+        ImageError::Format { archive: self.name(), message: message.into() }
+    }
+
+    fn io_err(&self, what: impl Into<String>, e: io::Error) -> ImageError {
+        ImageError::Io { archive: self.name(), what: what.into(), source: e }
+    }
+
+    /// The manifest of the image `image` names (or the only one), linux/amd64 from an
+    /// index of platforms.
+    pub fn manifest(&self, image: Option<&str>) -> Result<ImageManifest, ImageError> {
+        if self.files.has("index.json") {
+            self.oci_manifest(image)
+        } else if self.files.has("manifest.json") {
+            self.docker_manifest(image)
+        } else {
+            Err(self.format_err(
+                "neither index.json (an OCI image layout) nor manifest.json (a docker-archive) is in it; make one with 'podman save --format oci-archive -o FILE IMAGE' or 'skopeo copy containers-storage:IMAGE oci-archive:FILE'",
+            ))
+        }
+    }
+
+    fn choose<'d>(
+        &self,
+        items: &'d [Descriptor],
+        tags: impl Fn(&Descriptor) -> Vec<String>,
+        image: Option<&str>,
+    ) -> Result<&'d Descriptor, ImageError> {
+        let all: Vec<String> = items.iter().flat_map(&tags).collect();
+        let listed = if all.is_empty() { "none are named".to_string() } else { all.join(", ") };
+        match image {
+            Some(want) => {
+                let hits: Vec<_> = items.iter().filter(|d| tags(d).iter().any(|t| names(want, t))).collect();
+                match hits.as_slice() {
+                    [one] => Ok(one),
+                    [] => Err(self.format_err(format!("--image {want}: no image of that name; it holds: {listed}"))),
+                    _ => Err(self.format_err(format!("--image {want}: names {} images; give the full name (it holds: {listed})", hits.len()))),
+                }
+            }
+            None => match items {
+                [one] => Ok(one),
+                [] => Err(self.format_err("it holds no image")),
+                _ => Err(self.format_err(format!("it holds {} images; choose one with --image NAME ({listed})", items.len()))),
+            },
+        }
+    }
+
+    fn oci_manifest(&self, image: Option<&str>) -> Result<ImageManifest, ImageError> {
+        let index: Index = self.files.json("index.json").map_err(|e| self.io_err("index.json", e))?;
+        let tag = |d: &Descriptor| d.annotations.get(REF_NAME).cloned().into_iter().collect();
+        let mut desc = self.choose(&index.manifests, tag, image)?.clone();
+        let reference = desc.annotations.get(REF_NAME).cloned().or(image.map(str::to_string));
+        // A nested index (a multi-platform image): linux/amd64.
+        for _ in 0..4 {
+            if !INDEX_TYPES.contains(&desc.media_type.as_str()) {
+                break;
+            }
+            let inner: Index = serde_json::from_slice(&self.blob(&desc, "image index")?)
+                .map_err(|e| self.format_err(format!("image index: {e}")))?;
+            desc = inner
+                .manifests
+                .into_iter()
+                .find(|m| m.platform.as_ref().is_none_or(|p| p.os == "linux" && p.architecture == "amd64"))
+                .ok_or_else(|| self.format_err("its index has no linux/amd64 image; this host runs linux/amd64 images only"))?;
+        }
+        let bytes = self.blob(&desc, "manifest")?;
+        let m: Manifest = serde_json::from_slice(&bytes)
+            .map_err(|e| self.format_err(format!("manifest {}: {e}", desc.digest.clone().unwrap_or_default())))?;
+        Ok(ImageManifest {
+            config: m.config,
+            layers: m.layers,
+            reference,
+            digest: desc.digest,
+            format: "oci",
+        })
+    }
+
+    fn docker_manifest(&self, image: Option<&str>) -> Result<ImageManifest, ImageError> {
+        let entries: Vec<DockerEntry> = self.files.json("manifest.json").map_err(|e| self.io_err("manifest.json", e))?;
+        let descs: Vec<Descriptor> = (0..entries.len())
+            .map(|i| Descriptor { size: Some(i as u64), ..Default::default() })
+            .collect();
+        let tag = |d: &Descriptor| entries[d.size.unwrap_or(0) as usize].repo_tags.clone();
+        let i = self.choose(&descs, tag, image)?.size.unwrap_or(0) as usize;
+        let e = &entries[i];
+        let file = |p: &str, kind: &str| -> Result<Descriptor, ImageError> {
+            let names = layer::plain(Path::new(p)).filter(|n| !n.is_empty()).ok_or_else(|| {
+                self.format_err(format!("manifest.json names {kind} {p:?}, which is not a plain name inside the archive"))
+            })?;
+            let path: PathBuf = names.iter().collect();
+            Ok(Descriptor { path: Some(path.to_string_lossy().into_owned()), ..Default::default() })
+        };
+        let mut config = file(&e.config, "the config")?;
+        // podman and docker name the config by its digest: verify it when they do.
+        let stem = Path::new(&e.config).file_stem().map(|s| format!("sha256:{}", s.to_string_lossy()));
+        config.digest = stem.filter(|d| digest_hex(d).is_some());
+        Ok(ImageManifest {
+            config,
+            layers: e.layers.iter().map(|l| file(l, "a layer")).collect::<Result<_, _>>()?,
+            reference: e.repo_tags.first().cloned().or(image.map(str::to_string)),
+            digest: None,
+            format: "docker-archive",
+        })
+    }
+
+    /// A small blob, verified.
+    fn blob(&self, desc: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
+        read_verified(self, desc, what)
+    }
+}
+
+/// A sha256 and a byte count of what passed through a reader.
+#[derive(Default)]
+struct Tally {
+    hash: Sha256,
+    n: u64,
+}
+
+struct Tap<R> {
+    inner: R,
+    tally: Rc<RefCell<Tally>>,
+}
+
+impl<R: Read> Read for Tap<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        let mut t = self.tally.borrow_mut();
+        t.hash.update(&buf[..n]);
+        t.n += n as u64;
+        Ok(n)
+    }
+}
+
+fn tap<R: Read>(inner: R) -> (Tap<R>, Rc<RefCell<Tally>>) {
+    let tally = Rc::new(RefCell::new(Tally::default()));
+    (Tap { inner, tally: tally.clone() }, tally)
+}
+
+fn hex(t: &Rc<RefCell<Tally>>) -> String {
+    let hash = std::mem::take(&mut t.borrow_mut().hash).finalize();
+    hash.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Compare what passed with the descriptor's digest and size.
+fn check(store: &dyn BlobStore, desc: &Descriptor, what: &str, t: &Rc<RefCell<Tally>>) -> Result<(), ImageError> {
+    let n = t.borrow().n;
+    let got = format!("sha256:{}", hex(t));
+    let err = |message: String| ImageError::Verify {
+        archive: store.name(),
+        what: what.to_string(),
+        digest: desc.digest.clone().unwrap_or_else(|| got.clone()),
+        message,
+    };
+    if let Some(size) = desc.size.filter(|_| desc.path.is_none()) {
+        if size != n {
+            return Err(err(format!("the descriptor says {size} bytes, the blob has {n}")));
+        }
+    }
+    match &desc.digest {
+        Some(d) if *d != got => Err(err(format!("its content hashes to {got}"))),
+        _ => Ok(()),
+    }
+}
+
+fn read_verified(store: &dyn BlobStore, desc: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
+    let io_err = |e: io::Error| ImageError::Io {
+        archive: store.name(),
+        what: format!("{what} {}", desc.digest.clone().or(desc.path.clone()).unwrap_or_default()),
+        source: e,
+    };
+    let (mut r, t) = tap(store.open(desc).map_err(io_err)?);
+    let mut out = Vec::new();
+    (&mut r).take(MAX_JSON + 1).read_to_end(&mut out).map_err(io_err)?;
+    if out.len() as u64 > MAX_JSON {
+        return Err(io_err(io::Error::new(io::ErrorKind::InvalidData, "over 4 MiB")));
+    }
+    check(store, desc, what, &t)?;
+    Ok(out)
+}
+
+/// The decompressor for a layer's bytes: by media type, or by magic number where the
+/// format does not say (docker-archive).
+fn decompress<'r>(media: &str, mut r: impl Read + 'r) -> io::Result<Box<dyn Read + 'r>> {
+    let plain = media.ends_with(".tar") || media.ends_with("tar.diff") || media.ends_with(".rootfs.diff.tar");
+    let gz = media.ends_with("+gzip") || media.ends_with(".tar.gzip");
+    let zst = media.ends_with("+zstd");
+    if !media.is_empty() && !(plain || gz || zst) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("media type {media:?} is not a layer warren can apply (tar, tar+gzip, tar+zstd)"),
+        ));
+    }
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut head[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    let r = io::Cursor::new(head[..got].to_vec()).chain(r);
+    let is_gz = head[..2] == [0x1f, 0x8b];
+    let is_zst = head == [0x28, 0xb5, 0x2f, 0xfd];
+    if gz || (media.is_empty() && is_gz) {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(r)))
+    } else if zst || (media.is_empty() && is_zst) {
+        let d = ruzstd::StreamingDecoder::new(r)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
+        Ok(Box::new(d))
+    } else {
+        Ok(Box::new(r))
+    }
+}
+
+/// Apply `manifest`'s layers from `store` in order into the directory held by `root`,
+/// verifying every blob and diff_id; returns the image's config and what was made.
+pub fn unpack(
+    store: &dyn BlobStore,
+    manifest: &ImageManifest,
+    root: BorrowedFd<'_>,
+) -> Result<(ImageConfigFile, Applied), ImageError> {
+    let bytes = read_verified(store, &manifest.config, "config")?;
+    let config: ImageConfigFile = serde_json::from_slice(&bytes).map_err(|e| ImageError::Format {
+        archive: store.name(),
+        message: format!("the image config is not valid: {e}"),
+    })?;
+    if !config.os.is_empty() && config.os != "linux" || !matches!(config.architecture.as_str(), "" | "amd64") {
+        return Err(ImageError::Format {
+            archive: store.name(),
+            message: format!("the image is for {}/{}; this host runs linux/amd64 images", config.os, config.architecture),
+        });
+    }
+    let diff_ids = &config.rootfs.diff_ids;
+    if diff_ids.len() != manifest.layers.len() {
+        return Err(ImageError::Format {
+            archive: store.name(),
+            message: format!(
+                "the manifest has {} layers but the config's rootfs.diff_ids has {}: the image is inconsistent",
+                manifest.layers.len(),
+                diff_ids.len()
+            ),
+        });
+    }
+    let mut total = Applied::default();
+    let rules = Rules { whiteouts: true, keep_devices: false };
+    for (i, (desc, diff_id)) in manifest.layers.iter().zip(diff_ids).enumerate() {
+        let what = format!("layer {} of {}", i + 1, manifest.layers.len());
+        let named = format!("{what} ({})", desc.digest.clone().or(desc.path.clone()).unwrap_or_default());
+        let io_err = |e: io::Error| ImageError::Io { archive: store.name(), what: named.clone(), source: e };
+        let (raw, blob) = tap(store.open(desc).map_err(io_err)?);
+        let (tar, diff) = tap(decompress(&desc.media_type, raw).map_err(io_err)?);
+        let n = layer::apply(root, tar, rules, &named).map_err(io_err)?;
+        total.add(&n);
+        check(store, desc, &what, &blob)?;
+        let got = format!("sha256:{}", hex(&diff));
+        if *diff_id != got {
+            return Err(ImageError::Verify {
+                archive: store.name(),
+                what: format!("{what}'s uncompressed content (diff_id)"),
+                digest: diff_id.clone(),
+                message: format!("it hashes to {got}"),
+            });
+        }
+    }
+    Ok((config, total))
+}
+
+/// Read `archive`, choose `image`, unpack it into `root` (a fresh directory) and
+/// resolve its config against the result: what `template create --from-oci` does.
+pub fn import(archive: &Path, image: Option<&str>, root: &Path) -> Result<(ImageMeta, Applied), ImageError> {
+    let a = Archive::open(archive)?;
+    let manifest = a.manifest(image)?;
+    let fd = tree::open_dir(root).map_err(|e| a.io_err(format!("opening {}", root.display()), e))?;
+    let (config, applied) = unpack(&a, &manifest, fd.as_fd())?;
+    let meta = ImageMeta::resolve(&manifest, &config, fd.as_fd())
+        .map_err(|message| a.format_err(message))?;
+    Ok((meta, applied))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn digests_and_names() {
+        let h = "a".repeat(64);
+        assert_eq!(digest_hex(&format!("sha256:{h}")), Some(h.as_str()));
+        assert!(digest_hex("sha256:../../etc/passwd").is_none());
+        assert!(digest_hex(&format!("sha512:{h}")).is_none());
+        assert!(names("bb", "localhost/bb:latest"));
+        assert!(names("localhost/bb:1", "bb:1"));
+        assert!(names("bb:latest", "latest"));
+        assert!(!names("bb:2", "localhost/bb:1"));
+    }
+}
