@@ -230,14 +230,35 @@ pub fn template_info(m: &Manifest) {
 /// An OCI template's image and the zone defaults its config gives.
 pub fn image_lines(i: &crate::storage::image_config::ImageMeta) {
     let or_dash = |o: Option<&str>| o.unwrap_or("-").to_string();
-    println!("image:      {} ({}, {} layers)", or_dash(i.reference.as_deref()), i.format, i.layers);
+    println!(
+        "image:      {} ({}, {} layers)",
+        or_dash(i.reference.as_deref()),
+        i.format,
+        i.layers
+    );
     println!("digest:     {}", or_dash(i.digest.as_deref()));
     println!("config:     {}", or_dash(i.config_digest.as_deref()));
-    let init = if i.init.is_empty() { "warren's init".to_string() } else { format!("{:?}", i.init) };
+    let init = if i.init.is_empty() {
+        "warren's init".to_string()
+    } else {
+        format!("{:?}", i.init)
+    };
     println!("init:       {init}");
-    println!("env:        {}", if i.env.is_empty() { "-".into() } else { i.env.join(" ") });
+    println!(
+        "env:        {}",
+        if i.env.is_empty() {
+            "-".into()
+        } else {
+            i.env.join(" ")
+        }
+    );
     println!("workdir:    {}", or_dash(i.workdir.as_deref()));
-    println!("user:       {} (uid {}, gid {})", or_dash(i.user.as_deref()), i.uid, i.gid);
+    println!(
+        "user:       {} (uid {}, gid {})",
+        or_dash(i.user.as_deref()),
+        i.uid,
+        i.gid
+    );
 }
 
 /// `warren config keys`: (name, example, default, live, meaning) rows.

@@ -54,7 +54,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             }),
             disk: Some(&disk),
             views: None,
-        image: None,
+            image: None,
             image: None,
         };
         let fds = Descriptors {

@@ -105,10 +105,13 @@ impl ImageMeta {
     ) -> Result<ImageMeta, String> {
         let run = config.config.clone().unwrap_or_default();
         let env = run.env.clone().unwrap_or_default();
-        let workdir = run
-            .working_dir
-            .filter(|w| !w.is_empty())
-            .map(|w| if w.starts_with('/') { w } else { format!("/{w}") });
+        let workdir = run.working_dir.filter(|w| !w.is_empty()).map(|w| {
+            if w.starts_with('/') {
+                w
+            } else {
+                format!("/{w}")
+            }
+        });
         let mut init: Vec<String> = run.entrypoint.unwrap_or_default();
         init.extend(run.cmd.unwrap_or_default());
         if let Some(prog) = init.first_mut() {
@@ -155,7 +158,12 @@ fn is_program(root: BorrowedFd<'_>, abs: &str) -> bool {
 /// The absolute path of the image's program `prog`: as given when absolute, joined to
 /// the working directory when it holds a `/`, else the first match on the image's
 /// `PATH` (warren's default `PATH` when the image sets none).
-fn find_program(root: BorrowedFd<'_>, prog: &str, env: &[String], cwd: &str) -> Result<String, String> {
+fn find_program(
+    root: BorrowedFd<'_>,
+    prog: &str,
+    env: &[String],
+    cwd: &str,
+) -> Result<String, String> {
     if prog.starts_with('/') {
         return Ok(prog.to_string());
     }

@@ -72,12 +72,12 @@ impl Applied {
     }
 }
 
-/// Why an entry was refused: `what` names the stream (`--from-tar FILE`, `layer 2
-/// (sha256:…)`), `entry` the entry.
-fn refused(what: &str, entry: &Path, why: impl std::fmt::Display) -> io::Error {
+/// Why an entry was refused (the caller names the stream: `--from-tar FILE`,
+/// `layer 2 of 3 (sha256:…)`).
+fn refused(entry: &Path, why: impl std::fmt::Display) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
-        format!("{what}: entry {:?}: {why}", entry.display().to_string()),
+        format!("entry {:?}: {why}", entry.display().to_string()),
     )
 }
 
@@ -110,7 +110,6 @@ fn makedev(major: u64, minor: u64) -> u64 {
 struct Extractor<'a> {
     root: BorrowedFd<'a>,
     rules: Rules,
-    what: &'a str,
     /// Paths this stream made (an opaque marker keeps them, removes the rest).
     made: HashSet<PathBuf>,
     /// The last parent opened, by its names (entries come directory by directory).
@@ -139,7 +138,6 @@ impl Extractor<'_> {
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {
                     let at: PathBuf = names[..=i].iter().collect();
                     return Err(refused(
-                        self.what,
                         entry,
                         format_args!(
                             "{} is a symlink or not a directory; an image may not write through a link, fix the image",
@@ -171,7 +169,6 @@ impl Extractor<'_> {
         let path = e.path()?.into_owned();
         let names = plain(&path).ok_or_else(|| {
             refused(
-                self.what,
                 &path,
                 "an absolute name or one with '..' (it would leave the root)",
             )
@@ -192,7 +189,7 @@ impl Extractor<'_> {
             }
             let hidden = OsStr::from_bytes(&bytes[WHITEOUT.len()..]);
             if hidden.is_empty() || hidden == "." || hidden == ".." {
-                return Err(refused(self.what, &path, "a whiteout of no name"));
+                return Err(refused(&path, "a whiteout of no name"));
             }
             return self.remove(dir.as_fd(), hidden);
         }
@@ -222,9 +219,9 @@ impl Extractor<'_> {
                 self.n.files += 1;
             }
             EntryType::Symlink => {
-                let target = e.link_name()?.ok_or_else(|| {
-                    refused(self.what, &path, "a symlink without a target")
-                })?;
+                let target = e
+                    .link_name()?
+                    .ok_or_else(|| refused(&path, "a symlink without a target"))?;
                 tree::symlink_at(target.as_os_str(), dir.as_fd(), name)?;
                 self.n.symlinks += 1;
             }
@@ -233,7 +230,6 @@ impl Extractor<'_> {
                 let tnames = target.as_deref().and_then(plain).filter(|t| !t.is_empty());
                 let Some((tname, tparents)) = tnames.as_ref().and_then(|t| t.split_last()) else {
                     return Err(refused(
-                        self.what,
                         &path,
                         "a hard link to an absolute name or one with '..'; hard links must stay inside the image",
                     ));
@@ -241,7 +237,6 @@ impl Extractor<'_> {
                 let tdir = self.open_dir(tparents, false, &path)?;
                 tree::link_at(tdir.as_fd(), tname, dir.as_fd(), name).map_err(|err| {
                     refused(
-                        self.what,
                         &path,
                         format_args!("hard link to {:?}: {err}", target.unwrap_or_default()),
                     )
@@ -255,10 +250,15 @@ impl Extractor<'_> {
                 return Ok(());
             }
             EntryType::Char | EntryType::Block | EntryType::Fifo => {
-                let (major, minor) = (
-                    h.device_major()?.unwrap_or(0),
-                    h.device_minor()?.unwrap_or(0),
-                );
+                // A FIFO's device fields mean nothing (and are often left blank).
+                let (major, minor) = if kind == EntryType::Fifo {
+                    (0, 0)
+                } else {
+                    (
+                        h.device_major()?.unwrap_or(0),
+                        h.device_minor()?.unwrap_or(0),
+                    )
+                };
                 let t = match kind {
                     EntryType::Char => libc::S_IFCHR,
                     EntryType::Block => libc::S_IFBLK,
@@ -269,7 +269,6 @@ impl Extractor<'_> {
             }
             other => {
                 return Err(refused(
-                    self.what,
                     &path,
                     format_args!("entry type {other:?} is not part of a root filesystem"),
                 ))
@@ -330,13 +329,12 @@ impl Extractor<'_> {
     }
 }
 
-/// Unpack the tar stream `input` into the directory held by `root` under `rules`;
-/// `what` names the stream in errors. The stream is read to its end.
-pub fn apply(root: BorrowedFd<'_>, mut input: impl Read, rules: Rules, what: &str) -> io::Result<Applied> {
+/// Unpack the tar stream `input` into the directory held by `root` under `rules`.
+/// The stream is read to its end.
+pub fn apply(root: BorrowedFd<'_>, mut input: impl Read, rules: Rules) -> io::Result<Applied> {
     let mut x = Extractor {
         root,
         rules,
-        what,
         made: HashSet::new(),
         cached: None,
         n: Applied::default(),
@@ -383,7 +381,7 @@ mod tests {
 
     fn run(root: &Path, entries: &[Raw<'_>]) -> io::Result<Applied> {
         let fd = tree::open_dir(root).unwrap();
-        apply(fd.as_fd(), &raw_tar(entries)[..], OCI, "layer 1")
+        apply(fd.as_fd(), &raw_tar(entries)[..], OCI)
     }
 
     #[test]
@@ -432,8 +430,14 @@ mod tests {
         fs::create_dir_all(&out).unwrap();
         let o = out.to_str().unwrap();
         for (why, entries) in [
-            ("dotdot", vec![("../out/x", EntryType::Regular, "", &b"x"[..])]),
-            ("absolute", vec![("/tmp/x", EntryType::Regular, "", &b"x"[..])]),
+            (
+                "dotdot",
+                vec![("../out/x", EntryType::Regular, "", &b"x"[..])],
+            ),
+            (
+                "absolute",
+                vec![("/tmp/x", EntryType::Regular, "", &b"x"[..])],
+            ),
             (
                 "through a link",
                 vec![
@@ -448,7 +452,10 @@ mod tests {
                     ("r/x", EntryType::Regular, "", &b"x"[..]),
                 ],
             ),
-            ("whiteout up", vec![(".wh...", EntryType::Regular, "", &b""[..])]),
+            (
+                "whiteout up",
+                vec![(".wh...", EntryType::Regular, "", &b""[..])],
+            ),
             (
                 "hard link out",
                 vec![("h", EntryType::Link, "../out/y", &b""[..])],

@@ -44,7 +44,7 @@ pub enum ImageError {
         digest: String,
         message: String,
     },
-    #[error("--from-oci {archive}: {what}: {source}")]
+    #[error("--from-oci {archive}: {what}")]
     Io {
         archive: String,
         what: String,
@@ -106,14 +106,20 @@ pub trait BlobStore {
 /// `sha256:<64 hex>`, the only digest algorithm accepted; returns the hex part.
 pub fn digest_hex(d: &str) -> Option<&str> {
     let hex = d.strip_prefix("sha256:")?;
-    (hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
-        .then_some(hex)
+    (hex.len() == 64
+        && hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    .then_some(hex)
 }
 
 /// The files of an archive: a directory, or the regular entries of a tar by name.
 enum Files {
     Dir(std::os::fd::OwnedFd),
-    Tar { file: File, at: HashMap<String, (u64, u64)> },
+    Tar {
+        file: File,
+        at: HashMap<String, (u64, u64)>,
+    },
 }
 
 impl Files {
@@ -137,7 +143,10 @@ impl Files {
             if let Some(names) = layer::plain(&p) {
                 let key: PathBuf = names.iter().collect();
                 let size = entry.header().entry_size()?;
-                at.insert(key.to_string_lossy().into_owned(), (entry.raw_file_position(), size));
+                at.insert(
+                    key.to_string_lossy().into_owned(),
+                    (entry.raw_file_position(), size),
+                );
             }
         }
         // Every blob must lie within the file: a truncated archive is refused here.
@@ -166,9 +175,16 @@ impl Files {
             }
             Files::Tar { file, at } => {
                 let &(off, size) = at.get(name).ok_or_else(|| {
-                    io::Error::new(io::ErrorKind::NotFound, format!("{name}: not in the archive"))
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!("{name}: not in the archive"),
+                    )
                 })?;
-                Ok(Box::new(Slice { file, off, end: off + size }))
+                Ok(Box::new(Slice {
+                    file,
+                    off,
+                    end: off + size,
+                }))
             }
         }
     }
@@ -177,7 +193,10 @@ impl Files {
         let mut text = Vec::new();
         self.read(name)?.take(MAX_JSON + 1).read_to_end(&mut text)?;
         if text.len() as u64 > MAX_JSON {
-            return Err(io::Error::new(io::ErrorKind::InvalidData, format!("{name} is over 4 MiB")));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("{name} is over 4 MiB"),
+            ));
         }
         serde_json::from_slice(&text)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("{name}: {e}")))
@@ -199,7 +218,10 @@ impl Read for Slice<'_> {
         }
         let n = self.file.read_at(&mut buf[..want], self.off)?;
         if n == 0 {
-            return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the archive is truncated"));
+            return Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the archive is truncated",
+            ));
         }
         self.off += n as u64;
         Ok(n)
@@ -276,7 +298,9 @@ fn normal(name: &str) -> String {
 /// Whether `wanted` (`--image`) names `name` (a ref.name annotation or a RepoTag). An
 /// OCI ref.name is often the tag alone (`latest`).
 fn names(wanted: &str, name: &str) -> bool {
-    wanted == name || normal(wanted) == normal(name) || wanted.rsplit(':').next() == Some(name) && !name.contains(['/', ':'])
+    wanted == name
+        || normal(wanted) == normal(name)
+        || wanted.rsplit(':').next() == Some(name) && !name.contains(['/', ':'])
 }
 
 impl Archive {
@@ -286,15 +310,25 @@ impl Archive {
             what: "reading the archive (a directory, or an uncompressed tar as podman save or skopeo write)".into(),
             source: e,
         })?;
-        Ok(Archive { path: path.to_path_buf(), files })
+        Ok(Archive {
+            path: path.to_path_buf(),
+            files,
+        })
     }
 
     fn format_err(&self, message: impl Into<String>) -> ImageError {
-        ImageError::Format { archive: self.name(), message: message.into() }
+        ImageError::Format {
+            archive: self.name(),
+            message: message.into(),
+        }
     }
 
     fn io_err(&self, what: impl Into<String>, e: io::Error) -> ImageError {
-        ImageError::Io { archive: self.name(), what: what.into(), source: e }
+        ImageError::Io {
+            archive: self.name(),
+            what: what.into(),
+            source: e,
+        }
     }
 
     /// The manifest of the image `image` names (or the only one), linux/amd64 from an
@@ -318,29 +352,51 @@ impl Archive {
         image: Option<&str>,
     ) -> Result<&'d Descriptor, ImageError> {
         let all: Vec<String> = items.iter().flat_map(&tags).collect();
-        let listed = if all.is_empty() { "none are named".to_string() } else { all.join(", ") };
+        let listed = if all.is_empty() {
+            "none are named".to_string()
+        } else {
+            all.join(", ")
+        };
         match image {
             Some(want) => {
-                let hits: Vec<_> = items.iter().filter(|d| tags(d).iter().any(|t| names(want, t))).collect();
+                let hits: Vec<_> = items
+                    .iter()
+                    .filter(|d| tags(d).iter().any(|t| names(want, t)))
+                    .collect();
                 match hits.as_slice() {
                     [one] => Ok(one),
-                    [] => Err(self.format_err(format!("--image {want}: no image of that name; it holds: {listed}"))),
-                    _ => Err(self.format_err(format!("--image {want}: names {} images; give the full name (it holds: {listed})", hits.len()))),
+                    [] => Err(self.format_err(format!(
+                        "--image {want}: no image of that name; it holds: {listed}"
+                    ))),
+                    _ => Err(self.format_err(format!(
+                        "--image {want}: names {} images; give the full name (it holds: {listed})",
+                        hits.len()
+                    ))),
                 }
             }
             None => match items {
                 [one] => Ok(one),
                 [] => Err(self.format_err("it holds no image")),
-                _ => Err(self.format_err(format!("it holds {} images; choose one with --image NAME ({listed})", items.len()))),
+                _ => Err(self.format_err(format!(
+                    "it holds {} images; choose one with --image NAME ({listed})",
+                    items.len()
+                ))),
             },
         }
     }
 
     fn oci_manifest(&self, image: Option<&str>) -> Result<ImageManifest, ImageError> {
-        let index: Index = self.files.json("index.json").map_err(|e| self.io_err("index.json", e))?;
+        let index: Index = self
+            .files
+            .json("index.json")
+            .map_err(|e| self.io_err("index.json", e))?;
         let tag = |d: &Descriptor| d.annotations.get(REF_NAME).cloned().into_iter().collect();
         let mut desc = self.choose(&index.manifests, tag, image)?.clone();
-        let reference = desc.annotations.get(REF_NAME).cloned().or(image.map(str::to_string));
+        let reference = desc
+            .annotations
+            .get(REF_NAME)
+            .cloned()
+            .or(image.map(str::to_string));
         // A nested index (a multi-platform image): linux/amd64.
         for _ in 0..4 {
             if !INDEX_TYPES.contains(&desc.media_type.as_str()) {
@@ -355,8 +411,12 @@ impl Archive {
                 .ok_or_else(|| self.format_err("its index has no linux/amd64 image; this host runs linux/amd64 images only"))?;
         }
         let bytes = self.blob(&desc, "manifest")?;
-        let m: Manifest = serde_json::from_slice(&bytes)
-            .map_err(|e| self.format_err(format!("manifest {}: {e}", desc.digest.clone().unwrap_or_default())))?;
+        let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+            self.format_err(format!(
+                "manifest {}: {e}",
+                desc.digest.clone().unwrap_or_default()
+            ))
+        })?;
         Ok(ImageManifest {
             config: m.config,
             layers: m.layers,
@@ -367,9 +427,15 @@ impl Archive {
     }
 
     fn docker_manifest(&self, image: Option<&str>) -> Result<ImageManifest, ImageError> {
-        let entries: Vec<DockerEntry> = self.files.json("manifest.json").map_err(|e| self.io_err("manifest.json", e))?;
+        let entries: Vec<DockerEntry> = self
+            .files
+            .json("manifest.json")
+            .map_err(|e| self.io_err("manifest.json", e))?;
         let descs: Vec<Descriptor> = (0..entries.len())
-            .map(|i| Descriptor { size: Some(i as u64), ..Default::default() })
+            .map(|i| Descriptor {
+                size: Some(i as u64),
+                ..Default::default()
+            })
             .collect();
         let tag = |d: &Descriptor| entries[d.size.unwrap_or(0) as usize].repo_tags.clone();
         let i = self.choose(&descs, tag, image)?.size.unwrap_or(0) as usize;
@@ -379,15 +445,24 @@ impl Archive {
                 self.format_err(format!("manifest.json names {kind} {p:?}, which is not a plain name inside the archive"))
             })?;
             let path: PathBuf = names.iter().collect();
-            Ok(Descriptor { path: Some(path.to_string_lossy().into_owned()), ..Default::default() })
+            Ok(Descriptor {
+                path: Some(path.to_string_lossy().into_owned()),
+                ..Default::default()
+            })
         };
         let mut config = file(&e.config, "the config")?;
         // podman and docker name the config by its digest: verify it when they do.
-        let stem = Path::new(&e.config).file_stem().map(|s| format!("sha256:{}", s.to_string_lossy()));
+        let stem = Path::new(&e.config)
+            .file_stem()
+            .map(|s| format!("sha256:{}", s.to_string_lossy()));
         config.digest = stem.filter(|d| digest_hex(d).is_some());
         Ok(ImageManifest {
             config,
-            layers: e.layers.iter().map(|l| file(l, "a layer")).collect::<Result<_, _>>()?,
+            layers: e
+                .layers
+                .iter()
+                .map(|l| file(l, "a layer"))
+                .collect::<Result<_, _>>()?,
             reference: e.repo_tags.first().cloned().or(image.map(str::to_string)),
             digest: None,
             format: "docker-archive",
@@ -424,7 +499,13 @@ impl<R: Read> Read for Tap<R> {
 
 fn tap<R: Read>(inner: R) -> (Tap<R>, Rc<RefCell<Tally>>) {
     let tally = Rc::new(RefCell::new(Tally::default()));
-    (Tap { inner, tally: tally.clone() }, tally)
+    (
+        Tap {
+            inner,
+            tally: tally.clone(),
+        },
+        tally,
+    )
 }
 
 fn hex(t: &Rc<RefCell<Tally>>) -> String {
@@ -433,7 +514,12 @@ fn hex(t: &Rc<RefCell<Tally>>) -> String {
 }
 
 /// Compare what passed with the descriptor's digest and size.
-fn check(store: &dyn BlobStore, desc: &Descriptor, what: &str, t: &Rc<RefCell<Tally>>) -> Result<(), ImageError> {
+fn check(
+    store: &dyn BlobStore,
+    desc: &Descriptor,
+    what: &str,
+    t: &Rc<RefCell<Tally>>,
+) -> Result<(), ImageError> {
     let n = t.borrow().n;
     let got = format!("sha256:{}", hex(t));
     let err = |message: String| ImageError::Verify {
@@ -444,7 +530,9 @@ fn check(store: &dyn BlobStore, desc: &Descriptor, what: &str, t: &Rc<RefCell<Ta
     };
     if let Some(size) = desc.size.filter(|_| desc.path.is_none()) {
         if size != n {
-            return Err(err(format!("the descriptor says {size} bytes, the blob has {n}")));
+            return Err(err(format!(
+                "the descriptor says {size} bytes, the blob has {n}"
+            )));
         }
     }
     match &desc.digest {
@@ -453,32 +541,65 @@ fn check(store: &dyn BlobStore, desc: &Descriptor, what: &str, t: &Rc<RefCell<Ta
     }
 }
 
-fn read_verified(store: &dyn BlobStore, desc: &Descriptor, what: &str) -> Result<Vec<u8>, ImageError> {
+fn read_verified(
+    store: &dyn BlobStore,
+    desc: &Descriptor,
+    what: &str,
+) -> Result<Vec<u8>, ImageError> {
     let io_err = |e: io::Error| ImageError::Io {
         archive: store.name(),
-        what: format!("{what} {}", desc.digest.clone().or(desc.path.clone()).unwrap_or_default()),
+        what: format!(
+            "{what} {}",
+            desc.digest
+                .clone()
+                .or(desc.path.clone())
+                .unwrap_or_default()
+        ),
         source: e,
     };
     let (mut r, t) = tap(store.open(desc).map_err(io_err)?);
     let mut out = Vec::new();
-    (&mut r).take(MAX_JSON + 1).read_to_end(&mut out).map_err(io_err)?;
+    (&mut r)
+        .take(MAX_JSON + 1)
+        .read_to_end(&mut out)
+        .map_err(io_err)?;
     if out.len() as u64 > MAX_JSON {
-        return Err(io_err(io::Error::new(io::ErrorKind::InvalidData, "over 4 MiB")));
+        return Err(io_err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            "over 4 MiB",
+        )));
     }
     check(store, desc, what, &t)?;
     Ok(out)
 }
 
+/// Hash the whole blob `desc` names against its descriptor.
+fn verify_whole(store: &dyn BlobStore, desc: &Descriptor, what: &str) -> Result<(), ImageError> {
+    let (mut r, t) = tap(store.open(desc).map_err(|e| ImageError::Io {
+        archive: store.name(),
+        what: what.to_string(),
+        source: e,
+    })?);
+    if io::copy(&mut r, &mut io::sink()).is_err() {
+        return Ok(()); // unreadable: the first error says so
+    }
+    check(store, desc, what, &t)
+}
+
 /// The decompressor for a layer's bytes: by media type, or by magic number where the
 /// format does not say (docker-archive).
 fn decompress<'r>(media: &str, mut r: impl Read + 'r) -> io::Result<Box<dyn Read + 'r>> {
-    let plain = media.ends_with(".tar") || media.ends_with("tar.diff") || media.ends_with(".rootfs.diff.tar");
+    let plain = media.ends_with(".tar")
+        || media.ends_with("tar.diff")
+        || media.ends_with(".rootfs.diff.tar");
     let gz = media.ends_with("+gzip") || media.ends_with(".tar.gzip");
     let zst = media.ends_with("+zstd");
     if !media.is_empty() && !(plain || gz || zst) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("media type {media:?} is not a layer warren can apply (tar, tar+gzip, tar+zstd)"),
+            format!(
+                "media type {media:?} is not a layer warren can apply (tar, tar+gzip, tar+zstd)"
+            ),
         ));
     }
     let mut head = [0u8; 4];
@@ -511,14 +632,20 @@ pub fn unpack(
     root: BorrowedFd<'_>,
 ) -> Result<(ImageConfigFile, Applied), ImageError> {
     let bytes = read_verified(store, &manifest.config, "config")?;
-    let config: ImageConfigFile = serde_json::from_slice(&bytes).map_err(|e| ImageError::Format {
-        archive: store.name(),
-        message: format!("the image config is not valid: {e}"),
-    })?;
-    if !config.os.is_empty() && config.os != "linux" || !matches!(config.architecture.as_str(), "" | "amd64") {
+    let config: ImageConfigFile =
+        serde_json::from_slice(&bytes).map_err(|e| ImageError::Format {
+            archive: store.name(),
+            message: format!("the image config is not valid: {e}"),
+        })?;
+    if !config.os.is_empty() && config.os != "linux"
+        || !matches!(config.architecture.as_str(), "" | "amd64")
+    {
         return Err(ImageError::Format {
             archive: store.name(),
-            message: format!("the image is for {}/{}; this host runs linux/amd64 images", config.os, config.architecture),
+            message: format!(
+                "the image is for {}/{}; this host runs linux/amd64 images",
+                config.os, config.architecture
+            ),
         });
     }
     let diff_ids = &config.rootfs.diff_ids;
@@ -533,14 +660,32 @@ pub fn unpack(
         });
     }
     let mut total = Applied::default();
-    let rules = Rules { whiteouts: true, keep_devices: false };
+    let rules = Rules {
+        whiteouts: true,
+        keep_devices: false,
+    };
     for (i, (desc, diff_id)) in manifest.layers.iter().zip(diff_ids).enumerate() {
         let what = format!("layer {} of {}", i + 1, manifest.layers.len());
-        let named = format!("{what} ({})", desc.digest.clone().or(desc.path.clone()).unwrap_or_default());
-        let io_err = |e: io::Error| ImageError::Io { archive: store.name(), what: named.clone(), source: e };
+        let named = format!(
+            "{what} ({})",
+            desc.digest
+                .clone()
+                .or(desc.path.clone())
+                .unwrap_or_default()
+        );
+        let io_err = |e: io::Error| ImageError::Io {
+            archive: store.name(),
+            what: named.clone(),
+            source: e,
+        };
         let (raw, blob) = tap(store.open(desc).map_err(io_err)?);
         let (tar, diff) = tap(decompress(&desc.media_type, raw).map_err(io_err)?);
-        let n = layer::apply(root, tar, rules, &named).map_err(io_err)?;
+        let n = match layer::apply(root, tar, rules) {
+            Ok(n) => n,
+            // A blob that is not what its descriptor says is the cause to report,
+            // whatever it broke first (a gzip header, a tar header).
+            Err(e) => return Err(verify_whole(store, desc, &what).err().unwrap_or(io_err(e))),
+        };
         total.add(&n);
         check(store, desc, &what, &blob)?;
         let got = format!("sha256:{}", hex(&diff));
@@ -558,10 +703,15 @@ pub fn unpack(
 
 /// Read `archive`, choose `image`, unpack it into `root` (a fresh directory) and
 /// resolve its config against the result: what `template create --from-oci` does.
-pub fn import(archive: &Path, image: Option<&str>, root: &Path) -> Result<(ImageMeta, Applied), ImageError> {
+pub fn import(
+    archive: &Path,
+    image: Option<&str>,
+    root: &Path,
+) -> Result<(ImageMeta, Applied), ImageError> {
     let a = Archive::open(archive)?;
     let manifest = a.manifest(image)?;
-    let fd = tree::open_dir(root).map_err(|e| a.io_err(format!("opening {}", root.display()), e))?;
+    let fd =
+        tree::open_dir(root).map_err(|e| a.io_err(format!("opening {}", root.display()), e))?;
     let (config, applied) = unpack(&a, &manifest, fd.as_fd())?;
     let meta = ImageMeta::resolve(&manifest, &config, fd.as_fd())
         .map_err(|message| a.format_err(message))?;

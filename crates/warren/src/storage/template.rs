@@ -192,7 +192,10 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
                 unpack_tar(p, &root)?;
                 (TemplateKind::Tar, Some(p.display().to_string()), Vec::new())
             }
-            Source::Oci { archive, image: want } => {
+            Source::Oci {
+                archive,
+                image: want,
+            } => {
                 let (meta, _) = super::oci_image::import(archive, want.as_deref(), &root)?;
                 image = Some(meta);
                 let src = archive.display().to_string();
@@ -542,9 +545,10 @@ fn unpack_tar(path: &Path, root: &Path) -> Result<()> {
     let reader: Box<dyn Read> = if n >= 2 && magic[..2] == [0x1f, 0x8b] {
         Box::new(flate2::read::MultiGzDecoder::new(file))
     } else if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
-        Box::new(ruzstd::StreamingDecoder::new(file).map_err(|e| {
-            Error::Invalid(format!("{what}: not a zstd stream: {e}"))
-        })?)
+        Box::new(
+            ruzstd::StreamingDecoder::new(file)
+                .map_err(|e| Error::Invalid(format!("{what}: not a zstd stream: {e}")))?,
+        )
     } else {
         Box::new(file)
     };
@@ -553,7 +557,7 @@ fn unpack_tar(path: &Path, root: &Path) -> Result<()> {
         whiteouts: false,
         keep_devices: true,
     };
-    super::layer::apply(std::os::fd::AsFd::as_fd(&top), reader, rules, &what)
+    super::layer::apply(std::os::fd::AsFd::as_fd(&top), reader, rules)
         .map(drop)
         .map_err(|e| {
             Error::Invalid(format!(
