@@ -55,7 +55,6 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             disk: Some(&disk),
             views: None,
             image: None,
-            image: None,
         };
         let fds = Descriptors {
             null: 11,
@@ -193,6 +192,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
         idmap: None,
         disk: None,
         views: None,
+        image: None,
     };
     let fds = Descriptors {
         null: 11,

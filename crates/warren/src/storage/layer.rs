@@ -365,6 +365,13 @@ mod tests {
             h.set_entry_type(*kind);
             h.set_size(data.len() as u64);
             h.set_mode(0o755);
+            h.set_uid(0);
+            h.set_gid(0);
+            h.set_mtime(0);
+            if *kind == EntryType::Char {
+                h.set_device_major(1).unwrap();
+                h.set_device_minor(3).unwrap();
+            }
             let old = h.as_old_mut();
             old.name[..name.len()].copy_from_slice(name.as_bytes());
             old.linkname[..link.len()].copy_from_slice(link.as_bytes());
