@@ -634,3 +634,64 @@ fn interrupted_creation_is_removed_by_gc() {
     env.ok(&["gc"]);
     templates_clean(&env, "big").unwrap();
 }
+
+/// SPEC.md, "OCI image templates": a 100 MiB image (four layers of random-ish files:
+/// gzip, gzip, zstd, uncompressed) imported, digests verified; the time is printed
+/// (the target, ≤ 3 s, is for a release build: `cargo test --release`), the content
+/// checked.
+#[test]
+fn import_of_a_100_mib_image() {
+    let env = Env::new();
+    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+    let mut noise = |n: usize| -> &'static [u8] {
+        let mut v = Vec::with_capacity(n);
+        while v.len() < n {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            v.extend_from_slice(&seed.to_le_bytes());
+        }
+        v.truncate(n);
+        Box::leak(v.into_boxed_slice())
+    };
+    let mut layers = Vec::new();
+    let mut total = 0usize;
+    for (i, c) in [Comp::Gzip, Comp::Gzip, Comp::Zstd, Comp::None].into_iter().enumerate() {
+        let mut entries = vec![dir(&format!("l{i}/"))];
+        let mut size = 0;
+        let mut k = 0;
+        while size < 25 << 20 {
+            let n = [64 << 10, 256 << 10, 1 << 20][k % 3];
+            entries.push(file(&format!("l{i}/f{k}"), noise(n)));
+            size += n;
+            k += 1;
+        }
+        total += size;
+        layers.push((tar_of(&entries), c));
+    }
+    let d = env.root().join("img100");
+    build::write(&d, &layers, Opts::default());
+    let tar = build::Layout {
+        dir: d.clone(),
+        layers: Vec::new(),
+        manifest: String::new(),
+    }
+    .to_tar();
+    let t0 = Instant::now();
+    env.ok(&["template", "create", "big", "--from-oci", tar.to_str().unwrap()]);
+    let took = t0.elapsed();
+    let root = env.root().join("templates/big/root");
+    let mut got = 0u64;
+    for i in 0..4 {
+        for e in fs::read_dir(root.join(format!("l{i}"))).unwrap() {
+            got += e.unwrap().metadata().unwrap().len();
+        }
+    }
+    assert_eq!(got, total as u64);
+    println!(
+        "imported a {} MiB image (4 layers) in {:.2} s ({} build; the machine is shared and noisy)",
+        total >> 20,
+        took.as_secs_f64(),
+        if cfg!(debug_assertions) { "debug" } else { "release" }
+    );
+}
