@@ -133,6 +133,8 @@ impl Extractor<'_> {
                 Ok(fd) => fd,
                 Err(e) if e.kind() == io::ErrorKind::NotFound && create => {
                     tree::mkdir_at(dir.as_fd(), n, 0o755)?;
+                    // Made by this stream: an opaque marker in its parent keeps it.
+                    self.made.insert(names[..=i].iter().collect());
                     tree::open_at(dir.as_fd(), n, flags, 0)?
                 }
                 Err(e) if matches!(e.raw_os_error(), Some(libc::ENOTDIR | libc::ELOOP)) => {

@@ -14,6 +14,7 @@
 
 pub mod image_config;
 pub mod layer;
+pub mod oci_archive;
 pub mod oci_image;
 pub mod template;
 

@@ -198,7 +198,8 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
             } => {
                 let (meta, _) = super::oci_image::import(archive, want.as_deref(), &root)?;
                 image = Some(meta);
-                let src = archive.display().to_string();
+                let abs = fs::canonicalize(archive).unwrap_or_else(|_| archive.clone());
+                let src = abs.display().to_string();
                 (TemplateKind::Oci, Some(src), Vec::new())
             }
         };
