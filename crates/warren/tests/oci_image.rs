@@ -656,7 +656,10 @@ fn import_of_a_100_mib_image() {
     };
     let mut layers = Vec::new();
     let mut total = 0usize;
-    for (i, c) in [Comp::Gzip, Comp::Gzip, Comp::Zstd, Comp::None].into_iter().enumerate() {
+    for (i, c) in [Comp::Gzip, Comp::Gzip, Comp::Zstd, Comp::None]
+        .into_iter()
+        .enumerate()
+    {
         let mut entries = vec![dir(&format!("l{i}/"))];
         let mut size = 0;
         let mut k = 0;
@@ -678,7 +681,13 @@ fn import_of_a_100_mib_image() {
     }
     .to_tar();
     let t0 = Instant::now();
-    env.ok(&["template", "create", "big", "--from-oci", tar.to_str().unwrap()]);
+    env.ok(&[
+        "template",
+        "create",
+        "big",
+        "--from-oci",
+        tar.to_str().unwrap(),
+    ]);
     let took = t0.elapsed();
     let root = env.root().join("templates/big/root");
     let mut got = 0u64;
@@ -692,6 +701,10 @@ fn import_of_a_100_mib_image() {
         "imported a {} MiB image (4 layers) in {:.2} s ({} build; the machine is shared and noisy)",
         total >> 20,
         took.as_secs_f64(),
-        if cfg!(debug_assertions) { "debug" } else { "release" }
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
     );
 }

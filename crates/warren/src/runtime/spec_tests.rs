@@ -226,7 +226,11 @@ fn image_defaults_apply_and_the_zone_config_wins() {
         format: "oci".into(),
         layers: 1,
         init: vec!["/bin/httpd".into(), "-f".into()],
-        env: vec!["PATH=/app/bin".into(), "FOO=image".into(), "BAR=image".into()],
+        env: vec![
+            "PATH=/app/bin".into(),
+            "FOO=image".into(),
+            "BAR=image".into(),
+        ],
         workdir: Some("/srv".into()),
         user: Some("app".into()),
         uid: 1000,
@@ -260,9 +264,7 @@ fn image_defaults_apply_and_the_zone_config_wins() {
         zone_spec(&boot, &fds).unwrap().process
     };
     let strs = |v: &[std::ffi::CString]| -> Vec<String> {
-        v.iter()
-            .map(|c| c.to_string_lossy().into_owned())
-            .collect()
+        v.iter().map(|c| c.to_string_lossy().into_owned()).collect()
     };
     let p = spec_of(&config);
     assert_eq!(strs(&p.argv), ["/bin/httpd", "-f"]);
@@ -270,7 +272,9 @@ fn image_defaults_apply_and_the_zone_config_wins() {
     for want in ["PATH=/app/bin", "FOO=image", "BAR=zone", "WARREN_ZONE=web3"] {
         assert!(env.contains(&want.to_string()), "{want} in {env:?}");
     }
-    assert!(!env.iter().any(|e| e == "BAR=image" || e.starts_with("PATH=/usr")));
+    assert!(!env
+        .iter()
+        .any(|e| e == "BAR=image" || e.starts_with("PATH=/usr")));
     assert_eq!(p.cwd, Some(PathBuf::from("/srv")));
     assert_eq!(p.ids, Some((1000, 1001, vec![1001])));
     config.init = Some(Command::Argv(vec!["/bin/sleep".into(), "1".into()]));

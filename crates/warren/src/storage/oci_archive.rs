@@ -382,7 +382,6 @@ impl Archive {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -230,7 +230,7 @@ fn decompress<'r>(media: &str, mut r: impl Read + 'r) -> io::Result<Box<dyn Read
         || media.ends_with(".rootfs.diff.tar");
     let gz = media.ends_with("+gzip") || media.ends_with(".tar.gzip");
     let zst = media.ends_with("+zstd");
-    if !media.is_empty() && !(plain || gz || zst) {
+    if !(media.is_empty() || plain || gz || zst) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
