@@ -229,6 +229,7 @@ fn podman_saved_images_become_templates_whose_zones_run_the_cmd() {
             out.contains("BAR=image") && out.contains("WARREN_ZONE="),
             "{tpl}: {out}"
         );
+        assert!(out.contains("HOME=/srv"), "the user's home: {tpl}: {out}");
         env.ok(&["halt", &z]);
     }
     // The zone's own config wins: env key by key, and its own init runs as root in /.
@@ -335,6 +336,8 @@ fn layers_apply_in_order_with_whiteouts_compression_and_hard_links() {
             "--image",
             "app:2",
         ]);
+        let again = ["template", "create", &name, "--from-oci", src];
+        env.run(&again).fails(6, "already exists");
         let root = env.root().join("templates").join(&name).join("root");
         let read = |p: &str| fs::read_to_string(root.join(p)).ok();
         assert_eq!(read("etc/keep").as_deref(), Some("1"));

@@ -166,6 +166,10 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
         "container=warren".to_string(),
         format!("WARREN_ZONE={zone}"),
     ];
+    // The image's command runs with its user's home (from the image's /etc/passwd).
+    if let Some(home) = image_init.and_then(|i| i.home.as_ref()) {
+        env[1] = format!("HOME={home}");
+    }
     // The image's `Env`, then the zone's own `env`: an entry replaces an earlier one
     // of the same name.
     let image_env = image.map(|i| i.env.as_slice()).unwrap_or_default();

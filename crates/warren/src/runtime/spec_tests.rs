@@ -235,6 +235,7 @@ fn image_defaults_apply_and_the_zone_config_wins() {
         user: Some("app".into()),
         uid: 1000,
         gid: 1001,
+        home: Some("/home/app".into()),
     };
     let fds = Descriptors {
         null: 11,
@@ -269,7 +270,13 @@ fn image_defaults_apply_and_the_zone_config_wins() {
     let p = spec_of(&config);
     assert_eq!(strs(&p.argv), ["/bin/httpd", "-f"]);
     let env = strs(&p.envp);
-    for want in ["PATH=/app/bin", "FOO=image", "BAR=zone", "WARREN_ZONE=web3"] {
+    for want in [
+        "PATH=/app/bin",
+        "FOO=image",
+        "BAR=zone",
+        "WARREN_ZONE=web3",
+        "HOME=/home/app",
+    ] {
         assert!(env.contains(&want.to_string()), "{want} in {env:?}");
     }
     assert!(!env

@@ -86,6 +86,10 @@ pub struct ImageMeta {
     pub uid: u32,
     #[serde(default)]
     pub gid: u32,
+    /// The home directory of `uid` in the image's /etc/passwd: the `HOME` of the
+    /// image's command (the image's own `Env` may set another).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home: Option<String>,
 }
 
 impl ImageMeta {
@@ -122,6 +126,7 @@ impl ImageMeta {
             Some(u) => resolve_user(root, u)?,
             None => (0, 0),
         };
+        let home = user.as_ref().and_then(|_| home_of(root, uid));
         Ok(ImageMeta {
             reference: manifest.reference.clone(),
             digest: manifest.digest.clone(),
@@ -134,6 +139,7 @@ impl ImageMeta {
             user,
             uid,
             gid,
+            home,
         })
     }
 }
@@ -195,6 +201,16 @@ fn lookup(text: &str, name: &str) -> Option<(u32, Option<u32>)> {
     })
 }
 
+/// The home directory of `uid` in the image's /etc/passwd.
+fn home_of(root: BorrowedFd<'_>, uid: u32) -> Option<String> {
+    let passwd = read_in_root(root, "etc/passwd")?;
+    let id = uid.to_string();
+    passwd.lines().find_map(|l| {
+        let f: Vec<&str> = l.split(':').collect();
+        (f.len() >= 6 && f[2] == id && f[5].starts_with('/')).then(|| f[5].to_string())
+    })
+}
+
 /// `User` → (uid, gid): numbers as they are, names from the image's files; a user
 /// without a group takes its passwd entry's group (0 when it has none).
 pub fn resolve_user(root: BorrowedFd<'_>, user: &str) -> Result<(u32, u32), String> {
@@ -251,6 +267,7 @@ mod tests {
         assert_eq!(r("1000"), Ok((1000, 1001)));
         assert_eq!(r("4242:7"), Ok((4242, 7)));
         assert_eq!(r("4242"), Ok((4242, 0)));
+        assert_eq!(home_of(fd.as_fd(), 1000).as_deref(), Some("/srv"));
         assert!(r("ghost").unwrap_err().contains("no user \"ghost\""));
         assert!(r("app:ghosts").unwrap_err().contains("no group"));
     }
