@@ -711,3 +711,63 @@ fn import_of_a_100_mib_image() {
         }
     );
 }
+
+/// A docker-archive's manifest.json names files by path: a path out of the archive is
+/// refused, and its layers are checked against the config's diff_ids (the only digest
+/// the format gives for them).
+#[test]
+fn docker_archives_with_bad_paths_or_layers_are_refused() {
+    let env = Env::new();
+    let layer = tar_of(&[dir("bin/"), file("bin/x", b"x")]);
+    let write = |name: &str, layers: &[&str], diff_id: String| -> PathBuf {
+        let d = env.root().join(name);
+        fs::create_dir_all(&d).unwrap();
+        fs::write(d.join("layer.tar"), &layer).unwrap();
+        let config = serde_json::to_vec(&serde_json::json!({
+            "architecture": "amd64", "os": "linux", "config": {},
+            "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+        }))
+        .unwrap();
+        let cname = format!("{}.json", build::sha(&config).trim_start_matches("sha256:"));
+        fs::write(d.join(&cname), &config).unwrap();
+        let manifest = serde_json::json!([{
+            "Config": cname, "RepoTags": ["localhost/d:1"], "Layers": layers,
+        }]);
+        fs::write(
+            d.join("manifest.json"),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        d
+    };
+    let good = write("dgood", &["layer.tar"], build::sha(&layer));
+    env.ok(&[
+        "template",
+        "create",
+        "dgood",
+        "--from-oci",
+        good.to_str().unwrap(),
+    ]);
+    assert!(env.root().join("templates/dgood/root/bin/x").is_file());
+    let out = write("dout", &["../../etc/passwd"], build::sha(&layer));
+    env.run(&[
+        "template",
+        "create",
+        "dout",
+        "--from-oci",
+        out.to_str().unwrap(),
+    ])
+    .fails(5, "which is not a plain name inside the archive");
+    let bad = write("dbad", &["layer.tar"], build::sha(b"something else"));
+    env.run(&[
+        "template",
+        "create",
+        "dbad",
+        "--from-oci",
+        bad.to_str().unwrap(),
+    ])
+    .fails(5, "(diff_id)");
+    for t in ["dout", "dbad"] {
+        templates_clean(&env, t).unwrap();
+    }
+}
