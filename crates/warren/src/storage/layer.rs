@@ -353,6 +353,44 @@ pub fn apply(root: BorrowedFd<'_>, mut input: impl Read, rules: Rules) -> io::Re
     Ok(x.n)
 }
 
+/// The decompressor for a layer's bytes: by media type, or by magic number where the
+/// format does not say (docker-archive).
+pub fn decompress<'r>(media: &str, mut r: impl Read + 'r) -> io::Result<Box<dyn Read + 'r>> {
+    let plain = media.ends_with(".tar")
+        || media.ends_with("tar.diff")
+        || media.ends_with(".rootfs.diff.tar");
+    let gz = media.ends_with("+gzip") || media.ends_with(".tar.gzip");
+    let zst = media.ends_with("+zstd");
+    if !(media.is_empty() || plain || gz || zst) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "media type {media:?} is not a layer warren can apply (tar, tar+gzip, tar+zstd)"
+            ),
+        ));
+    }
+    let mut head = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        match r.read(&mut head[got..])? {
+            0 => break,
+            n => got += n,
+        }
+    }
+    let r = io::Cursor::new(head[..got].to_vec()).chain(r);
+    let is_gz = head[..2] == [0x1f, 0x8b];
+    let is_zst = head == [0x28, 0xb5, 0x2f, 0xfd];
+    if gz || (media.is_empty() && is_gz) {
+        Ok(Box::new(flate2::read::MultiGzDecoder::new(r)))
+    } else if zst || (media.is_empty() && is_zst) {
+        let d = ruzstd::StreamingDecoder::new(r)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
+        Ok(Box::new(d))
+    } else {
+        Ok(Box::new(r))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

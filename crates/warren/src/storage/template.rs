@@ -535,34 +535,20 @@ fn copy_contents(src: &Path, root: &Path) -> Result<()> {
 /// (`layer`): nothing is written outside the root or through a link; device nodes
 /// are kept as the image has them (the zone's root is mounted nodev).
 fn unpack_tar(path: &Path, root: &Path) -> Result<()> {
-    let what = format!("--from-tar {}", path.display());
-    let mut f = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
-    let mut magic = [0u8; 4];
-    let n = f
-        .read(&mut magic)
-        .ctx(|| format!("reading {}", path.display()))?;
-    drop(f);
+    use super::layer;
     let file = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
-    let reader: Box<dyn Read> = if n >= 2 && magic[..2] == [0x1f, 0x8b] {
-        Box::new(flate2::read::MultiGzDecoder::new(file))
-    } else if n == 4 && magic == [0x28, 0xb5, 0x2f, 0xfd] {
-        Box::new(
-            ruzstd::StreamingDecoder::new(file)
-                .map_err(|e| Error::Invalid(format!("{what}: not a zstd stream: {e}")))?,
-        )
-    } else {
-        Box::new(file)
-    };
     let top = warren_sys::tree::open_dir(root).ctx(|| format!("opening {}", root.display()))?;
-    let rules = super::layer::Rules {
+    let rules = layer::Rules {
         whiteouts: false,
         keep_devices: true,
     };
-    super::layer::apply(std::os::fd::AsFd::as_fd(&top), reader, rules)
+    layer::decompress("", file)
+        .and_then(|r| layer::apply(std::os::fd::AsFd::as_fd(&top), r, rules))
         .map(drop)
         .map_err(|e| {
             Error::Invalid(format!(
-                "{what}: cannot unpack: {e}; give a tar, tar.gz or tar.zst of a root filesystem"
+                "--from-tar {}: cannot unpack: {e}; give a tar, tar.gz or tar.zst of a root filesystem",
+                path.display()
             ))
         })
 }
