@@ -24,6 +24,8 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+# tests/oci_image.rs compresses an image layer with zstd.
+command -v zstd >/dev/null 2>&1 || need+=(zstd)
 # tests/escape_net.rs forges frames inside zones with the host's python3 (the host
 # template shares /usr).
 [ -x /usr/bin/python3 ] || need+=(python3)

@@ -145,6 +145,9 @@ pub enum Error {
     },
     #[error("cgroup: {0}")]
     Cgroup(#[from] crate::cgroups::CgroupError),
+    /// An OCI image archive refused (`template create --from-oci`).
+    #[error(transparent)]
+    Image(#[from] crate::storage::oci_image::ImageError),
     /// An operation failed and undoing it failed too: report both.
     #[error("{primary}; cleaning up also failed: {cleanup}")]
     WithCleanup {
@@ -251,9 +254,10 @@ impl Error {
     /// The exit code this error maps to.
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            Error::InvalidName { .. } | Error::Config { .. } | Error::Invalid(_) => {
-                ExitCode::InvalidInput
-            }
+            Error::InvalidName { .. }
+            | Error::Config { .. }
+            | Error::Invalid(_)
+            | Error::Image(_) => ExitCode::InvalidInput,
             Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
             Error::WrongState { .. } => ExitCode::WrongState,
             Error::ZoneExists(_)

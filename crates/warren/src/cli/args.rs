@@ -676,7 +676,7 @@ pub struct DoctorArgs {
 pub enum TemplateCmd {
     /// Create a template.
     #[command(
-        after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz"
+        after_help = "Examples:\n  warren template create host --from host\n  warren template create bb --busybox\n  warren template create deb --from-tar rootfs.tar.gz\n  warren template create web --from-oci web.tar --image localhost/web:1"
     )]
     Create {
         name: String,
@@ -692,9 +692,22 @@ pub enum TemplateCmd {
         /// A root of the static busybox binary (apt-get install busybox-static).
         #[arg(long, group = "source")]
         busybox: bool,
+        /// An OCI image: an OCI image layout (directory or tar, as 'podman save
+        /// --format oci-archive' or 'skopeo copy ... oci-archive:' write) or a
+        /// docker-archive tar ('podman save', 'docker save'). Its Entrypoint/Cmd, Env,
+        /// WorkingDir and User become its zones' defaults (docs/images.md).
+        #[arg(long, value_name = "ARCHIVE", group = "source")]
+        from_oci: Option<PathBuf>,
+        /// With --from-oci: which image of the archive (its ref.name or RepoTag, such
+        /// as localhost/web:1); needed when it holds several.
+        #[arg(long, value_name = "REF", requires = "from_oci")]
+        image: Option<String>,
     },
     /// List templates.
     List,
+    /// Show one template: its kind, source and, for an OCI image, the image's
+    /// reference, digest and the zone defaults its config gives.
+    Info { name: String },
     /// Delete a template (refused while zones use it).
     Delete { name: String },
 }

@@ -197,11 +197,68 @@ pub fn template_table(ctx: &Context, list: &[Manifest]) {
                 format!("{:?}", m.kind).to_lowercase(),
                 m.backend.to_string(),
                 users,
-                m.source.clone().unwrap_or_else(|| "-".into()),
+                source_cell(m),
             ]
         })
         .collect();
     table(&["NAME", "KIND", "BACKEND", "ZONES", "SOURCE"], &rows);
+}
+
+/// A template's source for the table: an OCI image as `ref@digest` (12 digits).
+fn source_cell(m: &Manifest) -> String {
+    match &m.image {
+        Some(i) => {
+            let d = i.shown_digest();
+            let short = d.get(..19).unwrap_or(d);
+            format!("{}@{short}", i.reference.as_deref().unwrap_or("-"))
+        }
+        None => m.source.clone().unwrap_or_else(|| "-".into()),
+    }
+}
+
+/// `warren template info NAME`.
+pub fn template_info(m: &Manifest) {
+    println!("template:   {}", m.name);
+    println!("kind:       {}", format!("{:?}", m.kind).to_lowercase());
+    println!("backend:    {}", m.backend);
+    println!("source:     {}", m.source.as_deref().unwrap_or("-"));
+    if let Some(i) = &m.image {
+        image_lines(i);
+    }
+}
+
+/// An OCI template's image and the zone defaults its config gives.
+pub fn image_lines(i: &crate::storage::image_config::ImageMeta) {
+    let or_dash = |o: Option<&str>| o.unwrap_or("-").to_string();
+    println!(
+        "image:      {} ({}, {} layers)",
+        or_dash(i.reference.as_deref()),
+        i.format,
+        i.layers
+    );
+    println!("digest:     {}", or_dash(i.digest.as_deref()));
+    println!("config:     {}", or_dash(i.config_digest.as_deref()));
+    let init = if i.init.is_empty() {
+        "warren's init".to_string()
+    } else {
+        format!("{:?}", i.init)
+    };
+    println!("init:       {init}");
+    println!(
+        "env:        {}",
+        if i.env.is_empty() {
+            "-".into()
+        } else {
+            i.env.join(" ")
+        }
+    );
+    println!("workdir:    {}", or_dash(i.workdir.as_deref()));
+    println!(
+        "user:       {} (uid {}, gid {})",
+        or_dash(i.user.as_deref()),
+        i.uid,
+        i.gid
+    );
 }
 
 /// `warren config keys`: (name, example, default, live, meaning) rows.

@@ -10,15 +10,18 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
             from_dir,
             from_tar,
             busybox,
+            from_oci,
+            image,
         } => {
-            let source = match (from, from_dir, from_tar, busybox) {
-                (Some(_), _, _, _) => Source::Host,
-                (_, Some(d), _, _) => Source::Dir(d),
-                (_, _, Some(f), _) => Source::Tar(f),
-                (_, _, _, true) => Source::Busybox,
+            let source = match (from, from_dir, from_tar, busybox, from_oci) {
+                (Some(_), ..) => Source::Host,
+                (_, Some(d), ..) => Source::Dir(d),
+                (_, _, Some(f), ..) => Source::Tar(f),
+                (_, _, _, true, _) => Source::Busybox,
+                (.., Some(archive)) => Source::Oci { archive, image },
                 _ => {
                     return Err(Error::Invalid(
-                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE or --busybox".into(),
+                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE, --from-oci ARCHIVE or --busybox".into(),
                     ))
                 }
             };
@@ -32,6 +35,17 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
                     "template '{name}' created ({:?}, {} backend)",
                     m.kind, m.backend
                 );
+                if let Some(i) = &m.image {
+                    output::image_lines(i);
+                }
+            }
+        }
+        TemplateCmd::Info { name } => {
+            let m = template::load(&ctx.layout, &name)?;
+            if json {
+                output::json(&m);
+            } else {
+                output::template_info(&m);
             }
         }
         TemplateCmd::List => {

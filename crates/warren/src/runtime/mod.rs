@@ -68,6 +68,9 @@ pub struct BootSpec<'a> {
     /// `proc-views`: the lxcfs mount whose views are bound over the zone's /proc
     /// (`crate::procviews`).
     pub views: Option<&'a crate::procviews::Source>,
+    /// The template's OCI image: its command, env, working directory and user are the
+    /// zone's defaults (docs/images.md).
+    pub image: Option<&'a crate::storage::image_config::ImageMeta>,
 }
 
 /// Descriptors the child needs; they must stay open until the spawn returns.

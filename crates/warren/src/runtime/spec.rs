@@ -138,15 +138,23 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
             }
         }
     }
-    let (exec, argv) = match &spec.config.init {
-        Some(cmd) => {
+    // The zone's own init wins; else the image's command (run as the image's user in
+    // its working directory); else warren's init.
+    let image = spec.image;
+    let image_init = image.filter(|i| spec.config.init.is_none() && !i.init.is_empty());
+    let (exec, argv) = match (&spec.config.init, image_init) {
+        (Some(cmd), _) => {
             let argv = cmd.argv();
             (
                 ExecTarget::Path(cstr(&argv[0]).map_err(|e| plan_err(zone, e))?),
                 argv,
             )
         }
-        None => (
+        (None, Some(i)) => (
+            ExecTarget::Path(cstr(&i.init[0]).map_err(|e| plan_err(zone, e))?),
+            i.init.clone(),
+        ),
+        (None, None) => (
             ExecTarget::Fd(fds.init.expect("opened for warren-init")),
             vec![init::ARGV0.to_string()],
         ),
@@ -158,8 +166,14 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
         "container=warren".to_string(),
         format!("WARREN_ZONE={zone}"),
     ];
-    // The zone's own `env` last: an entry replaces a default of the same name.
-    for entry in &spec.config.env {
+    // The image's command runs with its user's home (from the image's /etc/passwd).
+    if let Some(home) = image_init.and_then(|i| i.home.as_ref()) {
+        env[1] = format!("HOME={home}");
+    }
+    // The image's `Env`, then the zone's own `env`: an entry replaces an earlier one
+    // of the same name.
+    let image_env = image.map(|i| i.env.as_slice()).unwrap_or_default();
+    for entry in image_env.iter().chain(&spec.config.env) {
         let key = entry.split_once('=').map_or(entry.as_str(), |(k, _)| k);
         env.retain(|e| e.split_once('=').map_or(e.as_str(), |(k, _)| k) != key);
         env.push(entry.clone());
@@ -189,6 +203,13 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
             .collect()
     };
     let confinement = Confinement::for_zone(spec.config);
+    let (cwd, ids) = match image_init {
+        Some(i) => (
+            i.workdir.as_ref().map(std::path::PathBuf::from),
+            ((i.uid, i.gid) != (0, 0)).then(|| (i.uid, i.gid, vec![i.gid])),
+        ),
+        None => (None, None),
+    };
     let process = Process {
         exec,
         argv: cs(&argv)?,
@@ -204,8 +225,8 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
             .collect(),
         caps: Caps::keep(confinement.keep),
         umask: None,
-        cwd: None,
-        ids: None,
+        cwd,
+        ids,
         ctty: None,
         setsid: false,
         gate: Vec::new(),

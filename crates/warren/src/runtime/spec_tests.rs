@@ -54,6 +54,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             }),
             disk: Some(&disk),
             views: None,
+            image: None,
         };
         let fds = Descriptors {
             null: 11,
@@ -191,6 +192,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
         idmap: None,
         disk: None,
         views: None,
+        image: None,
     };
     let fds = Descriptors {
         null: 11,
@@ -201,4 +203,90 @@ fn nul_in_services_is_refused_naming_the_zone() {
     };
     let e = zone_spec(&boot, &fds).unwrap_err().to_string();
     assert!(e.contains("web2") && e.contains("NUL"), "{e}");
+}
+
+/// An OCI template's image config (docs/images.md): its command is the init, run as
+/// its user in its working directory, its Env before the zone's `env` (which wins key
+/// by key); a zone's own `init` wins and runs as every zone's, with the image's Env.
+#[test]
+fn image_defaults_apply_and_the_zone_config_wins() {
+    use crate::config::Command;
+    use crate::storage::image_config::ImageMeta;
+    let root = RootMount::Bind {
+        source: PathBuf::from("/z/root"),
+    };
+    let cgroups = CgroupSet {
+        version: CgroupVersion::V1,
+        dirs: Vec::new(),
+    };
+    let image = ImageMeta {
+        reference: Some("localhost/web:1".into()),
+        digest: None,
+        config_digest: None,
+        format: "oci".into(),
+        layers: 1,
+        init: vec!["/bin/httpd".into(), "-f".into()],
+        env: vec![
+            "PATH=/app/bin".into(),
+            "FOO=image".into(),
+            "BAR=image".into(),
+        ],
+        workdir: Some("/srv".into()),
+        user: Some("app".into()),
+        uid: 1000,
+        gid: 1001,
+        home: Some("/home/app".into()),
+    };
+    let fds = Descriptors {
+        null: 11,
+        init: Some(12),
+        disk: None,
+        userns: None,
+        views: Vec::new(),
+    };
+    let mut config = ZoneConfig::new("web");
+    config.env = vec!["BAR=zone".into()];
+    let spec_of = |config: &ZoneConfig| {
+        let boot = BootSpec {
+            zone: "web3",
+            config,
+            root: &root,
+            binds: &[],
+            cgroups: &cgroups,
+            console: Path::new("/z/console.log"),
+            init_exe: Path::new("/x/warren-init"),
+            proc_root: Path::new("/proc"),
+            net: None,
+            idmap: None,
+            disk: None,
+            views: None,
+            image: Some(&image),
+        };
+        zone_spec(&boot, &fds).unwrap().process
+    };
+    let strs = |v: &[std::ffi::CString]| -> Vec<String> {
+        v.iter().map(|c| c.to_string_lossy().into_owned()).collect()
+    };
+    let p = spec_of(&config);
+    assert_eq!(strs(&p.argv), ["/bin/httpd", "-f"]);
+    let env = strs(&p.envp);
+    for want in [
+        "PATH=/app/bin",
+        "FOO=image",
+        "BAR=zone",
+        "WARREN_ZONE=web3",
+        "HOME=/home/app",
+    ] {
+        assert!(env.contains(&want.to_string()), "{want} in {env:?}");
+    }
+    assert!(!env
+        .iter()
+        .any(|e| e == "BAR=image" || e.starts_with("PATH=/usr")));
+    assert_eq!(p.cwd, Some(PathBuf::from("/srv")));
+    assert_eq!(p.ids, Some((1000, 1001, vec![1001])));
+    config.init = Some(Command::Argv(vec!["/bin/sleep".into(), "1".into()]));
+    let p = spec_of(&config);
+    assert_eq!(strs(&p.argv), ["/bin/sleep", "1"]);
+    assert_eq!((p.cwd, p.ids), (None, None));
+    assert!(strs(&p.envp).contains(&"FOO=image".to_string()));
 }

@@ -12,6 +12,10 @@
 //!
 //! The choice is made by probing the state root's filesystem and recorded per zone.
 
+pub mod image_config;
+pub mod layer;
+pub mod oci_archive;
+pub mod oci_image;
 pub mod template;
 
 use std::fs;

@@ -6,6 +6,8 @@
 //!   itself holds only a small /etc and empty directories: tens of KiB, no download.
 //! - `busybox`: a root of the static busybox binary and its applet links.
 //! - `dir` / `tar`: any root filesystem, copied (reflinked where possible) or unpacked.
+//! - `oci`: an OCI image layout or docker-archive, its layers applied in order
+//!   (`oci_image`); its config becomes the defaults of its zones (`image_config`).
 //!
 //! A template is built in a temporary directory and renamed into place, so it either
 //! exists whole or not at all.
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, copy_tree, mkdir_mode, remove_tree, sync_dir, unique_suffix};
 use crate::layout::Layout;
+use crate::storage::image_config::ImageMeta;
 use crate::storage::{backend, BackendKind};
 use crate::{lock, names};
 
@@ -30,6 +33,7 @@ pub enum TemplateKind {
     Busybox,
     Dir,
     Tar,
+    Oci,
 }
 
 /// A host directory bind-mounted into every zone made from the template.
@@ -52,6 +56,9 @@ pub struct Manifest {
     pub created_ms: u64,
     #[serde(default)]
     pub binds: Vec<Bind>,
+    /// `oci`: the image and the zone defaults its config gives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageMeta>,
 }
 
 /// Where a new template comes from.
@@ -61,6 +68,11 @@ pub enum Source {
     Busybox,
     Dir(PathBuf),
     Tar(PathBuf),
+    /// An OCI image layout or docker-archive (directory or tar), and `--image`.
+    Oci {
+        archive: PathBuf,
+        image: Option<String>,
+    },
 }
 
 pub fn root_of(layout: &Layout, name: &str) -> PathBuf {
@@ -134,6 +146,12 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
                 }
             )))
         }
+        Source::Oci { archive, .. } if !archive.exists() => {
+            return Err(Error::Invalid(format!(
+                "--from-oci {}: no such file or directory; give an OCI image layout (directory or tar) or a docker-archive tar, as 'podman save' writes",
+                archive.display()
+            )))
+        }
         _ => None,
     };
     let templates = layout.templates();
@@ -150,6 +168,7 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
         mkdir_mode(&tmp, 0o755).ctx(|| format!("creating {}", tmp.display()))?;
         let root = tmp.join("root");
         be.new_template_root(&root)?;
+        let mut image = None;
         let (tkind, src, binds) = match source {
             Source::Host => (
                 TemplateKind::Host,
@@ -173,6 +192,16 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
                 unpack_tar(p, &root)?;
                 (TemplateKind::Tar, Some(p.display().to_string()), Vec::new())
             }
+            Source::Oci {
+                archive,
+                image: want,
+            } => {
+                let (meta, _) = super::oci_image::import(archive, want.as_deref(), &root)?;
+                image = Some(meta);
+                let abs = fs::canonicalize(archive).unwrap_or_else(|_| archive.clone());
+                let src = abs.display().to_string();
+                (TemplateKind::Oci, Some(src), Vec::new())
+            }
         };
         ensure_mountpoints(&root)?;
         let manifest = Manifest {
@@ -182,6 +211,7 @@ pub fn create(layout: &Layout, name: &str, source: &Source, kind: BackendKind) -
             backend: kind,
             created_ms: now_ms(),
             binds,
+            image,
         };
         let text = toml::to_string(&manifest).expect("manifest serialises");
         atomic_write(&tmp.join("template.toml"), text.as_bytes(), true)
@@ -501,32 +531,26 @@ fn copy_contents(src: &Path, root: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Unpack a tar or tar.gz archive into `root` (entries escaping the root are refused
-/// by the tar crate's unpack).
+/// Unpack a tar, tar.gz or tar.zst archive into `root` with the one extractor
+/// (`layer`): nothing is written outside the root or through a link; device nodes
+/// are kept as the image has them (the zone's root is mounted nodev).
 fn unpack_tar(path: &Path, root: &Path) -> Result<()> {
-    let mut f = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
-    let mut magic = [0u8; 2];
-    let n = f
-        .read(&mut magic)
-        .ctx(|| format!("reading {}", path.display()))?;
-    drop(f);
+    use super::layer;
     let file = fs::File::open(path).ctx(|| format!("opening {}", path.display()))?;
-    let reader: Box<dyn Read> = if n == 2 && magic == [0x1f, 0x8b] {
-        Box::new(flate2::read::GzDecoder::new(file))
-    } else {
-        Box::new(file)
+    let top = warren_sys::tree::open_dir(root).ctx(|| format!("opening {}", root.display()))?;
+    let rules = layer::Rules {
+        whiteouts: false,
+        keep_devices: true,
     };
-    let mut archive = tar::Archive::new(reader);
-    archive.set_preserve_permissions(true);
-    archive.set_preserve_ownerships(true);
-    archive.set_unpack_xattrs(true);
-    archive.set_overwrite(true);
-    archive.unpack(root).map_err(|e| {
-        Error::Invalid(format!(
-            "--from-tar {}: cannot unpack: {e}; give a tar or tar.gz of a root filesystem",
-            path.display()
-        ))
-    })
+    layer::decompress("", file)
+        .and_then(|r| layer::apply(std::os::fd::AsFd::as_fd(&top), r, rules))
+        .map(drop)
+        .map_err(|e| {
+            Error::Invalid(format!(
+                "--from-tar {}: cannot unpack: {e}; give a tar, tar.gz or tar.zst of a root filesystem",
+                path.display()
+            ))
+        })
 }
 
 #[cfg(test)]

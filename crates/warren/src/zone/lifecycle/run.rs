@@ -157,6 +157,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
         idmap,
         disk: disk.as_ref(),
         views: views.as_ref(),
+        image: manifest.image.as_ref(),
     };
     // Host-wide: no running zone of any state root holds this range (idmap::running).
     if let Some(r) = idmap {
