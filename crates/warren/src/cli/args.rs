@@ -348,6 +348,11 @@ pub enum Command {
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
     /// records, orphaned cgroups, unused lock files.
     Gc,
+    /// Prometheus metrics of the zones, the host's memory, the agent and the doctor,
+    /// printed once (or written atomically with --output, for node_exporter's textfile
+    /// collector). docs/metrics.md lists every metric.
+    #[command(after_help = METRICS_HELP)]
+    Metrics(MetricsArgs),
     /// Check the host's limits against a planned density; --fix them or --probe them.
     #[command(after_help = DOCTOR_HELP)]
     Doctor(DoctorArgs),
@@ -569,6 +574,37 @@ pub struct Targets {
     /// Every zone (boot: installed ones; halt: running ones).
     #[arg(long, conflicts_with = "zones")]
     pub all: bool,
+}
+
+const METRICS_HELP: &str = "Examples:
+  warren metrics
+  warren metrics --format prometheus --output /var/lib/node_exporter/textfile/warren.prom
+  warren metrics --doctor-zones 5000 --agent-config /etc/warren/agent.toml
+
+The text is OpenMetrics 1.0 (what Prometheus scrapes natively) or, with --format prometheus,
+the 0.0.4 text format that node_exporter's textfile collector reads. A figure the kernel does
+not give here is left out, never shown as 0.";
+
+/// `warren metrics`.
+#[derive(Args, Debug)]
+pub struct MetricsArgs {
+    /// Write to this file (atomically: a temporary file renamed over it) instead of
+    /// printing.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// openmetrics or prometheus (the 0.0.4 text format).
+    #[arg(long, default_value = "openmetrics", value_parser = ["openmetrics", "prometheus"])]
+    pub format: String,
+    /// The density the doctor's verdicts are judged against (as `warren doctor --zones`).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub doctor_zones: u64,
+    /// Leave the doctor's verdicts out.
+    #[arg(long)]
+    pub no_doctor: bool,
+    /// The agent's config (TOML), for what it watches and its triggers [default: its
+    /// defaults].
+    #[arg(long, value_name = "FILE")]
+    pub agent_config: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

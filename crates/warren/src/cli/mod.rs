@@ -13,6 +13,7 @@ mod dayto;
 mod doctor_cmd;
 mod gen;
 mod listing;
+mod metrics_cmd;
 mod output;
 mod overcommit;
 mod profile_cmd;
@@ -449,6 +450,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
+        Command::Metrics(args) => metrics_cmd::metrics_cmd(&ctx, &cli.oci_root, args)?,
         Command::Swap(c) => overcommit::swap_cmd(&ctx, json, c)?,
         Command::Agent {
             config,

@@ -333,7 +333,10 @@ fn host_families(s: &Snapshot) -> Vec<Family> {
     );
     if let Some(d) = &s.doctor {
         plan.push(vec![], Some(V::U(d.plan_zones)));
-        for finding in &d.findings {
+        let mut seen = std::collections::HashSet::new();
+        // One series per check: a name given twice would be a duplicate series, which
+        // Prometheus refuses along with the whole scrape (the first one is kept).
+        for finding in d.findings.iter().filter(|f| seen.insert(f.limit.as_str())) {
             for v in VERDICTS {
                 let l = vec![
                     ("check", finding.limit.clone()),
