@@ -508,6 +508,26 @@ cgroup, checked the same way.")]
         #[arg(long, default_value = "native", value_parser = ["native", "oci"])]
         via: String,
     },
+    /// For each N: boot N zones, then time one Prometheus scrape (`warren metrics`):
+    /// cold (doctor checks and disk walks) and warm (as a daemon keeps its scraper);
+    /// writes results.json and report.md.
+    #[command(after_help = "Examples:
+  warren bench metrics --zones 10,100,300
+  warren bench metrics --zones 1000 --scrapes 50 --out /tmp/metrics-bench
+
+Zones are made from the bench's busybox template and removed after each step, also on failure.
+Keep N within what the host's kernel.pid_max allows for everything else running on it.")]
+    Metrics {
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "10,100")]
+        zones: String,
+        /// Warm scrapes timed per step.
+        #[arg(long, default_value_t = 20)]
+        scrapes: usize,
+        /// Where to write the results [default: bench/results/<date>-<hostname>-metrics].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
     /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
     /// throughput, latency, CPU, memory, swap and evictions; writes results.json,

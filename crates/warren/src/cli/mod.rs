@@ -522,6 +522,30 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Bench(BenchCmd::Metrics {
+            zones,
+            scrapes,
+            out,
+        }) => {
+            let opts = bench::metrics::Options {
+                steps: bench::parse_steps(&zones)?,
+                scrapes,
+            };
+            let dir = out.unwrap_or_else(|| {
+                let mut d = bench::default_out(&ctx).into_os_string();
+                d.push("-metrics");
+                PathBuf::from(d)
+            });
+            let mut bars = output::Bars::new(json);
+            let results = bench::metrics::run(&ctx, &opts, &mut bars)?;
+            bench::metrics::write(&dir, &results)?;
+            if json {
+                output::json(&results);
+            } else {
+                print!("{}", bench::metrics::markdown(&results));
+                println!("\nwritten to {}", dir.display());
+            }
+        }
         Command::Bench(BenchCmd::Scale {
             workload,
             zones,
