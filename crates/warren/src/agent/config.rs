@@ -163,11 +163,12 @@ fn check(c: &AgentConfig) -> Result<()> {
     Ok(())
 }
 
-/// Read an agent config file (`--config`), bounded; the defaults fill what it leaves out.
-pub fn load_file(p: &std::path::Path) -> Result<AgentConfig> {
+/// Read an agent config file, bounded; the defaults fill what it leaves out. `flag` is
+/// the option that named it, for the message.
+pub fn load_file(p: &std::path::Path, flag: &str) -> Result<AgentConfig> {
     let text = crate::fsutil::read_text_bounded(p, crate::fsutil::MAX_SMALL_FILE).map_err(|e| {
         Error::Invalid(format!(
-            "--config {}: {e}; give the agent's TOML config (docs/overcommit.md)",
+            "{flag} {}: {e}; give the agent's TOML config (docs/overcommit.md)",
             p.display()
         ))
     })?;

@@ -11,7 +11,7 @@ pub(super) fn metrics_cmd(ctx: &Context, oci_root: &Path, a: MetricsArgs) -> Res
     }
     let agent = match &a.agent_config {
         None => crate::agent::AgentConfig::defaults(),
-        Some(p) => crate::agent::config::load_file(p)?,
+        Some(p) => crate::agent::config::load_file(p, "--agent-config")?,
     };
     let format = match a.format.as_str() {
         "prometheus" => Format::Prometheus,

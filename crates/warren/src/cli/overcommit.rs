@@ -183,7 +183,7 @@ pub fn agent_cmd(
 ) -> Result<()> {
     let mut cfg = match &config {
         None => AgentConfig::defaults(),
-        Some(p) => agent::config::load_file(p)?,
+        Some(p) => agent::config::load_file(p, "--config")?,
     };
     if let Some(w) = watch {
         cfg.watch = w;
