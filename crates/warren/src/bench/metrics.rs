@@ -43,6 +43,9 @@ pub struct MetricsStep {
     pub warm_ms: Summary,
     /// The warm median per running zone, in microseconds.
     pub warm_per_zone_us: f64,
+    /// CPU time (on-CPU, this thread, /proc/thread-self/schedstat) of a warm scrape,
+    /// mean: what a scrape costs without the wait for a CPU that a busy host adds.
+    pub warm_cpu_ms: Option<f64>,
     /// Size of the text.
     pub bytes: usize,
     /// Samples (non-comment lines) in the text.
@@ -62,6 +65,8 @@ pub struct MetricsResults {
     /// The warm median at 1,000 zones extrapolated linearly from the largest step
     /// (per-zone cost × 1,000, plus the fixed part from the smallest), in ms.
     pub extrapolated_warm_ms_at_1000: Option<f64>,
+    /// The same for the warm scrape's CPU time.
+    pub extrapolated_cpu_ms_at_1000: Option<f64>,
 }
 
 /// Run the bench. Writes nothing; see [`write`].
@@ -94,7 +99,8 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         date,
         machine,
         scrapes: opts.scrapes,
-        extrapolated_warm_ms_at_1000: extrapolate(&steps),
+        extrapolated_warm_ms_at_1000: extrapolate(&steps, |s| Some(s.warm_ms.median)),
+        extrapolated_cpu_ms_at_1000: extrapolate(&steps, |s| s.warm_cpu_ms),
         steps,
     })
 }
@@ -131,6 +137,7 @@ fn step(
     let mut kept = Scraper::new(opts);
     kept.render(ctx, Format::OpenMetrics)?;
     let mut warm = Vec::with_capacity(scrapes);
+    let cpu0 = on_cpu_ns(ctx);
     for _ in 0..scrapes {
         let t = Instant::now();
         kept.render(ctx, Format::OpenMetrics)?;
@@ -140,6 +147,9 @@ fn step(
     let loadavg = std::fs::read_to_string(ctx.host.proc.join("loadavg"))
         .map(|s| s.trim().to_string())
         .unwrap_or_default();
+    let warm_cpu_ms = on_cpu_ns(ctx)
+        .zip(cpu0)
+        .map(|(b, a)| b.saturating_sub(a) as f64 / 1e6 / scrapes as f64);
     let warm_ms = measure::summarize(&warm);
     zones.cleanup()?;
     Ok(MetricsStep {
@@ -147,22 +157,34 @@ fn step(
         cold_ms,
         warm_per_zone_us: warm_ms.median * 1000.0 / n as f64,
         warm_ms,
+        warm_cpu_ms,
         bytes: text.len(),
         samples: text.lines().filter(|l| !l.starts_with('#')).count(),
         loadavg,
     })
 }
 
+/// Nanoseconds this thread has run on a CPU (the first field of schedstat).
+fn on_cpu_ns(ctx: &Context) -> Option<u64> {
+    std::fs::read_to_string(ctx.host.proc.join("thread-self/schedstat"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
 /// Linear in N from the smallest and largest steps (fixed part + per-zone slope),
 /// evaluated at 1,000; `None` with fewer than two steps.
-pub fn extrapolate(steps: &[MetricsStep]) -> Option<f64> {
+pub fn extrapolate(steps: &[MetricsStep], of: fn(&MetricsStep) -> Option<f64>) -> Option<f64> {
     let lo = steps.iter().min_by_key(|s| s.zones)?;
     let hi = steps.iter().max_by_key(|s| s.zones)?;
     if hi.zones == lo.zones {
         return None;
     }
-    let slope = (hi.warm_ms.median - lo.warm_ms.median) / (hi.zones - lo.zones) as f64;
-    let fixed = lo.warm_ms.median - slope * lo.zones as f64;
+    let (a, b) = (of(lo)?, of(hi)?);
+    let slope = (b - a) / (hi.zones - lo.zones) as f64;
+    let fixed = a - slope * lo.zones as f64;
     Some(fixed.max(0.0) + slope.max(0.0) * 1000.0)
 }
 
@@ -172,16 +194,17 @@ pub fn markdown(r: &MetricsResults) -> String {
         "# warren bench metrics ({})\n\n{} ({} CPUs, {:.0} MiB, cgroup {}), load at start {}; the host is shared with other work: the numbers are noisy.\n\n",
         r.date, r.machine.kernel, r.machine.cpus, r.machine.mem_total_mib, r.machine.cgroup_version, r.machine.loadavg_at_start
     );
-    s.push_str("| zones | cold scrape ms | warm median ms | warm p99 ms | µs per zone | samples | bytes | load |\n");
-    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str("| zones | cold scrape ms | warm median ms | warm p99 ms | µs per zone | warm CPU ms | samples | bytes | load |\n");
+    s.push_str("|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for st in &r.steps {
         s.push_str(&format!(
-            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {} | {} |\n",
+            "| {} | {:.1} | {:.1} | {:.1} | {:.0} | {} | {} | {} | {} |\n",
             st.zones,
             st.cold_ms,
             st.warm_ms.median,
             st.warm_ms.p99,
             st.warm_per_zone_us,
+            st.warm_cpu_ms.map_or("-".into(), |c| format!("{c:.1}")),
             st.samples,
             st.bytes,
             st.loadavg
@@ -190,6 +213,11 @@ pub fn markdown(r: &MetricsResults) -> String {
     if let Some(x) = r.extrapolated_warm_ms_at_1000 {
         s.push_str(&format!(
             "\nExtrapolated warm scrape at 1,000 zones: {x:.0} ms (budget {BUDGET_MS_AT_1000:.0} ms), linear from the smallest and largest steps.\n"
+        ));
+    }
+    if let Some(x) = r.extrapolated_cpu_ms_at_1000 {
+        s.push_str(&format!(
+            "Extrapolated CPU time of a warm scrape at 1,000 zones: {x:.0} ms.\n"
         ));
     }
     s
@@ -214,6 +242,7 @@ mod tests {
                 max: median,
             },
             warm_per_zone_us: 0.0,
+            warm_cpu_ms: None,
             bytes: 0,
             samples: 0,
             loadavg: String::new(),
@@ -224,8 +253,9 @@ mod tests {
     fn extrapolates_fixed_plus_slope_to_1000() {
         // 2 ms fixed, 0.1 ms per zone.
         let steps = [st(10, 3.0), st(100, 12.0), st(300, 32.0)];
-        let x = extrapolate(&steps).unwrap();
+        let x = extrapolate(&steps, |s| Some(s.warm_ms.median)).unwrap();
         assert!((x - 102.0).abs() < 1e-9, "{x}");
-        assert_eq!(extrapolate(&steps[..1]), None);
+        assert_eq!(extrapolate(&steps[..1], |s| Some(s.warm_ms.median)), None);
+        assert_eq!(extrapolate(&steps, |s| s.warm_cpu_ms), None);
     }
 }
