@@ -62,8 +62,11 @@ for fam in text_string_to_metric_families(sys.stdin.read()):
 print(json.dumps(out))
 "#;
 
-/// Samples by (name, sorted labels).
-struct Scrape(BTreeMap<(String, Vec<(String, String)>), (f64, String)>);
+/// A series: its name and sorted labels.
+type Series = (String, Vec<(String, String)>);
+
+/// Samples by series: (value, the family's type).
+struct Scrape(BTreeMap<Series, (f64, String)>);
 
 impl Scrape {
     /// Parse `text` with the Python client library's parser for `format`.
