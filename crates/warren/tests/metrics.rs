@@ -342,3 +342,61 @@ fn bad_metrics_arguments_are_refused_with_the_fix() {
     env.run(&["metrics", "--agent-config", "/nonexistent/agent.toml"])
         .fails(5, "--agent-config /nonexistent/agent.toml");
 }
+
+#[test]
+fn bench_metrics_times_scrapes_and_removes_its_zones() {
+    common::require_busybox();
+    let env = Env::new();
+    let out = env.root().join("bench-out");
+    env.ok(&[
+        "bench",
+        "metrics",
+        "--zones",
+        "2,5",
+        "--scrapes",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let steps = r["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2);
+    for (s, n) in steps.iter().zip([2u64, 5]) {
+        assert_eq!(s["zones"].as_u64(), Some(n));
+        let cold = s["cold_ms"].as_f64().unwrap();
+        let warm = s["warm_ms"]["median"].as_f64().unwrap();
+        assert!(cold > 0.0 && warm > 0.0 && warm < 60_000.0, "{s}");
+        // Every zone of the step was in the scrape: six state samples each.
+        assert!(s["samples"].as_u64().unwrap() >= n * 6, "{s}");
+    }
+    assert!(r["extrapolated_warm_ms_at_1000"].as_f64().is_some(), "{r}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| 5 |"), "{report}");
+    // Nothing of the bench is left: no zone, no template, no cgroup.
+    let zones: Vec<_> = std::fs::read_dir(env.root().join("zones"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(zones.is_empty(), "{zones:?}");
+    assert!(
+        !env.root().join("templates/warren-bench-busybox").exists(),
+        "the bench's template is left"
+    );
+    fn bench_dirs(d: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(d).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if e.file_name().to_string_lossy().starts_with("warren-bench-") {
+                    out.push(e.path());
+                }
+                bench_dirs(&e.path(), out);
+            }
+        }
+    }
+    let mut left = Vec::new();
+    for d in env.group_dirs() {
+        bench_dirs(&d, &mut left);
+    }
+    assert!(left.is_empty(), "zone cgroups left: {left:?}");
+}
