@@ -526,26 +526,7 @@ fn run(cli: Cli) -> Result<i32> {
             zones,
             scrapes,
             out,
-        }) => {
-            let opts = bench::metrics::Options {
-                steps: bench::parse_steps(&zones)?,
-                scrapes,
-            };
-            let dir = out.unwrap_or_else(|| {
-                let mut d = bench::default_out(&ctx).into_os_string();
-                d.push("-metrics");
-                PathBuf::from(d)
-            });
-            let mut bars = output::Bars::new(json);
-            let results = bench::metrics::run(&ctx, &opts, &mut bars)?;
-            bench::metrics::write(&dir, &results)?;
-            if json {
-                output::json(&results);
-            } else {
-                print!("{}", bench::metrics::markdown(&results));
-                println!("\nwritten to {}", dir.display());
-            }
-        }
+        }) => bench_cmd::metrics_bench(&ctx, json, &zones, scrapes, out)?,
         Command::Bench(BenchCmd::Scale {
             workload,
             zones,

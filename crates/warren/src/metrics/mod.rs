@@ -187,7 +187,9 @@ pub const STATES: [ZoneState; 6] = [
     ZoneState::ShuttingDown,
 ];
 
-/// Collects scrapes, keeping what the next one can reuse (see the module doc).
+/// Collects scrapes, keeping what the next one can reuse (see the module doc). It is
+/// `Send` (a daemon keeps one behind a mutex); the [`Context`] it is given is not, so
+/// a daemon makes one where the scrape runs (a blocking thread).
 pub struct Scraper {
     opts: Options,
     disk: HashMap<PathBuf, (Instant, u64)>,
@@ -215,4 +217,13 @@ impl Scraper {
 /// One scrape with a fresh [`Scraper`]: `warren metrics`.
 pub fn render(ctx: &Context, opts: Options, format: Format) -> Result<String> {
     Scraper::new(opts).render(ctx, format)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_scraper_can_be_kept_across_threads() {
+        fn send<T: Send>() {}
+        send::<super::Scraper>();
+    }
 }
