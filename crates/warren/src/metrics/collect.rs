@@ -125,6 +125,7 @@ fn usage_row(name: &str, kind: Kind, state: ZoneState, set: Option<&CgroupSet>) 
         disk_bytes: None,
         disk_limit: None,
         net_bytes: None,
+        memory_pressure: set.and_then(readers::zone_pressure),
     }
 }
 

@@ -180,6 +180,11 @@ fn zone_families(zones: &[ZoneRow]) -> Vec<Family> {
         Some(Bytes),
         "Bytes a bridged zone sent on its veth since boot.",
     );
+    let mut psi = Family::gauge(
+        "zone_memory_pressure_avg10_ratio",
+        None,
+        "Share of the last 10 s some (or all) of the zone's tasks stalled on memory (cgroup v2 memory.pressure).",
+    );
     for z in zones {
         let mut l = vec![("zone", z.name.clone()), ("kind", z.kind.to_string())];
         l.extend(z.template.clone().map(|t| ("template", t)));
@@ -212,10 +217,14 @@ fn zone_families(zones: &[ZoneRow]) -> Vec<Family> {
         disk_limit.push(zone(z), u(z.disk_limit));
         rx.push(zone(z), u(z.net_bytes.map(|b| b.0)));
         tx.push(zone(z), u(z.net_bytes.map(|b| b.1)));
+        if let Some(p) = z.memory_pressure {
+            psi.push(with(z, "kind", "some"), Some(V::F(p.some_avg10 / 100.0)));
+            psi.push(with(z, "kind", "full"), Some(V::F(p.full_avg10 / 100.0)));
+        }
     }
     vec![
         info, state, boot, cpu, mem, charged, limit, request, procs, pids, pids_limit, oom, disk,
-        disk_limit, rx, tx,
+        disk_limit, rx, tx, psi,
     ]
 }
 

@@ -117,6 +117,8 @@ pub struct ZoneRow {
     pub disk_limit: Option<u64>,
     /// (received, sent) bytes on its veth, for bridged zones while booted.
     pub net_bytes: Option<(u64, u64)>,
+    /// Its own memory PSI (cgroup v2 `memory.pressure`; v1 has none per cgroup).
+    pub memory_pressure: Option<Pressure>,
 }
 
 /// The agent's view now: its signals as it would compute them, its triggers, and what

@@ -35,6 +35,10 @@ fn running() -> ZoneRow {
         disk_bytes: Some(28 << 10),
         disk_limit: Some(1 << 30),
         net_bytes: Some((2500, 100)),
+        memory_pressure: Some(Pressure {
+            some_avg10: 1.25,
+            full_avg10: 0.5,
+        }),
     }
 }
 
@@ -58,6 +62,7 @@ fn installed() -> ZoneRow {
         disk_bytes: Some(4096),
         disk_limit: None,
         net_bytes: None,
+        memory_pressure: None,
     }
 }
 
@@ -126,6 +131,7 @@ fn zone_families_carry_units_types_and_values() {
         "warren_zone_disk_limit_bytes{zone=\"web1\"} 1073741824",
         "warren_zone_network_receive_bytes_total{zone=\"web1\"} 2500",
         "warren_zone_network_transmit_bytes_total{zone=\"web1\"} 100",
+        "warren_zone_memory_pressure_avg10_ratio{zone=\"web1\",kind=\"full\"} 0.005",
         "warren_zone_state{zone=\"web1\",state=\"running\"} 1",
         "warren_zone_state{zone=\"web1\",state=\"installed\"} 0",
         "warren_zone_state{zone=\"db\",state=\"installed\"} 1",
