@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as root, on a fresh Debian 12 machine: installs what the tests
 # need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
-# test, e2fsprogs for disk.max images, python3 for the bridge-filter escape test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
+# test, e2fsprogs for disk.max images, python3 for the bridge-filter escape test, python3-prometheus-client for the metrics test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
 # podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
 # install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
@@ -29,6 +29,9 @@ command -v zstd >/dev/null 2>&1 || need+=(zstd)
 # tests/escape_net.rs forges frames inside zones with the host's python3 (the host
 # template shares /usr).
 [ -x /usr/bin/python3 ] || need+=(python3)
+# tests/metrics.rs reads `warren metrics` back with the Prometheus client library's
+# parsers (Debian's package, for /usr/bin/python3).
+dpkg -s python3-prometheus-client >/dev/null 2>&1 || need+=(python3-prometheus-client)
 # tests/bench.rs compares against LXC and runs PostgreSQL + pgbench in zones; their
 # recommends (lxcfs, dnsmasq, ...) would start host daemons, so they are left out.
 command -v lxc-start >/dev/null 2>&1 || need+=(lxc)

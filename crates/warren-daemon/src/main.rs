@@ -102,6 +102,7 @@ fn serve(opts: Opts) -> Result<(), String> {
             .map_err(|e| format!("binding {}: {e}", socket.display()))?;
             listeners.push(l);
         }
+        let opts_oci_root = opts.oci_root.clone();
         let app = Arc::new(App {
             root: opts.root,
             oci_root: opts.oci_root,
@@ -109,8 +110,7 @@ fn serve(opts: Opts) -> Result<(), String> {
             cli_exe,
             lock_wait: Duration::from_secs(opts.lock_wait),
             ops: Default::default(),
-            // The plug-in point of `/metrics` (501 until a renderer is given).
-            metrics: None,
+            metrics: Some(metrics_renderer(&opts_oci_root)),
         });
         let router = api::router(app);
         let cleanup: Vec<PathBuf> = listeners
@@ -132,5 +132,21 @@ fn serve(opts: Opts) -> Result<(), String> {
         }
         eprintln!("warren-daemon: stopped");
         Ok(())
+    })
+}
+
+/// `/metrics`: one kept [`warren::metrics::Scraper`] (disk walks and swap rates reused
+/// between scrapes), one scrape at a time. The doctor's verdicts are left out here:
+/// its user-namespace check forks, which a multi-threaded process must not do (the
+/// `warren metrics` command, single-threaded, has them; docs/metrics.md).
+fn metrics_renderer(oci_root: &std::path::Path) -> warren_daemon::state::MetricsRenderer {
+    let scraper = std::sync::Mutex::new(warren::metrics::Scraper::new(warren::metrics::Options {
+        oci_root: Some(oci_root.to_path_buf()),
+        doctor: false,
+        ..Default::default()
+    }));
+    Arc::new(move |ctx, format| {
+        let mut s = scraper.lock().unwrap_or_else(|p| p.into_inner());
+        s.render(ctx, format)
     })
 }

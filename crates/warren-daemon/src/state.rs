@@ -16,9 +16,11 @@ use crate::error::{ApiError, ApiResult};
 use crate::helper::{Reply, Request, Verb};
 use crate::ops::Operations;
 
-/// The Prometheus exposition of a state root: plugged in by whoever builds the
-/// router (`warren::metrics::render` at merge); without one, `/metrics` is 501.
-pub type MetricsRenderer = Arc<dyn Fn(&Context) -> warren::Result<String> + Send + Sync>;
+/// The Prometheus exposition of a state root in the format asked for: plugged in by
+/// whoever builds the router (`main` keeps one `warren::metrics::Scraper`); without
+/// one, `/metrics` is 501.
+pub type MetricsRenderer =
+    Arc<dyn Fn(&Context, warren::metrics::Format) -> warren::Result<String> + Send + Sync>;
 
 /// Shared by every handler.
 pub struct App {

@@ -50,7 +50,11 @@ pub const MAX_SMALL_FILE: u64 = 1 << 20;
 /// from the state root goes through here (or [`read_text_bounded`]).
 pub fn read_bounded(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
     let f = File::open(path)?;
-    let mut buf = Vec::new();
+    // Sized from the file's length: `Take` hides it from `read_to_end`, which would
+    // otherwise probe with 32-byte reads (a zone's state files cost ~10 reads each,
+    // and `warren list` / `warren metrics` read three per zone).
+    let len = f.metadata().map(|m| m.len()).unwrap_or(0).min(limit);
+    let mut buf = Vec::with_capacity(len as usize + 1);
     f.take(limit.saturating_add(1)).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {
         return Err(io::Error::new(

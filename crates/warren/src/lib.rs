@@ -33,6 +33,7 @@ pub mod journal;
 pub mod layout;
 pub mod lock;
 pub mod measure;
+pub mod metrics;
 pub mod names;
 pub mod net;
 pub mod oci;

@@ -458,7 +458,19 @@ fn the_other_verbs_and_reads_answer_as_the_cli() {
         doc.as_object().unwrap().keys().collect::<Vec<_>>(),
         cli_doc.as_object().unwrap().keys().collect::<Vec<_>>()
     );
+    // The metrics renderer of the warren crate, in the 0.0.4 text format curl gets.
     let (status, text) = d.curl("GET", "/metrics", None);
-    assert_eq!(status, 501, "no renderer is plugged in yet: {text}");
+    assert_eq!(status, 200, "/metrics: {text}");
+    let running = text.lines().any(|l| {
+        l.starts_with("warren_zone_state{")
+            && l.contains(r#"zone="dv3""#)
+            && l.contains(r#"state="running""#)
+            && l.ends_with(" 1")
+    });
+    assert!(running, "/metrics shows dv3 running:\n{text}");
+    assert!(
+        !text.contains("warren_doctor_check"),
+        "the daemon leaves the doctor's verdicts out (its check forks)"
+    );
     d.json("POST", "/1.0/zones/dv3/halt", None, 200);
 }

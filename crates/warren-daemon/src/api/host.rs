@@ -164,7 +164,12 @@ async fn agent(State(app): State<Shared>) -> ApiResult<Json<Value>> {
 }
 
 /// Prometheus exposition, from the renderer plugged into the router; 501 without one.
-pub async fn metrics(State(app): State<Shared>) -> ApiResult<Response> {
+/// OpenMetrics when the scraper accepts it (Prometheus asks for it first), else the
+/// 0.0.4 text format.
+pub async fn metrics(
+    State(app): State<Shared>,
+    headers: axum::http::HeaderMap,
+) -> ApiResult<Response> {
     let Some(render) = app.metrics.clone() else {
         return Err(ApiError::new(
             501,
@@ -172,13 +177,19 @@ pub async fn metrics(State(app): State<Shared>) -> ApiResult<Response> {
             "this daemon was built without a metrics renderer; build one with warren's metrics module plugged into warren_daemon::api::router",
         ));
     };
-    let text = app.read(move |ctx| render(ctx)).await?;
-    Ok((
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+    let openmetrics = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let (format, content_type) = if openmetrics {
+        (warren::metrics::Format::OpenMetrics, warren::metrics::CONTENT_TYPE)
+    } else {
+        (
+            warren::metrics::Format::Prometheus,
+            warren::metrics::encode::PROMETHEUS_CONTENT_TYPE,
+        )
+    };
+    let text = app.read(move |ctx| render(ctx, format)).await?;
+    Ok(([(axum::http::header::CONTENT_TYPE, content_type)], text).into_response())
 }

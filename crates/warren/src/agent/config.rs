@@ -173,6 +173,18 @@ fn check(c: &AgentConfig) -> Result<()> {
     Ok(())
 }
 
+/// Read an agent config file, bounded; the defaults fill what it leaves out. `flag` is
+/// the option that named it, for the message.
+pub fn load_file(p: &std::path::Path, flag: &str) -> Result<AgentConfig> {
+    let text = crate::fsutil::read_text_bounded(p, crate::fsutil::MAX_SMALL_FILE).map_err(|e| {
+        Error::Invalid(format!(
+            "{flag} {}: {e}; give the agent's TOML config (docs/overcommit.md)",
+            p.display()
+        ))
+    })?;
+    parse(&text)
+}
+
 /// Parse a config file: its keys override the defaults.
 pub fn parse(text: &str) -> Result<AgentConfig> {
     let mut table: toml::Table = DEFAULTS_TOML.parse().expect("the defaults are TOML");

@@ -136,7 +136,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
 }
 
 /// The cgroup whose budget the agent watches, if any.
-fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
+pub(crate) fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
     match cfg.watch.as_str() {
         "host" => Ok(None),
         "group" => {

@@ -18,6 +18,7 @@ pub mod cgroups;
 pub mod command;
 pub mod crun;
 pub mod lxc;
+pub mod metrics;
 pub mod oci;
 pub mod podman;
 pub mod report;

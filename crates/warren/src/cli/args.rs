@@ -375,6 +375,11 @@ pub enum Command {
     /// Remove what interrupted commands left: temp dirs and files, stale runtime
     /// records, orphaned cgroups, unused lock files.
     Gc,
+    /// Prometheus metrics of the zones, the host's memory, the agent and the doctor,
+    /// printed once (or written atomically with --output, for node_exporter's textfile
+    /// collector). docs/metrics.md lists every metric.
+    #[command(after_help = METRICS_HELP)]
+    Metrics(MetricsArgs),
     /// Check the host's limits against a planned density; --fix them or --probe them.
     #[command(after_help = DOCTOR_HELP)]
     Doctor(DoctorArgs),
@@ -546,6 +551,26 @@ cgroup, checked the same way.")]
         #[arg(long, default_value = "native", value_parser = ["native", "oci"])]
         via: String,
     },
+    /// For each N: boot N zones, then time one Prometheus scrape (`warren metrics`):
+    /// cold (doctor checks and disk walks) and warm (as a daemon keeps its scraper);
+    /// writes results.json and report.md.
+    #[command(after_help = "Examples:
+  warren bench metrics --zones 10,100,300
+  warren bench metrics --zones 1000 --scrapes 50 --out /tmp/metrics-bench
+
+Zones are made from the bench's busybox template and removed after each step, also on failure.
+Keep N within what the host's kernel.pid_max allows for everything else running on it.")]
+    Metrics {
+        /// Zone counts, one step each.
+        #[arg(long, default_value = "10,100")]
+        zones: String,
+        /// Warm scrapes timed per step.
+        #[arg(long, default_value_t = 20)]
+        scrapes: usize,
+        /// Where to write the results [default: bench/results/<date>-<hostname>-metrics].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
     /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
     /// throughput, latency, CPU, memory, swap and evictions; writes results.json,
@@ -631,6 +656,37 @@ pub const CLONE_HELP: &str = "Examples:
 
 Each NEW gets its own id range and copy of SRC's private layer; a failing NEW (a taken
 name, a full disk) is reported and the others go on; the exit status is 1 if any failed.";
+
+const METRICS_HELP: &str = "Examples:
+  warren metrics
+  warren metrics --format prometheus --output /var/lib/node_exporter/textfile/warren.prom
+  warren metrics --doctor-zones 5000 --agent-config /etc/warren/agent.toml
+
+The text is OpenMetrics 1.0 (what Prometheus scrapes natively) or, with --format prometheus,
+the 0.0.4 text format that node_exporter's textfile collector reads. A figure the kernel does
+not give here is left out, never shown as 0.";
+
+/// `warren metrics`.
+#[derive(Args, Debug)]
+pub struct MetricsArgs {
+    /// Write to this file (atomically: a temporary file renamed over it) instead of
+    /// printing.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// openmetrics or prometheus (the 0.0.4 text format).
+    #[arg(long, default_value = "openmetrics", value_parser = ["openmetrics", "prometheus"])]
+    pub format: String,
+    /// The density the doctor's verdicts are judged against (as `warren doctor --zones`).
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub doctor_zones: u64,
+    /// Leave the doctor's verdicts out.
+    #[arg(long)]
+    pub no_doctor: bool,
+    /// The agent's config (TOML), for what it watches and its triggers [default: its
+    /// defaults].
+    #[arg(long, value_name = "FILE")]
+    pub agent_config: Option<PathBuf>,
+}
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {

@@ -1,4 +1,4 @@
-//! `warren bench`: checking and resolving its flags.
+//! `warren bench`: checking and resolving its flags; `bench metrics`.
 
 use super::*;
 
@@ -67,4 +67,33 @@ pub(super) fn scale_options(
         bridge,
         subnet,
     })
+}
+
+/// `warren bench metrics`: run, write the results, print the report (or the JSON).
+pub(super) fn metrics_bench(
+    ctx: &Context,
+    json: bool,
+    zones: &str,
+    scrapes: usize,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    let opts = bench::metrics::Options {
+        steps: bench::parse_steps(zones)?,
+        scrapes,
+    };
+    let dir = out.unwrap_or_else(|| {
+        let mut d = bench::default_out(ctx).into_os_string();
+        d.push("-metrics");
+        PathBuf::from(d)
+    });
+    let mut bars = output::Bars::new(json);
+    let results = bench::metrics::run(ctx, &opts, &mut bars)?;
+    bench::metrics::write(&dir, &results)?;
+    if json {
+        output::json(&results);
+    } else {
+        print!("{}", bench::metrics::markdown(&results));
+        println!("\nwritten to {}", dir.display());
+    }
+    Ok(())
 }

@@ -24,37 +24,11 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
         })?,
     };
     let plan = Plan::new(a.zones, a.procs_per_zone, a.threads_per_zone, mem, a.net)?;
-    let snapshot = || {
-        let version = ctx
-            .cgroups()
-            .map(|(_, h)| h.version)
-            .map_err(|e| e.to_string());
-        doctor::snapshot::read(&ctx.host.proc, ctx.layout.root(), version)
-    };
-    // Tried for real when root (it prepares what a boot would); read-only otherwise.
-    let delegation = ctx
-        .cgroups()
-        .ok()
-        .map(|(d, _)| doctor::delegation_finding(&d.delegation(warren_sys::geteuid() == 0)));
-    let userns = doctor::userns_finding(&crate::host::userns_support(
-        ctx.layout.root(),
-        &ctx.host.proc,
-    ));
-    let thp = doctor::thp::finding(&doctor::thp::read(
-        &ctx.host.sys,
-        &ctx.host.proc,
-        ctx.layout.root(),
-    ));
-    let ksm = doctor::ksm::finding(&doctor::ksm::read(&ctx.host.sys, ctx.layout.root()));
-    let views = crate::config::Defaults::load(ctx.layout.root())
-        .map(|d| crate::procviews::finding(&crate::procviews::probe(&ctx.host.proc, &d)));
+    let snapshot = || doctor::read_snapshot(ctx);
+    let host = doctor::host_findings(ctx, warren_sys::geteuid() == 0);
     let assess = |s: &doctor::LimitSnapshot| {
         let mut f = doctor::assess(s, &plan);
-        f.extend(delegation.clone());
-        f.push(userns.clone());
-        f.extend(thp.clone());
-        f.push(ksm.clone());
-        f.extend(views.as_ref().ok().cloned());
+        f.extend(host.clone());
         f
     };
     let mut findings = assess(&snapshot());

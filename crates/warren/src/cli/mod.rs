@@ -14,6 +14,7 @@ mod dayto;
 mod doctor_cmd;
 mod gen;
 mod listing;
+mod metrics_cmd;
 mod output;
 mod overcommit;
 mod profile_cmd;
@@ -457,6 +458,7 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Doctor(args) => return doctor_cmd(&ctx, json, args),
+        Command::Metrics(args) => metrics_cmd::metrics_cmd(&ctx, &cli.oci_root, args)?,
         Command::Swap(c) => overcommit::swap_cmd(&ctx, json, c)?,
         Command::Agent {
             config,
@@ -533,6 +535,11 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Bench(BenchCmd::Metrics {
+            zones,
+            scrapes,
+            out,
+        }) => bench_cmd::metrics_bench(&ctx, json, &zones, scrapes, out)?,
         Command::Bench(BenchCmd::Scale {
             workload,
             zones,

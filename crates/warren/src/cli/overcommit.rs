@@ -183,17 +183,7 @@ pub fn agent_cmd(
 ) -> Result<()> {
     let mut cfg = match &config {
         None => AgentConfig::defaults(),
-        Some(p) => {
-            let text = crate::fsutil::read_text_bounded(p, crate::fsutil::MAX_SMALL_FILE).map_err(
-                |e| {
-                    Error::Invalid(format!(
-                        "--config {}: {e}; give the agent's TOML config (docs/overcommit.md)",
-                        p.display()
-                    ))
-                },
-            )?;
-            agent::config::parse(&text)?
-        }
+        Some(p) => agent::config::load_file(p, "--config")?,
     };
     if let Some(w) = watch {
         cfg.watch = w;

@@ -311,6 +311,46 @@ pub fn userns_finding(u: &crate::host::UsernsSupport) -> Finding {
     }
 }
 
+/// The host's limits now, as [`assess()`] takes them (`warren doctor`, `warren metrics`).
+pub fn read_snapshot(ctx: &crate::zone::Context) -> LimitSnapshot {
+    let version = ctx
+        .cgroups()
+        .map(|(_, h)| h.version)
+        .map_err(|e| e.to_string());
+    snapshot::read(&ctx.host.proc, ctx.layout.root(), version)
+}
+
+/// The findings beside the limits, which no plan changes: cgroup delegation (tried for
+/// real with `try_delegation`: it prepares what a boot would; read-only otherwise),
+/// user namespaces (tried: a throwaway namespace and an idmapped mount, so a
+/// single-threaded caller or one whose other threads do not rely on this moment),
+/// transparent huge pages and /proc views.
+pub fn host_findings(ctx: &crate::zone::Context, try_delegation: bool) -> Vec<Finding> {
+    let mut f: Vec<Finding> = ctx
+        .cgroups()
+        .ok()
+        .map(|(d, _)| delegation_finding(&d.delegation(try_delegation)))
+        .into_iter()
+        .collect();
+    f.push(userns_finding(&crate::host::userns_support(
+        ctx.layout.root(),
+        &ctx.host.proc,
+    )));
+    f.extend(thp::finding(&thp::read(
+        &ctx.host.sys,
+        &ctx.host.proc,
+        ctx.layout.root(),
+    )));
+    f.push(ksm::finding(&ksm::read(&ctx.host.sys, ctx.layout.root())));
+    if let Ok(d) = crate::config::Defaults::load(ctx.layout.root()) {
+        f.push(crate::procviews::finding(&crate::procviews::probe(
+            &ctx.host.proc,
+            &d,
+        )));
+    }
+    f
+}
+
 /// Counts of verdicts, for the summary line and the exit code.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct Summary {

@@ -51,6 +51,7 @@ fn now_ms() -> u64 {
 fn target(ctx: &Context, name: &str) -> Result<Target> {
     let z = zone::load(ctx, name)?;
     let state = z.state(ctx);
+    let private_dir = private_dir(&z);
     let rt = z.runtime.filter(|_| state >= ZoneState::Ready);
     Ok(Target {
         name: z.name,
@@ -58,14 +59,19 @@ fn target(ctx: &Context, name: &str) -> Result<Target> {
         state,
         cgroups: rt.as_ref().map(|r| r.cgroups.clone()),
         booted_at_ms: rt.as_ref().map(|r| r.booted_at_ms),
-        // A disk.max zone's writes are in its image (allocated blocks only: sparse).
-        private_dir: crate::quota::image(&z.dir).or_else(|| {
-            z.lifecycle
-                .backend
-                .map(|b| storage::backend(b).private_dir(&z.dir))
-        }),
+        private_dir,
         limits: z.config.limits,
         merge: z.config.memory_merge,
+    })
+}
+
+/// What a zone's disk figure measures: its private layer, or for a disk.max zone its
+/// image (allocated blocks only: sparse). `None` before it is installed.
+pub(crate) fn private_dir(z: &zone::Zone) -> Option<PathBuf> {
+    crate::quota::image(&z.dir).or_else(|| {
+        z.lifecycle
+            .backend
+            .map(|b| storage::backend(b).private_dir(&z.dir))
     })
 }
 

@@ -51,6 +51,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub(crate) use collect::private_dir;
 pub use collect::Sampler;
 pub use readers::{Pressure, Smaps, ZoneMemory};
 

@@ -121,6 +121,33 @@ pub fn zone_pids(set: &CgroupSet) -> (Option<u64>, Option<u64>, Option<u64>) {
     (procs, tasks, max)
 }
 
+/// The zone's memory limit as the kernel holds it (v1 memory.limit_in_bytes, v2
+/// memory.max); `None` when unlimited ("max", or v1's page-rounded i64::MAX) or absent.
+pub fn zone_memory_limit(set: &CgroupSet) -> Option<u64> {
+    let file = match set.version {
+        CgroupVersion::V1 => "memory.limit_in_bytes",
+        CgroupVersion::V2 => "memory.max",
+    };
+    read_u64(set, "memory", file).filter(|n| *n < 1 << 60)
+}
+
+/// Bytes (received, sent) by a bridged zone, from the host end of its veth pair
+/// (`/sys/class/net/<veth>/statistics`): what the host end sends, the zone receives.
+pub fn zone_net_bytes(sys_root: &Path, host_veth: &str) -> Option<(u64, u64)> {
+    let dir = sys_root
+        .join("class/net")
+        .join(host_veth)
+        .join("statistics");
+    let get = |f: &str| -> Option<u64> {
+        std::fs::read_to_string(dir.join(f))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    };
+    Some((get("tx_bytes")?, get("rx_bytes")?))
+}
+
 /// Parse a PSI file ("some avg10=… avg60=… avg300=… total=…" and a "full" line).
 pub fn parse_pressure(text: &str) -> Option<Pressure> {
     let avg10 = |kind: &str| -> Option<f64> {
@@ -291,6 +318,44 @@ pub(crate) mod tests {
     fn cpu_time_v1_nanoseconds_v2_microseconds() {
         assert_eq!(zone_cpu_ns(&v1_set()), Some(119_824_316));
         assert_eq!(zone_cpu_ns(&v2_set("v2")), Some(2_073_411_000));
+    }
+
+    #[test]
+    fn memory_limit_finite_or_absent() {
+        let tmp = tempfile::tempdir().unwrap();
+        let set = CgroupSet {
+            version: CgroupVersion::V1,
+            dirs: vec![("memory".into(), tmp.path().to_path_buf())],
+        };
+        assert_eq!(zone_memory_limit(&set), None);
+        std::fs::write(
+            tmp.path().join("memory.limit_in_bytes"),
+            "9223372036854771712\n",
+        )
+        .unwrap();
+        assert_eq!(zone_memory_limit(&set), None, "v1's unlimited is no limit");
+        std::fs::write(tmp.path().join("memory.limit_in_bytes"), "67108864\n").unwrap();
+        assert_eq!(zone_memory_limit(&set), Some(64 << 20));
+        let v2 = CgroupSet {
+            version: CgroupVersion::V2,
+            dirs: vec![("memory".into(), tmp.path().to_path_buf())],
+        };
+        std::fs::write(tmp.path().join("memory.max"), "max\n").unwrap();
+        assert_eq!(zone_memory_limit(&v2), None);
+        std::fs::write(tmp.path().join("memory.max"), "33554432\n").unwrap();
+        assert_eq!(zone_memory_limit(&v2), Some(32 << 20));
+    }
+
+    #[test]
+    fn net_bytes_from_the_host_veth_swapped() {
+        let tmp = tempfile::tempdir().unwrap();
+        let stats = tmp.path().join("class/net/wz1234/statistics");
+        std::fs::create_dir_all(&stats).unwrap();
+        std::fs::write(stats.join("rx_bytes"), "100\n").unwrap();
+        std::fs::write(stats.join("tx_bytes"), "2500\n").unwrap();
+        // The host end sent 2500: the zone received them.
+        assert_eq!(zone_net_bytes(tmp.path(), "wz1234"), Some((2500, 100)));
+        assert_eq!(zone_net_bytes(tmp.path(), "wzgone"), None);
     }
 
     #[test]
