@@ -183,7 +183,10 @@ pub async fn metrics(
         .filter_map(|v| v.to_str().ok())
         .any(|v| v.contains("application/openmetrics-text"));
     let (format, content_type) = if openmetrics {
-        (warren::metrics::Format::OpenMetrics, warren::metrics::CONTENT_TYPE)
+        (
+            warren::metrics::Format::OpenMetrics,
+            warren::metrics::CONTENT_TYPE,
+        )
     } else {
         (
             warren::metrics::Format::Prometheus,
