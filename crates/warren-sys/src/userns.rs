@@ -337,7 +337,13 @@ pub fn open_tree_with(
     userns: Option<&File>,
 ) -> io::Result<OwnedFd> {
     match userns {
-        Some(ns) => detached_with(path, 0, MOUNT_ATTR_IDMAP | set, clear, ns.as_raw_fd() as u64),
+        Some(ns) => detached_with(
+            path,
+            0,
+            MOUNT_ATTR_IDMAP | set,
+            clear,
+            ns.as_raw_fd() as u64,
+        ),
         None => detached_with(path, 0, set, clear, 0),
     }
 }

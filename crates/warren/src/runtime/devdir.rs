@@ -152,8 +152,7 @@ fn intact(dir: &Path) -> bool {
                     && st.rdev == libc::makedev(*major, *minor)
             }
             Entry::Link(to) => {
-                st.is_symlink()
-                    && tree::readlink_at(fd.as_fd(), name).is_ok_and(|t| t == *to)
+                st.is_symlink() && tree::readlink_at(fd.as_fd(), name).is_ok_and(|t| t == *to)
             }
         }
     })
@@ -212,12 +211,21 @@ mod tests {
         assert_eq!(null.rdev(), libc::makedev(1, 3));
         // Unchanged when intact: the same inode.
         let ino = std::fs::metadata(&dir).unwrap().ino();
-        assert_eq!(std::fs::metadata(ensure(root.path()).unwrap()).unwrap().ino(), ino);
+        assert_eq!(
+            std::fs::metadata(ensure(root.path()).unwrap())
+                .unwrap()
+                .ino(),
+            ino
+        );
         // Damage of each kind is repaired.
         type Damage = fn(&Path);
         let damages: [(&str, Damage); 4] = [
-            ("a node removed", |d| std::fs::remove_file(d.join("zero")).unwrap()),
-            ("an extra file", |d| std::fs::write(d.join("sda"), b"").unwrap()),
+            ("a node removed", |d| {
+                std::fs::remove_file(d.join("zero")).unwrap()
+            }),
+            ("an extra file", |d| {
+                std::fs::write(d.join("sda"), b"").unwrap()
+            }),
             ("a mode changed", |d| {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(d.join("tty"), std::fs::Permissions::from_mode(0o600))

@@ -37,8 +37,8 @@ use crate::net::NetRuntime;
 use crate::storage::template::Bind;
 use crate::storage::RootMount;
 
-pub use spec::SUPERBLOCKS;
 pub use boot::{boot, init_exited, last_lines, watch, Booted, BOOT_WATCH};
+pub use spec::SUPERBLOCKS;
 pub use stop::{stop, StopOutcome};
 pub use views::reattach_views;
 

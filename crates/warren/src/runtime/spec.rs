@@ -439,7 +439,13 @@ fn own_storage(own: &Path, owner: Option<(u32, u32)>) -> Vec<MountEntry> {
     };
     let shm = own.join(SHM_DIR);
     vec![
-        entry(shm.clone(), MountKind::Dir { mode: 0o1777, owner }),
+        entry(
+            shm.clone(),
+            MountKind::Dir {
+                mode: 0o1777,
+                owner,
+            },
+        ),
         entry(
             shm,
             MountKind::Keep {
@@ -531,10 +537,8 @@ fn kernel_mounts(root: &Path, dev_fd: RawFd, owner: Option<u32>) -> Vec<MountEnt
         libc::MS_BIND,
         None,
     );
-    shm.then.push((
-        libc::MS_BIND | libc::MS_REMOUNT | nosuid_nodev_noexec,
-        None,
-    ));
+    shm.then
+        .push((libc::MS_BIND | libc::MS_REMOUNT | nosuid_nodev_noexec, None));
     out.push(shm);
     out
 }

@@ -177,7 +177,10 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             .collect();
         assert_eq!(made, ["overlay", "proc", "devpts"], "{name}");
         assert_eq!(
-            SUPERBLOCKS.iter().filter(|s| **s != "mqueue").collect::<Vec<_>>(),
+            SUPERBLOCKS
+                .iter()
+                .filter(|s| **s != "mqueue")
+                .collect::<Vec<_>>(),
             made.iter().collect::<Vec<_>>(),
             "{name}: runtime::SUPERBLOCKS (doctor's count) differs from the plan"
         );
@@ -191,11 +194,13 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             at(&|s| matches!(s, Step::Open { fd: f, .. } if *f == fd))
                 .unwrap_or_else(|| panic!("{name}: nothing kept at {fd}"))
         };
-        let overlay = at(&|s| {
-            matches!(s, Step::Mount { fstype: Some(t), .. } if t.to_bytes() == b"overlay")
-        })
-        .unwrap();
-        assert!(opened(CONSOLE_FD) < overlay && opened(SHM_FD) < overlay, "{name}");
+        let overlay =
+            at(&|s| matches!(s, Step::Mount { fstype: Some(t), .. } if t.to_bytes() == b"overlay"))
+                .unwrap();
+        assert!(
+            opened(CONSOLE_FD) < overlay && opened(SHM_FD) < overlay,
+            "{name}"
+        );
         let dev = at(&|s| matches!(s, Step::MoveMount { fd: 22, .. })).expect("the shared /dev");
         for (rel, fd) in [("dev/console", CONSOLE_FD), ("dev/shm", SHM_FD)] {
             let bound = mounted(rel);
