@@ -17,7 +17,7 @@ def slab(f):
     return o
 print("| run | zones at peak | superblocks/zone (mounts) | clone med/p99 ms | boot med/p99 ms | halt med/p99 ms | host MiB/zone | MemAvail drop MiB/zone | Slab KiB/zone | SUnreclaim KiB/zone | kmalloc-1k objs/zone | probe before→after | total s | load |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-for name in sorted(os.listdir(base), key=lambda n: (int(re.sub(r'\D', '', n)), n)):
+for name in sorted((n for n in os.listdir(base) if os.path.isdir(f"{base}/{n}")), key=lambda n: (int(re.sub(r'\D', '', n) or 0), n)):
     d = f"{base}/{name}"
     if not os.path.exists(f"{d}/demo.txt"): continue
     t = open(f"{d}/demo.txt").read()
@@ -25,13 +25,13 @@ for name in sorted(os.listdir(base), key=lambda n: (int(re.sub(r'\D', '', n)), n
         r = re.search(rf"^{re.escape(k)}\s+([\d.]+) \S+\s+([\d.]+|-)", t, re.M)
         return f"{r.group(1)}/{r.group(2)}" if r else "?"
     def one(k):
-        r = re.search(rf"^\s*{re.escape(k)}\s+([\d.]+)", t, re.M); return r.group(1) if r else "?"
+        r = re.search(rf"^\s*{re.escape(k)}\s+(-?[\d.]+)", t, re.M); return r.group(1) if r else "?"
     tot = re.search(r"total ([\d.]+) s", t)
     rows = [l.split() for l in open(f"{d}/series")]
     mx = max(int(r[2]) for r in rows)
     peak = [r for r in rows if int(r[2]) == mx][-1]
     b, p = mi(rows[0]), mi(peak)
-    sb0, sbp = slab(f"{d}/slab.{rows[0][0]}"), slab(f"{d}/slab.{peak[0]}")
+    sb0, sbp = slab(f"{d}/slab.{rows[0][0]}"), slab(next(f"{d}/{x}" for x in os.listdir(d) if x.startswith("slab.peak")) if not os.path.exists(f"{d}/slab.{peak[0]}") else f"{d}/slab.{peak[0]}")
     k1 = (sbp["kmalloc-1k"] - sb0["kmalloc-1k"]) / mx if mx else 0
     sbz = "?"
     if os.path.exists(f"{d}/mountinfo.zone") and os.path.getsize(f"{d}/mountinfo.zone"):
