@@ -85,15 +85,22 @@ pub fn ensure(root: &Path) -> Result<PathBuf> {
     let suffix = crate::fsutil::unique_suffix();
     let new = parent.join(format!(".new-{suffix}"));
     build(&new).ctx(|| format!("building the zones' /dev template in {}", new.display()))?;
-    // A damaged one is moved aside first (only one repairer wins the rename).
     let old = parent.join(format!(".del-{suffix}"));
-    let _ = std::fs::rename(&dir, &old);
-    let placed = std::fs::rename(&new, &dir);
-    let _ = crate::treeops::remove_tree(&old);
-    if placed.is_err() {
-        // Another boot placed one meanwhile: ours is not needed.
-        let _ = crate::treeops::remove_tree(&new);
+    // Boots repairing at once: a template another one placed meanwhile is kept (checked
+    // again right before a damaged one is moved aside); ours then goes.
+    for _ in 0..3 {
+        if intact(&dir) {
+            break;
+        }
+        if std::fs::symlink_metadata(&dir).is_ok() {
+            let _ = std::fs::rename(&dir, &old);
+        }
+        if std::fs::rename(&new, &dir).is_ok() {
+            break;
+        }
     }
+    let _ = crate::treeops::remove_tree(&new);
+    let _ = crate::treeops::remove_tree(&old);
     // Leftovers of a repair that crashed.
     if let Ok(names) = std::fs::read_dir(&parent) {
         for e in names.flatten() {
