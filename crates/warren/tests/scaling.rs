@@ -69,6 +69,19 @@ fn a_zone_makes_only_overlay_proc_and_devpts_and_binds_the_rest() {
             .unwrap_or_else(|| panic!("no mount at {at} in the zone: {mounts:?}"));
         assert!(host.contains(d), "{at} is a superblock of its own ({d})");
     }
+    for line in text.lines() {
+        let f: Vec<&str> = line.split(' ').collect();
+        if ["/dev/console", "/dev/shm"].contains(&f[4]) {
+            let opts: Vec<&str> = f[5].split(',').collect();
+            assert!(
+                ["nosuid", "nodev", "noexec"]
+                    .iter()
+                    .all(|o| opts.contains(o)),
+                "{} must be nosuid, nodev, noexec: {line}",
+                f[4]
+            );
+        }
+    }
     let r = env.sh(
         "sb",
         "echo hi > /dev/shm/x && cat /dev/shm/x && echo c > /dev/console && \

@@ -188,10 +188,22 @@ fn node(p: &mut Plan, n: &Node) -> Result<(), PlanError> {
 pub(super) fn console(p: &mut Plan, spec: &SandboxSpec) -> Result<(), PlanError> {
     let (fd, dev_console) = match &spec.console {
         None => return Ok(()),
-        // The log was opened by the mount list; its dev_console is there already.
+        // The log was opened by the mount list; its dev_console is there already. The
+        // bind is nosuid, nodev and noexec, as a /dev is.
         Some(Console::Log { fd, dev_console }) => {
             let src = format!("/proc/self/fd/{fd}");
-            return p.mount(Some(src.as_bytes()), dev_console, None, libc::MS_BIND, None);
+            p.mount(Some(src.as_bytes()), dev_console, None, libc::MS_BIND, None)?;
+            return p.mount(
+                None,
+                dev_console,
+                None,
+                libc::MS_BIND
+                    | libc::MS_REMOUNT
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC,
+                None,
+            );
         }
         Some(Console::Pty {
             ptmx,
