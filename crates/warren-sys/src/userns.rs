@@ -321,8 +321,31 @@ pub fn open_tree_idmapped(path: &Path, userns: &File, attrs: u64) -> io::Result<
         path,
         libc::AT_RECURSIVE as libc::c_uint,
         MOUNT_ATTR_IDMAP | attrs,
+        0,
         userns.as_raw_fd() as u64,
     )
+}
+
+/// A detached bind of the directory at `path` alone (no submounts) with `set` set and
+/// `clear` cleared on it (`MOUNT_ATTR_*`), mapped through `userns` when given: a
+/// sandbox's shared, read-only /dev, whose device nodes must open (so `MOUNT_ATTR_NODEV`
+/// is cleared even when the state root's filesystem is mounted nodev). Close-on-exec.
+pub fn open_tree_with(
+    path: &Path,
+    set: u64,
+    clear: u64,
+    userns: Option<&File>,
+) -> io::Result<OwnedFd> {
+    match userns {
+        Some(ns) => detached_with(
+            path,
+            0,
+            MOUNT_ATTR_IDMAP | set,
+            clear,
+            ns.as_raw_fd() as u64,
+        ),
+        None => detached_with(path, 0, set, clear, 0),
+    }
 }
 
 /// Attach the detached mount `fd` (from `open_tree`/`fsmount`) at `target` in the
@@ -356,15 +379,17 @@ pub fn open_tree_readonly(path: &Path) -> io::Result<OwnedFd> {
         0,
         MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
         0,
+        0,
     )
 }
 
 /// `open_tree(path, OPEN_TREE_CLONE | recursive)` then `mount_setattr` of `attr_set`
-/// (with `userns_fd` for MOUNT_ATTR_IDMAP) on it, `recursive` too.
+/// and `attr_clr` (with `userns_fd` for MOUNT_ATTR_IDMAP) on it, `recursive` too.
 fn detached_with(
     path: &Path,
     recursive: libc::c_uint,
     attr_set: u64,
+    attr_clr: u64,
     userns_fd: u64,
 ) -> io::Result<OwnedFd> {
     let c = crate::cstring(std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()))?;
@@ -381,7 +406,7 @@ fn detached_with(
     let fd = unsafe { OwnedFd::from_raw_fd(fd) };
     let attr = MountAttr {
         attr_set,
-        attr_clr: 0,
+        attr_clr,
         propagation: 0,
         userns_fd,
     };

@@ -196,6 +196,19 @@ fn disk_filler_is_stopped_by_disk_max() {
         r.stderr.contains("No space left") || r.stdout.contains("rc=0"),
         "{r:?}"
     );
+    // /dev/shm and the console are in the zone's storage: the image holds them too.
+    let r = env.sh(
+        "fill",
+        "rm -f /filler; dd if=/dev/zero of=/dev/shm/fill bs=1M count=200 2>&1; \
+         rm -f /dev/shm/fill; head -c 209715200 /dev/zero >> /dev/console; echo rc=$?",
+    );
+    assert!(
+        format!("{r:?}").matches("No space left on device").count() >= 2
+            && !r.stdout.contains("rc=0"),
+        "/dev/shm or the console went past disk.max: {r:?}"
+    );
+    let m = std::fs::metadata(&img).unwrap();
+    assert!(m.blocks() * 512 <= 64 << 20, "the image grew past its cap");
     println!("disk filler with disk.max 64M: stopped at {written} bytes (ENOSPC)");
 }
 

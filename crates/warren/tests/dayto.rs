@@ -185,19 +185,21 @@ fn config_set_changes_a_running_zones_cgroups_at_once() {
     env.ok(&["config", "set", "lv", "--next-boot", "max-processes=60"]);
     assert_eq!(env.cgroup_file("lv", "pids", "pids.max"), "40");
 
-    // A change the kernel refuses changes nothing: 40 MiB of tmpfs (not reclaimable
-    // without swap, and memory.swap=0 caps memory + swap) cannot fit in 16M.
+    // A change the kernel refuses changes nothing: 40 MiB of anonymous memory held by
+    // a process (not reclaimable without swap, and memory.swap=0 caps memory + swap)
+    // cannot fit in 16M. (/dev/shm is on the zone's disk now, reclaimable page cache.)
     env.ok(&["config", "set", "lv", "memory.max=128M", "max-processes=40"]);
     env.sh(
         "lv",
-        "dd if=/dev/zero of=/dev/shm/fill bs=1M count=40 2>/dev/null",
+        "nohup perl -e '$x = \"x\" x (40 << 20); open(F, \">/tmp/held\"); close F; sleep 120' \
+         >/dev/null 2>&1 & while [ ! -e /tmp/held ]; do sleep 0.05; done",
     )
     .ok();
     let before = std::fs::read_to_string(env.root().join("zones/lv/config.toml")).unwrap();
     let r = env.run(&["config", "set", "lv", "max-processes=77", "memory.max=16M"]);
     assert_ne!(
         r.code, 0,
-        "a 16M cap below 40M of tmpfs was accepted: {r:?}"
+        "a 16M cap below 40M of anonymous memory was accepted: {r:?}"
     );
     assert!(r.stderr.contains("none was changed"), "{}", r.stderr);
     assert_eq!(

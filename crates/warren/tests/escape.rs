@@ -362,10 +362,10 @@ fn zones_cannot_escape() {
             eperm,
         ),
         a(
-            "fill /dev/shm beyond its size",
-            "ENOSPC (64 MiB tmpfs)",
-            "dd if=/dev/zero of=/dev/shm/fill bs=1M count=100; rm -f /dev/shm/fill",
-            &["No space left on device"],
+            "write the shared /dev (a node, or over a node)",
+            "EROFS (one read-only template bound into every zone)",
+            "touch /dev/sda; echo x > /dev/.masked/x; rm -f /dev/null",
+            &["Read-only file system"],
         ),
         a(
             "sethostname (even in its own UTS namespace)",

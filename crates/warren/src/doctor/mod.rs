@@ -75,9 +75,10 @@ pub const ZONE_BASE_MEMORY: u64 = 512 << 10;
 /// of shrinker state: namespaces, cgroup files, warren-init's anon and page tables),
 /// rounded up.
 pub const ZONE_FLAT_MEMORY: u64 = 480 << 10;
-/// Superblocks a zone makes (overlay root, proc, the /dev tmpfs, devpts, its IPC
-/// namespace's mqueue): each registers a shrinker id (docs/scaling.md).
-pub const SUPERBLOCKS_PER_ZONE: u64 = 5;
+/// Superblocks a zone makes, each a shrinker id (docs/scaling.md): the length of the
+/// runtime's own list (`runtime::SUPERBLOCKS`: overlay root, proc, devpts, its IPC
+/// namespace's mqueue), which the zone-plan golden test checks against the plan.
+pub const SUPERBLOCKS_PER_ZONE: u64 = crate::runtime::SUPERBLOCKS.len() as u64;
 /// Shrinker ids covered by one unit of a memory cgroup's shrinker state.
 pub const SHRINKER_IDS_PER_UNIT: u64 = 64;
 /// A unit's cost: 64 deferred counters and a 64-bit map, 520 bytes in a 1 KiB slab slot.

@@ -46,6 +46,32 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
         None => None,
     };
     let null = File::open("/dev/null").ctx(|| "opening /dev/null".to_string())?;
+    // The shared /dev: read-only, nosuid, noexec, its nodes usable (nodev cleared even
+    // if the state root's filesystem is mounted nodev); with a user namespace mapped
+    // through it, so the zone sees its nodes and directories as its root's.
+    use warren_sys::userns::{
+        MOUNT_ATTR_NODEV, MOUNT_ATTR_NOEXEC, MOUNT_ATTR_NOSUID, MOUNT_ATTR_RDONLY,
+    };
+    let dev = warren_sys::userns::open_tree_with(
+        spec.dev,
+        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC,
+        MOUNT_ATTR_NODEV,
+        userns.as_ref().map(|u| &u.ns.user),
+    )
+    .ctx(|| {
+        format!(
+            "zone '{}': binding the shared /dev {} (with a user namespace its filesystem must support idmapped mounts; else set userns = false)",
+            spec.zone,
+            spec.dev.display()
+        )
+    })?;
+    // /dev/shm starts empty at each boot, as a tmpfs would (a disk.max zone's is on its
+    // image, not mounted here: it keeps its files; docs/scaling.md).
+    if spec.disk.is_none() {
+        let shm = super::spec::private_storage(spec.root).join(super::spec::SHM_DIR);
+        crate::treeops::remove_tree(&shm)
+            .ctx(|| format!("zone '{}': emptying {}", spec.zone, shm.display()))?;
+    }
     let init = match spec.config.init {
         Some(_) => None,
         // Through a read-only detached bind: the zone's /proc/1/exe then points into
@@ -94,6 +120,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     let mut fds = Fds {
         procs,
         null,
+        dev,
         init,
         userns,
         disk,

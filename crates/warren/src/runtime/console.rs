@@ -1,15 +1,18 @@
 //! A zone's console: what its init writes, and `/dev/console` inside it.
 //!
-//! The console is a file on the zone's **own /dev tmpfs**, in `/dev/.warren-console`
-//! (a 0700 directory of host root's that the zone cannot enter), created there by the
-//! child before the root change, given to the zone's root, opened as init's stdout
-//! and stderr and bound onto `/dev/console`. It has no tmpfs of its own: every
-//! superblock registers a shrinker and every memory cgroup on the host keeps state for
-//! every shrinker id, so a superblock per zone costs O(zones²) kernel memory
-//! (docs/scaling.md). Its pages are charged to the zone's memory cgroup (tmpfs charges
-//! the writer), so it counts against the zone's `memory.max`, never the host's disk;
-//! its size is bounded by the /dev tmpfs's `size=` ([`DEV_TMPFS_SIZE`], shared with
-//! /dev/shm). No helper process: nothing reads it while the zone runs.
+//! The console is a file in the zone's **own storage beside its root**
+//! (`zones/<name>/console.live`, or the root of its `disk.max` image), opened by the
+//! child before the root is mounted over that directory (so no path inside the zone
+//! reaches it), given to the zone's root, kept as init's stdout and stderr and bound on
+//! the shared /dev's `console` mount point. It makes no superblock: every superblock
+//! registers a shrinker and every memory cgroup on the host keeps state for every
+//! shrinker id, so a tmpfs per zone costs O(zones²) kernel memory (docs/scaling.md).
+//!
+//! Its bound is the zone's disk: with `disk.max` it is on the zone's image, so the cap
+//! holds for it as for the zone's own files (the escape of docs/isolation.md, class 6,
+//! stays closed); without `disk.max` nothing bounds the zone's root either, and the
+//! console adds no way to fill the host's disk that the zone's root did not have. Each
+//! boot truncates it. No helper process: nothing reads it while the zone runs.
 //!
 //! The host keeps a copy in `zones/<name>/console.log`: `halt` opens the live file
 //! through init's stdout before it stops the zone and saves it when the zone is gone
@@ -29,15 +32,11 @@ use crate::state::InitId;
 
 /// The cap on a zone's saved console (its last bytes are kept).
 pub const CONSOLE_MAX: u64 = 1 << 20;
-/// The zone's /dev tmpfs's size: the bound on its live console and /dev/shm together.
-pub const DEV_TMPFS_SIZE: &str = "65536k";
-/// The directory holding the console inside the zone's /dev.
-pub const MOUNT_DIR: &str = ".warren-console";
-/// The console file's name in it.
-pub const FILE: &str = "console";
+/// The live console's name in the zone's own storage (`runtime::spec::private_storage`).
+pub const FILE: &str = "console.live";
 
 /// The live console of the zone whose init is `init`, through init's stdout, if it is
-/// still the console (a regular file in [`MOUNT_DIR`]; opened without blocking).
+/// still the console (a regular file named [`FILE`]; opened without blocking).
 pub fn open_live(proc_root: &Path, init: InitId) -> Option<File> {
     open_stdout(proc_root, init.pid)
 }
@@ -47,7 +46,7 @@ pub fn open_live(proc_root: &Path, init: InitId) -> Option<File> {
 pub fn open_stdout(proc_root: &Path, pid: i32) -> Option<File> {
     let link = proc_root.join(pid.to_string()).join("fd/1");
     let target = std::fs::read_link(&link).ok()?;
-    if !target.ends_with(Path::new(MOUNT_DIR).join(FILE)) {
+    if !target.ends_with(FILE) {
         return None;
     }
     let f = std::fs::OpenOptions::new()

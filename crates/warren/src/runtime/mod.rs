@@ -14,6 +14,7 @@
 
 mod boot;
 pub mod console;
+pub mod devdir;
 pub mod init;
 pub mod login;
 mod login_io;
@@ -37,6 +38,7 @@ use crate::storage::template::Bind;
 use crate::storage::RootMount;
 
 pub use boot::{boot, init_exited, last_lines, watch, Booted, BOOT_WATCH};
+pub use spec::SUPERBLOCKS;
 pub use stop::{stop, StopOutcome};
 pub use views::reattach_views;
 
@@ -45,6 +47,9 @@ pub const ZONE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
 
 /// The descriptor number the child gives the console log (close-on-exec).
 const CONSOLE_FD: i32 = 900;
+/// The descriptor number the child keeps the zone's /dev/shm directory at, between
+/// opening it in the zone's storage and binding it on the shared /dev.
+const SHM_FD: i32 = 901;
 
 /// Everything needed to boot one zone.
 pub struct BootSpec<'a> {
@@ -53,8 +58,10 @@ pub struct BootSpec<'a> {
     pub root: &'a RootMount,
     pub binds: &'a [Bind],
     pub cgroups: &'a CgroupSet,
-    /// The host file the zone's console (init's stdout/stderr, /dev/console) writes to.
+    /// The host file the zone's console (init's stdout/stderr, /dev/console) is saved to.
     pub console: &'a Path,
+    /// The shared /dev template bound read-only into the zone (`devdir::ensure`).
+    pub dev: &'a Path,
     /// The `warren-init` binary on the host (run by file descriptor).
     pub init_exe: &'a Path,
     pub proc_root: &'a Path,
@@ -77,6 +84,8 @@ pub struct BootSpec<'a> {
 struct Fds {
     procs: Vec<File>,
     null: File,
+    /// The shared /dev as a detached read-only bind (idmapped with a user namespace).
+    dev: std::os::fd::OwnedFd,
     init: Option<File>,
     userns: Option<UsernsFds>,
     /// A `disk.max` image's loop device (autoclear: detached when its last mount goes)

@@ -5,17 +5,22 @@
 //! zone's own tree), mounted with the host's privileges in a mount namespace the host
 //! owns; every mount target in the tree is checked in the child to be a directory
 //! reached without a symlink ([`Prepare::CheckBeneath`]); /sys is the host's sysfs
-//! bound read-only; /dev is one small tmpfs with the nodes of `isolation::devices`
-//! and the console; the parent's go comes after the root is
+//! bound read-only; /dev is the state root's one shared template of the nodes of
+//! `isolation::devices` (`super::devdir`), bound read-only, with the zone's own
+//! devpts, its /dev/shm and its console (both in the zone's own storage beside its
+//! root: [`private_storage`]) bound on it; the parent's go comes after the root is
 //! built ([`SyncPoint::AfterRoot`]), then the user namespace is joined.
+//!
+//! [`SUPERBLOCKS`] lists the filesystems a zone's boot makes (docs/scaling.md): the
+//! golden test checks the plan against it and `warren doctor` predicts memory from it.
 
 use std::os::fd::{AsRawFd, RawFd};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use warren_sys::libc;
 use warren_sys::spawn::ExecTarget;
 
-use super::{console, init, BootSpec, Fds, CONSOLE_FD, ZONE_PATH};
+use super::{console, init, BootSpec, Fds, CONSOLE_FD, SHM_FD, ZONE_PATH};
 use crate::config::NetMode;
 use crate::error::{Error, Result};
 use crate::idmap::IdRange;
@@ -24,6 +29,28 @@ use crate::sandbox::plan::{cstr, PlanError};
 use crate::sandbox::spec::*;
 use crate::sandbox::SandboxSpec;
 use crate::storage::RootMount;
+
+/// The superblocks (filesystem instances) one zone makes, each a shrinker id that every
+/// memory cgroup on the host keeps state for (docs/scaling.md): the overlay of its root
+/// (overlay backend; a bind of its own tree otherwise makes none), its /proc (one per
+/// PID namespace), its devpts (its own ptys), and the mqueue the kernel makes for every
+/// IPC namespace, mounted or not. /dev, /sys, /dev/shm and the console make none (binds).
+pub const SUPERBLOCKS: [&str; 4] = ["overlay", "proc", "devpts", "mqueue"];
+
+/// Where a zone keeps what is its own but not part of its root (its /dev/shm and its
+/// live console): the directory holding its private layer, beside the root (the zone's
+/// directory, or the root of its `disk.max` image). The root mount covers it in the
+/// zone's mount namespace, so nothing in it is reachable from inside by a path.
+pub(super) fn private_storage(root: &RootMount) -> &Path {
+    let layer = match root {
+        RootMount::Overlay { upper, .. } => upper,
+        RootMount::Bind { source } => source,
+    };
+    layer.parent().unwrap_or(Path::new("/"))
+}
+
+/// The zone's /dev/shm in [`private_storage`].
+pub(super) const SHM_DIR: &str = "dev-shm";
 
 fn plan_err(zone: &str, e: PlanError) -> Error {
     Error::config(zone, e.to_string())
@@ -66,6 +93,8 @@ pub(super) struct Descriptors {
     pub init: Option<RawFd>,
     /// The mounted disk.max image (a detached mount).
     pub disk: Option<RawFd>,
+    /// The shared /dev template, a detached read-only bind.
+    pub dev: RawFd,
     pub userns: Option<UsernsDescriptors>,
     /// lxcfs's views (`crate::procviews`), by their path in the zone's root.
     pub views: Vec<(&'static str, RawFd)>,
@@ -90,6 +119,7 @@ impl Fds {
         Descriptors {
             null: self.null.as_raw_fd(),
             init: raw(&self.init),
+            dev: self.dev.as_raw_fd(),
             disk: self.disk.as_ref().map(|(_, m)| m.as_raw_fd()),
             userns: self.userns.as_ref().map(|u| UsernsDescriptors {
                 range: u.range,
@@ -237,17 +267,34 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
     if let Some(d) = spec.disk {
         inside.push(d.mountpoint.clone());
     }
+    let own = private_storage(spec.root).to_path_buf();
+    if !inside.iter().any(|i| own.starts_with(i)) {
+        inside.push(own.clone());
+    }
     // With a user namespace the idmapped template is attached over the template's own
     // path, in the child's private mount namespace only (see `root_mounts`).
     if let (RootMount::Overlay { lower, .. }, Some(_)) = (spec.root, us) {
         inside.push(lower.clone());
     }
     let dev = root.join("dev");
-    // The zone's root owns /dev (and /dev/shm, the nodes, the ptys' tty group) as it
-    // sees them: with a user namespace, that is the first id of its range.
+    // The zone's root owns its /dev/shm, its console and its ptys' tty group as it sees
+    // them: with a user namespace, that is the first id of its range.
     let base = us.map_or(0, |u| u.range.base);
-    let mut mounts = root_mounts(spec, fds)?;
-    mounts.extend(kernel_mounts(&root, us.map(|_| base)));
+    let owner = us.map(|_| (base, base));
+    let mut mounts = Vec::new();
+    if let (Some(d), Some(mnt)) = (spec.disk, fds.disk) {
+        // Mounted by the parent: the child may already be in the zone's devices cgroup,
+        // which (rightly) does not let it open the loop device.
+        mounts.push(attach(
+            &d.mountpoint,
+            Prepare::AsIs,
+            mnt,
+            "the disk.max image".into(),
+        ));
+    }
+    mounts.extend(own_storage(&own, owner));
+    mounts.extend(root_mounts(spec, fds)?);
+    mounts.extend(kernel_mounts(&root, fds.dev, owner.map(|_| base)));
     // lxcfs's views over the fresh /proc and the read-only /sys (neither reachable by
     // the zone yet), from binds the booting process opened on the host's lxcfs mount.
     for (rel, fd) in &fds.views {
@@ -258,26 +305,6 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
             format!("lxcfs's view of /{rel} (proc-views)"),
         ));
     }
-    let nodes = isolation::devices::NODES
-        .iter()
-        .map(|n| Node {
-            at: dev.join(n.name),
-            host: Path::new("/dev").join(n.name),
-            kind: libc::S_IFCHR,
-            major: n.major,
-            minor: n.minor,
-            mode: n.mode,
-            uid: base,
-            gid: base,
-            dirs_beneath: None,
-            bind: false,
-        })
-        .collect();
-    let links = isolation::devices::LINKS
-        .iter()
-        .map(|(link, to)| (dev.join(link), to.to_string()))
-        .collect();
-    let console_dir = dev.join(console::MOUNT_DIR);
     Ok(SandboxSpec {
         namespaces: Namespaces {
             new,
@@ -295,8 +322,9 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
             propagation: libc::MS_REC | libc::MS_PRIVATE,
             private_parent: None,
             mounts,
-            nodes,
-            links,
+            // The nodes and links are the shared /dev's (super::devdir).
+            nodes: Vec::new(),
+            links: Vec::new(),
             change: RootChange::PivotRoot,
             propagation_after: None,
             masked: isolation::MASKED_FILES
@@ -316,14 +344,11 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
         hooks_sync: None,
         sysctls: Vec::new(),
         oom_score_adj: None,
-        // The console on the zone's /dev tmpfs (runtime::console), in a directory of
-        // host root's that the zone cannot enter, its file opened as init's stdout.
+        // The console, a file in the zone's own storage opened by `own_storage`
+        // (runtime::console), bound on the shared /dev's mount point.
         console: Some(Console::Log {
-            file: console_dir.join(console::FILE),
-            dir: console_dir,
-            owner: us.map(|_| (base, base)),
             fd: CONSOLE_FD,
-            dev_console: dev.join("console"),
+            dev_console: dev.join(super::devdir::CONSOLE),
         }),
         stdio: vec![(fds.null.as_raw_fd(), 0), (CONSOLE_FD, 1), (CONSOLE_FD, 2)],
         hold: None,
@@ -332,22 +357,11 @@ pub(super) fn zone_spec(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Sandbo
     })
 }
 
-/// The zone's root: the disk.max image, the overlay (or bind) of the template, the
-/// template's binds.
+/// The zone's root: the overlay (or bind) of the template, the template's binds.
 fn root_mounts(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Vec<MountEntry>> {
     let root = spec.root.target();
     let us = fds.userns.as_ref();
     let mut out = Vec::new();
-    if let (Some(d), Some(mnt)) = (spec.disk, fds.disk) {
-        // Mounted by the parent: the child may already be in the zone's devices cgroup,
-        // which (rightly) does not let it open the loop device.
-        out.push(attach(
-            &d.mountpoint,
-            Prepare::AsIs,
-            mnt,
-            "the disk.max image".into(),
-        ));
-    }
     match spec.root {
         RootMount::Overlay {
             lower,
@@ -371,7 +385,7 @@ fn root_mounts(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Vec<MountEntry>
             let opts = super::overlay_options(lower, upper, work)?;
             // nodev: an image's (or a zone's) device nodes open nothing, also for a
             // host user who reaches them through /proc/<pid>/root; the zone's /dev
-            // is a tmpfs of its own where warren makes the nodes it allows.
+            // is the shared template of the nodes warren allows.
             out.push(mount(
                 target,
                 Prepare::AsIs,
@@ -439,9 +453,58 @@ fn root_mounts(spec: &BootSpec<'_>, fds: &Descriptors) -> Result<Vec<MountEntry>
     Ok(out)
 }
 
-/// /proc, /sys (the host's sysfs, read-only), /dev (a tmpfs with /dev/pts and
-/// /dev/shm). `owner`: the zone root's host id when it has a user namespace.
-fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
+/// The zone's own storage beside its root ([`private_storage`], before the root
+/// covers it): its /dev/shm directory and its console file, opened and kept at
+/// [`SHM_FD`] and [`CONSOLE_FD`] for the binds on /dev. Both count against the zone's
+/// `disk.max` when it has one (they are on its image). The console is truncated at
+/// each boot (halt saved it); `O_NOFOLLOW` refuses a link there, though only the host
+/// writes this directory.
+fn own_storage(own: &Path, owner: Option<(u32, u32)>) -> Vec<MountEntry> {
+    let entry = |target: PathBuf, kind| MountEntry {
+        target,
+        prepare: Prepare::AsIs,
+        kind,
+        then: Vec::new(),
+    };
+    let shm = own.join(SHM_DIR);
+    vec![
+        entry(
+            shm.clone(),
+            MountKind::Dir {
+                mode: 0o1777,
+                owner,
+            },
+        ),
+        entry(
+            shm,
+            MountKind::Keep {
+                flags: libc::O_PATH | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                mode: 0,
+                owner: None,
+                fd: SHM_FD,
+            },
+        ),
+        entry(
+            own.join(console::FILE),
+            MountKind::Keep {
+                flags: libc::O_WRONLY
+                    | libc::O_APPEND
+                    | libc::O_CREAT
+                    | libc::O_TRUNC
+                    | libc::O_NOFOLLOW
+                    | libc::O_CLOEXEC,
+                mode: 0o600,
+                owner,
+                fd: CONSOLE_FD,
+            },
+        ),
+    ]
+}
+
+/// /proc, /sys (the host's sysfs, read-only), /dev (the shared template `dev`, a
+/// detached read-only bind) with the zone's devpts and /dev/shm on it. `owner`: the
+/// zone root's host id when it has a user namespace.
+fn kernel_mounts(root: &Path, dev_fd: RawFd, owner: Option<u32>) -> Vec<MountEntry> {
     let check = |rel: &str| Prepare::CheckBeneath {
         root: root.to_path_buf(),
         rel: rel.to_string(),
@@ -474,33 +537,16 @@ fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
     out.push(sys);
     let dev = root.join("dev");
     let base = owner.unwrap_or(0);
-    // One tmpfs for the device nodes, /dev/shm and the console (see /sys above for why
-    // not three).
-    out.push(mount(
+    // The shared /dev (read-only, nosuid, noexec, its nodes usable), for the same
+    // reason: a tmpfs per zone was a superblock per zone.
+    out.push(attach(
         &dev,
         check("dev"),
-        Some("tmpfs"),
-        Some("tmpfs"),
-        libc::MS_NOSUID | libc::MS_NOEXEC,
-        Some(format!(
-            "mode=755,size={},nr_inodes=4096{}",
-            console::DEV_TMPFS_SIZE,
-            owner.map_or(String::new(), |b| format!(",uid={b},gid={b}"))
-        )),
+        dev_fd,
+        "the shared /dev (read-only)".into(),
     ));
-    for (name, mode) in [("pts", 0o755), ("shm", 0o1777)] {
-        out.push(MountEntry {
-            target: dev.join(name),
-            prepare: Prepare::AsIs,
-            kind: MountKind::Dir {
-                mode,
-                owner: owner.map(|b| (b, b)),
-            },
-            then: Vec::new(),
-        });
-    }
     out.push(mount(
-        &dev.join("pts"),
+        &dev.join(super::devdir::PTS),
         Prepare::AsIs,
         Some("devpts"),
         Some("devpts"),
@@ -511,6 +557,18 @@ fn kernel_mounts(root: &Path, owner: Option<u32>) -> Vec<MountEntry> {
             base + 5
         )),
     ));
+    // /dev/shm: the directory kept open by `own_storage`, in the zone's own storage.
+    let mut shm = mount(
+        &dev.join(super::devdir::SHM),
+        Prepare::AsIs,
+        Some(&format!("/proc/self/fd/{SHM_FD}")),
+        None,
+        libc::MS_BIND,
+        None,
+    );
+    shm.then
+        .push((libc::MS_BIND | libc::MS_REMOUNT | nosuid_nodev_noexec, None));
+    out.push(shm);
     out
 }
 

@@ -45,6 +45,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             binds: &binds,
             cgroups: &cgroups,
             console: &dir.join("console.log"),
+            dev: Path::new("/var/lib/warren/dev-template/dev"),
             init_exe: Path::new("/usr/lib/warren/warren-init"),
             proc_root: Path::new("/proc"),
             net: None,
@@ -59,6 +60,7 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
         let fds = Descriptors {
             null: 11,
             init: Some(12),
+            dev: 22,
             disk: Some(13),
             userns: userns.then(|| UsernsDescriptors {
                 range: IdRange {
@@ -158,6 +160,58 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
             userns,
             "{name}: nodes and dirs given to the zone's root"
         );
+        // The filesystems the zone makes are exactly SUPERBLOCKS (less the IPC
+        // namespace's mqueue, which the kernel makes): /dev, /sys, /dev/shm and the
+        // console are binds, no node is made per zone.
+        let made: Vec<String> = steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Mount {
+                    fstype: Some(t),
+                    flags,
+                    ..
+                } if flags & (libc::MS_BIND | libc::MS_REMOUNT) == 0 => {
+                    Some(t.to_string_lossy().into_owned())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(made, ["overlay", "proc", "devpts"], "{name}");
+        assert_eq!(
+            SUPERBLOCKS
+                .iter()
+                .filter(|s| **s != "mqueue")
+                .collect::<Vec<_>>(),
+            made.iter().collect::<Vec<_>>(),
+            "{name}: runtime::SUPERBLOCKS (doctor's count) differs from the plan"
+        );
+        assert!(
+            !steps.iter().any(|s| matches!(s, Step::Mknod { .. })),
+            "{name}: nodes come from the shared /dev"
+        );
+        // The console and /dev/shm are opened in the zone's storage before the root
+        // covers it, and bound on the shared /dev after it is attached.
+        let opened = |fd: i32| {
+            at(&|s| matches!(s, Step::Open { fd: f, .. } if *f == fd))
+                .unwrap_or_else(|| panic!("{name}: nothing kept at {fd}"))
+        };
+        let overlay =
+            at(&|s| matches!(s, Step::Mount { fstype: Some(t), .. } if t.to_bytes() == b"overlay"))
+                .unwrap();
+        assert!(
+            opened(CONSOLE_FD) < overlay && opened(SHM_FD) < overlay,
+            "{name}"
+        );
+        let dev = at(&|s| matches!(s, Step::MoveMount { fd: 22, .. })).expect("the shared /dev");
+        for (rel, fd) in [("dev/console", CONSOLE_FD), ("dev/shm", SHM_FD)] {
+            let bound = mounted(rel);
+            assert!(dev < bound && bound < pivot, "{name}: /{rel} placed");
+            assert!(
+                matches!(&steps[bound], Step::Mount { source: Some(src), .. }
+                    if src.to_bytes() == format!("/proc/self/fd/{fd}").as_bytes()),
+                "{name}: /{rel} is the kept descriptor"
+            );
+        }
         assert!(
             matches!(p.spawn.exec, ExecTarget::Fd(12)),
             "{name}: warren-init by fd"
@@ -186,6 +240,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
         binds: &[],
         cgroups: &cgroups,
         console: Path::new("/z/console.log"),
+        dev: Path::new("/z/dev-template/dev"),
         init_exe: Path::new("/x/warren-init"),
         proc_root: Path::new("/proc"),
         net: None,
@@ -197,6 +252,7 @@ fn nul_in_services_is_refused_naming_the_zone() {
     let fds = Descriptors {
         null: 11,
         init: Some(12),
+        dev: 22,
         disk: None,
         userns: None,
         views: Vec::new(),

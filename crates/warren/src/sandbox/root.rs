@@ -110,6 +110,32 @@ fn mount_entry(p: &mut Plan, m: &MountEntry) -> Result<(), PlanError> {
             },
             format!("create link {}", target.display()),
         ),
+        MountKind::Keep {
+            flags,
+            mode,
+            owner,
+            fd,
+        } => {
+            p.push(
+                Step::Open {
+                    path: cpath(target)?,
+                    flags: *flags,
+                    mode: *mode,
+                    fd: *fd,
+                },
+                format!("open {}", target.display()),
+            );
+            if let Some((uid, gid)) = owner {
+                p.push(
+                    Step::Chown {
+                        path: cpath(target)?,
+                        uid: *uid,
+                        gid: *gid,
+                    },
+                    format!("give {} to {uid}:{gid}", target.display()),
+                );
+            }
+        }
     }
     for (flags, data) in &m.then {
         p.mount(None, target, None, *flags, data.as_deref())?;
@@ -162,46 +188,22 @@ fn node(p: &mut Plan, n: &Node) -> Result<(), PlanError> {
 pub(super) fn console(p: &mut Plan, spec: &SandboxSpec) -> Result<(), PlanError> {
     let (fd, dev_console) = match &spec.console {
         None => return Ok(()),
-        Some(Console::Log {
-            dir,
-            owner,
-            file,
-            fd,
-            dev_console,
-        }) => {
-            p.tolerate_exists(
-                Step::Mkdir {
-                    path: cpath(dir)?,
-                    mode: 0o700,
-                },
-                format!("create {}", dir.display()),
+        // The log was opened by the mount list; its dev_console is there already. The
+        // bind is nosuid, nodev and noexec, as a /dev is.
+        Some(Console::Log { fd, dev_console }) => {
+            let src = format!("/proc/self/fd/{fd}");
+            p.mount(Some(src.as_bytes()), dev_console, None, libc::MS_BIND, None)?;
+            return p.mount(
+                None,
+                dev_console,
+                None,
+                libc::MS_BIND
+                    | libc::MS_REMOUNT
+                    | libc::MS_NOSUID
+                    | libc::MS_NODEV
+                    | libc::MS_NOEXEC,
+                None,
             );
-            // A new file: O_EXCL and O_NOFOLLOW refuse anything already there.
-            p.push(
-                Step::Open {
-                    path: cpath(file)?,
-                    flags: libc::O_WRONLY
-                        | libc::O_APPEND
-                        | libc::O_CREAT
-                        | libc::O_EXCL
-                        | libc::O_CLOEXEC
-                        | libc::O_NOFOLLOW,
-                    mode: 0o600,
-                    fd: *fd,
-                },
-                format!("create {}", file.display()),
-            );
-            if let Some((uid, gid)) = owner {
-                p.push(
-                    Step::Chown {
-                        path: cpath(file)?,
-                        uid: *uid,
-                        gid: *gid,
-                    },
-                    format!("give {} to {uid}:{gid}", file.display()),
-                );
-            }
-            (*fd, Some(dev_console))
         }
         Some(Console::Pty {
             ptmx,

@@ -194,6 +194,16 @@ pub enum MountKind {
     },
     /// A symlink to `to` (an existing entry is kept).
     Link { to: String },
+    /// Open the target (`open(2)` with `flags` and `mode`), give it to `owner` when
+    /// given, and keep it at `fd`: a file or directory that a later mount covers (a
+    /// zone's console and /dev/shm in its own storage, beside the root the overlay is
+    /// mounted over), bound in the root afterwards through `/proc/self/fd/<fd>`.
+    Keep {
+        flags: libc::c_int,
+        mode: libc::mode_t,
+        owner: Option<(u32, u32)>,
+        fd: RawFd,
+    },
 }
 
 /// A device node in the sandbox's `/dev`.
@@ -220,16 +230,10 @@ pub struct Node {
 /// The sandbox's console.
 #[derive(Debug)]
 pub enum Console {
-    /// A log: `file`, created in the 0700 directory `dir` (host root's, on the
-    /// sandbox's /dev tmpfs: no superblock of its own), given to `owner`, opened at
-    /// `fd` and bound on `dev_console` (a zone's console, `runtime::console`).
-    Log {
-        dir: PathBuf,
-        owner: Option<(u32, u32)>,
-        file: PathBuf,
-        fd: RawFd,
-        dev_console: PathBuf,
-    },
+    /// A log already open at `fd` (a mount entry's [`MountKind::Keep`], in storage
+    /// the sandbox cannot reach by a path), bound on `dev_console`, which must exist
+    /// (a zone's console, `runtime::console`).
+    Log { fd: RawFd, dev_console: PathBuf },
     /// A pty of the sandbox's devpts: the master is sent to `socket`, the slave kept
     /// at `slave_fd`, bound on `dev_console` when there is one (OCI `terminal`).
     Pty {

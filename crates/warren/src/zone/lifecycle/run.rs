@@ -86,6 +86,8 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     }
     let idmap = prepare_idmap(ctx, z, &root)?;
     let init_exe = runtime::init_exe()?;
+    // The zones' shared /dev, checked (and repaired) before anything is made.
+    let dev = runtime::devdir::ensure(ctx.layout.root())?;
     // Admission: refuse before any cgroup exists when a host limit leaves no room for
     // the zone's init and services (a few small reads; see doctor::admit).
     let zone_tasks = 1 + z.config.services.len() as u64;
@@ -151,6 +153,7 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
         binds: &manifest.binds,
         cgroups: &rt.cgroups,
         console: &z.dir.join("console.log"),
+        dev: &dev,
         init_exe: &init_exe,
         proc_root: &ctx.host.proc,
         net: rt.net.as_ref(),
