@@ -315,3 +315,25 @@ mod tests {
         assert!(statvfs(Path::new("/no/such/path")).is_err());
     }
 }
+
+/// Swap `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`): both must exist, on one
+/// filesystem. Neither name is followed if it is a symlink; a crash leaves either the
+/// old pair or the swapped pair, never one name missing.
+pub fn rename_exchange(a: &Path, b: &Path) -> io::Result<()> {
+    let (a, b) = (
+        cstring(a.as_os_str().as_bytes())?,
+        cstring(b.as_os_str().as_bytes())?,
+    );
+    // SAFETY: both are valid NUL-terminated paths that outlive the call; the syscall
+    // only reads them.
+    cvt(unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    })
+    .map(drop)
+}

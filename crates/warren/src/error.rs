@@ -72,6 +72,10 @@ pub enum Error {
         state: ZoneState,
         remedy: String,
     },
+    #[error("zone '{zone}' has no snapshot '{name}'; see 'warren snapshot list {zone}'")]
+    NoSuchSnapshot { zone: String, name: String },
+    #[error("zone '{zone}' already has a snapshot '{name}'; pick another name or delete it with 'warren snapshot delete {zone} {name}'")]
+    SnapshotExists { zone: String, name: String },
     #[error("zone '{0}' already exists; pick another name or delete it first")]
     ZoneExists(String),
     #[error("template '{0}' already exists; delete it first or pick another name")]
@@ -223,7 +227,10 @@ impl Error {
             Error::InvalidName { .. } | Error::Config { .. } | Error::Invalid(_) => {
                 ExitCode::InvalidInput
             }
-            Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
+            Error::NoSuchZone(_) | Error::NoSuchTemplate(_) | Error::NoSuchSnapshot { .. } => {
+                ExitCode::NotFound
+            }
+            Error::SnapshotExists { .. } => ExitCode::Conflict,
             Error::WrongState { .. } => ExitCode::WrongState,
             Error::ZoneExists(_)
             | Error::TemplateExists(_)

@@ -38,6 +38,13 @@ pub const POINTS: &[&str] = &[
     "write.after-temp",
     "rename.after-record",
     "rename.after-dir",
+    // Snapshots, export and import (docs/snapshots.md): gc removes what each leaves.
+    "snapshot.after-copy",
+    "snapshot.delete-after-rename",
+    "restore.after-copy",
+    "restore.after-swap",
+    "export.after-write",
+    "import.after-unpack",
 ];
 
 /// The variable tests set to stop warren at a pause point.

@@ -190,8 +190,18 @@ pub enum Command {
         #[arg(required = true)]
         zones: Vec<String>,
     },
-    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted).
-    Clone { src: String, new: String },
+    /// Make NEW, installed, from SRC's root by copy-on-write (a running SRC is frozen
+    /// while its layer is copied: crash-consistent), or from SRC's snapshot NAME.
+    #[command(
+        after_help = "Examples:\n  warren clone web1 web2\n  warren clone --snapshot before-upgrade web1 web1-old"
+    )]
+    Clone {
+        src: String,
+        new: String,
+        /// Clone SRC's snapshot NAME instead of its current layer.
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
+    },
     /// Boot zones (installed → running).
     #[command(
         visible_alias = "start",
@@ -421,6 +431,36 @@ pub enum Command {
     /// Named sets of config keys copied into zones at create (the `default` one always).
     #[command(subcommand)]
     Profile(ProfileCmd),
+    // --- snapshots, export and import (docs/snapshots.md) ---
+    /// Snapshots of a zone's private layer: create, list, restore, delete.
+    #[command(subcommand)]
+    Snapshot(SnapshotCmd),
+    /// Write a zone (config, private layer, template record) to a zstd-compressed tar.
+    #[command(
+        after_help = "Examples:\n  warren export web1 web1.wzone\n  warren export --with-template web1 web1-full.wzone\n  warren export --snapshot nightly web1 web1-nightly.wzone"
+    )]
+    Export {
+        zone: String,
+        file: PathBuf,
+        /// Carry the template's root in the archive, for a host that lacks it.
+        #[arg(long)]
+        with_template: bool,
+        /// Export the zone's snapshot NAME instead of its current layer.
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
+    },
+    /// Make an installed zone from an archive written by 'warren export'.
+    #[command(
+        after_help = "Examples:\n  warren import web1.wzone\n  warren import web1.wzone web1-copy\n  warren import --with-template web1-full.wzone"
+    )]
+    Import {
+        file: PathBuf,
+        /// The new zone's name [default: the exported zone's].
+        name: Option<String>,
+        /// Make the archive's template on this host if it has none of that name.
+        #[arg(long)]
+        with_template: bool,
+    },
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     #[command(after_help = gen::COMPLETIONS_HELP)]
     Completions {
@@ -612,6 +652,22 @@ pub struct DoctorArgs {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Snapshot a zone (installed or running; default NAME: the UTC time).
+    #[command(after_help = "Example: warren snapshot create web1 before-upgrade")]
+    Create { zone: String, name: Option<String> },
+    /// List snapshots with their sizes (of one zone, or of all).
+    List { zone: Option<String> },
+    /// Put a halted zone's layer back as it was in the snapshot (the snapshot stays).
+    #[command(
+        after_help = "Example: warren halt web1 && warren snapshot restore web1 before-upgrade"
+    )]
+    Restore { zone: String, name: String },
+    /// Delete a snapshot.
+    Delete { zone: String, name: String },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum TemplateCmd {
     /// Create a template.
     #[command(
@@ -631,6 +687,9 @@ pub enum TemplateCmd {
         /// A root of the static busybox binary (apt-get install busybox-static).
         #[arg(long, group = "source")]
         busybox: bool,
+        /// Publish a halted zone: its merged root (template + private layer).
+        #[arg(long, value_name = "ZONE", group = "source")]
+        from_zone: Option<String>,
     },
     /// List templates.
     List,

@@ -16,6 +16,7 @@ mod listing;
 mod output;
 mod overcommit;
 mod profile_cmd;
+mod snapshot_cmd;
 mod stat;
 mod zonecfg;
 
@@ -229,8 +230,8 @@ fn run(cli: Cli) -> Result<i32> {
             res.print(json, r.is_ok());
             r?
         }
-        Command::Clone { src, new } => {
-            zone::clone(&ctx, &src, &new)?;
+        Command::Clone { src, new, snapshot } => {
+            zone::clone_from(&ctx, &src, &new, snapshot.as_deref())?;
             if json {
                 let mut r = dayto::VerbResult::new(&new, "clone", &Outcome::Done);
                 r.source = Some(src);
@@ -569,6 +570,10 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Profile(c) => profile_cmd::profile_cmd(&ctx, json, c)?,
+        Command::Snapshot(c) => snapshot_cmd::snapshot_cmd(&ctx, json, c)?,
+        c @ (Command::Export { .. } | Command::Import { .. }) => {
+            snapshot_cmd::archive_cmd(&ctx, json, c)?
+        }
         Command::Completions { shell } => gen::completions(&shell)?,
         Command::Man { dir } => {
             let pages = gen::man_pages(&dir)?;

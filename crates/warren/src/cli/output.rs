@@ -185,25 +185,6 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     }
 }
 
-pub fn template_table(ctx: &Context, list: &[Manifest]) {
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|m| {
-            let users = crate::zone::zones_using_template(&ctx.layout, &m.name)
-                .map(|u| u.len().to_string())
-                .unwrap_or_else(|_| "?".into());
-            vec![
-                m.name.clone(),
-                format!("{:?}", m.kind).to_lowercase(),
-                m.backend.to_string(),
-                users,
-                m.source.clone().unwrap_or_else(|| "-".into()),
-            ]
-        })
-        .collect();
-    table(&["NAME", "KIND", "BACKEND", "ZONES", "SOURCE"], &rows);
-}
-
 /// `warren config keys`: (name, example, default, live, meaning) rows.
 pub fn key_table(rows: &[Vec<String>]) {
     table(&["KEY", "EXAMPLE", "DEFAULT", "LIVE", "MEANING"], rows);

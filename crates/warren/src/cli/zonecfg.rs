@@ -10,7 +10,20 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
             from_dir,
             from_tar,
             busybox,
+            from_zone,
         } => {
+            if let Some(z) = from_zone {
+                let m = zone::publish::publish(ctx, &name, &z)?;
+                if json {
+                    output::json(&m);
+                } else {
+                    println!(
+                        "template '{name}' created from zone '{z}' ({} backend)",
+                        m.backend
+                    );
+                }
+                return Ok(());
+            }
             let source = match (from, from_dir, from_tar, busybox) {
                 (Some(_), _, _, _) => Source::Host,
                 (_, Some(d), _, _) => Source::Dir(d),
@@ -18,7 +31,7 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
                 (_, _, _, true) => Source::Busybox,
                 _ => {
                     return Err(Error::Invalid(
-                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE or --busybox".into(),
+                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE, --busybox or --from-zone ZONE".into(),
                     ))
                 }
             };
@@ -34,14 +47,7 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
                 );
             }
         }
-        TemplateCmd::List => {
-            let list = template::list(&ctx.layout)?;
-            if json {
-                output::json(&list);
-            } else {
-                output::template_table(ctx, &list);
-            }
-        }
+        TemplateCmd::List => super::snapshot_cmd::template_list(ctx, json)?,
         TemplateCmd::Delete { name } => {
             ctx.require_root()?;
             template::delete(&ctx.layout, &name)?;

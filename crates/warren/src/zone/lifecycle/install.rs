@@ -188,6 +188,13 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
 
 /// `warren clone SRC NEW`: NEW is installed with a copy-on-write copy of SRC's root.
 pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
+    clone_from(ctx, src, dst, None)
+}
+
+/// `warren clone [--snapshot NAME] SRC NEW`: NEW is installed with a copy-on-write
+/// copy of SRC's layer, or of its snapshot NAME. A running SRC is frozen while its
+/// layer is copied (crash-consistent, see `zone::freeze`).
+pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -> Result<()> {
     ctx.require_root()?;
     names::zone(src)?;
     names::zone(dst)?;
@@ -196,20 +203,38 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
             "zone '{src}': cannot clone a zone onto itself; give the clone another name"
         )));
     }
-    // Lock in name order so two opposite clones cannot deadlock.
+    // Lock in name order so two opposite clones cannot deadlock. The source's lock is
+    // exclusive: a running source is frozen and thawed by this command alone.
     let (_l1, _l2) = if src < dst {
-        let a = lock::shared(&ctx.layout, "zone", src)?;
+        let a = lock::exclusive(&ctx.layout, "zone", src)?;
         (a, lock::exclusive(&ctx.layout, "zone", dst)?)
     } else {
         let b = lock::exclusive(&ctx.layout, "zone", dst)?;
-        (lock::shared(&ctx.layout, "zone", src)?, b)
+        (lock::exclusive(&ctx.layout, "zone", src)?, b)
     };
-    let source = load(ctx, src)?;
-    state::check(src, Verb::CloneFrom, source.state(ctx))?;
-    let kind = source.lifecycle.backend.ok_or_else(|| Error::Corrupt {
-        path: state::state_path(&source.dir),
-        message: "an installed zone without a storage backend".into(),
-    })?;
+    let mut source = load_locked(ctx, src)?;
+    let from_snapshot = match snapshot {
+        Some(name) => Some(crate::zone::snapshot::existing(&source, name)?),
+        None => {
+            if source.state(ctx) != ZoneState::Running {
+                state::check(src, Verb::CloneFrom, source.state(ctx))?;
+            }
+            None
+        }
+    };
+    let kind = match &from_snapshot {
+        Some((_, meta)) => meta.backend,
+        None => source.lifecycle.backend.ok_or_else(|| Error::Corrupt {
+            path: state::state_path(&source.dir),
+            message: "an installed zone without a storage backend".into(),
+        })?,
+    };
+    let from_dir = from_snapshot
+        .as_ref()
+        .map_or(source.dir.clone(), |(d, _)| d.clone());
+    let from_idmap = from_snapshot
+        .as_ref()
+        .map_or(source.lifecycle.idmap, |(_, m)| m.idmap);
     let _tlock = lock::shared(&ctx.layout, "template", &source.config.template)?;
     template::load(&ctx.layout, &source.config.template)?;
     let zones = ctx.layout.zones();
@@ -235,16 +260,22 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         // The clone's layer moves from the source's id range to the clone's in the
         // copy itself (a tenant's chown of its `/` does not hide which range it is).
         let to = range.unwrap_or(IdRange::new(0));
-        let shift = match be.root_mount(&troot, &source.dir) {
-            RootMount::Overlay { upper, .. } if crate::quota::image(&source.dir).is_none() => {
-                let from = upper_owner(src, &upper, source.lifecycle.idmap)?;
+        let image = crate::quota::image(&from_dir).is_some();
+        let shift = match be.root_mount(&troot, &from_dir) {
+            RootMount::Overlay { upper, .. } if !image => {
+                let from = upper_owner(src, &upper, from_idmap)?;
                 (from != to).then_some(crate::treeops::Shift { from, to })
             }
             _ => None,
         };
-        be.clone_zone(&source.dir, &tmp, shift)?;
-        if crate::quota::image(&source.dir).is_some() {
-            crate::quota::copy_image(&source.dir, &tmp)?;
+        crate::zone::freeze::with_frozen(ctx, &mut source, || {
+            be.clone_zone(&from_dir, &tmp, shift)?;
+            if image {
+                crate::quota::copy_image(&from_dir, &tmp)?;
+            }
+            Ok(())
+        })?;
+        if image {
             crate::quota::shift_image(dst, &tmp, to)?;
         }
         fault::point("clone.after-copy");
@@ -271,7 +302,12 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         .and_then(|_| idmap::release(&ctx.layout, dst, None));
         return Err(e.with_cleanup(cleanup.err()));
     }
-    journal(ctx, "cloned", dst, serde_json::json!({ "source": src }));
+    journal(
+        ctx,
+        "cloned",
+        dst,
+        serde_json::json!({ "source": src, "snapshot": snapshot }),
+    );
     Ok(())
 }
 
@@ -281,6 +317,7 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         z.lifecycle.incomplete_op = Some("uninstall".into());
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
         fault::point("uninstall.after-incomplete");
+        crate::zone::snapshot::remove_all(kind, &z.dir)?;
         backend(kind).uninstall(&z.dir)?;
         crate::quota::remove_image(&z.dir)?;
         fault::point("uninstall.after-backend");
