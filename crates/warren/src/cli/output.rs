@@ -8,8 +8,7 @@ use crate::doctor;
 use crate::error::Error;
 use crate::host::HostInfo;
 use crate::measure::Progress;
-use crate::storage::template::Manifest;
-use crate::zone::{Context, ZoneInfo};
+use crate::zone::ZoneInfo;
 
 /// Print the error and its numbered chain of causes, once.
 pub fn print_error(e: &Error) {
