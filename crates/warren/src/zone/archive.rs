@@ -295,7 +295,7 @@ pub fn import(
             let d = archive_tree::digest(&template::root_of(&ctx.layout, &tname))
                 .ctx(|| format!("import: reading template '{tname}'"))?;
             if d != meta.template_digest {
-                return Err(Error::Refused(format!(
+                return Err(Error::TemplateMismatch(format!(
                     "import {}: zone '{}' was made from template '{tname}', but this host's '{tname}' holds another tree ({d}, the archive's is {}); create the same template here, or export with --with-template and import it into a host without '{tname}' (or rename this one)",
                     file.display(), meta.zone, meta.template_digest
                 )));
@@ -310,13 +310,13 @@ pub fn import(
         }
         None if meta.with_template && with_template => true,
         None if meta.with_template => {
-            return Err(Error::Refused(format!(
+            return Err(Error::TemplateMismatch(format!(
                 "import {}: template '{tname}' does not exist on this host; the archive carries it: add --with-template to create it from the archive",
                 file.display()
             )))
         }
         None => {
-            return Err(Error::Refused(format!(
+            return Err(Error::TemplateMismatch(format!(
                 "import {}: template '{tname}' does not exist on this host; create it (e.g. 'warren template create {tname} --from host'), or export the zone with --with-template",
                 file.display()
             )))
