@@ -302,20 +302,6 @@ pub fn create_in(
     Ok(file)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn statvfs_of_the_root_filesystem() {
-        let s = statvfs(Path::new("/")).unwrap();
-        assert!(
-            s.total_bytes > 0 && s.avail_bytes <= s.free_bytes && s.free_bytes <= s.total_bytes
-        );
-        assert!(statvfs(Path::new("/no/such/path")).is_err());
-    }
-}
-
 /// Swap `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`): both must exist, on one
 /// filesystem. Neither name is followed if it is a symlink; a crash leaves either the
 /// old pair or the swapped pair, never one name missing.
@@ -336,4 +322,18 @@ pub fn rename_exchange(a: &Path, b: &Path) -> io::Result<()> {
         )
     })
     .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statvfs_of_the_root_filesystem() {
+        let s = statvfs(Path::new("/")).unwrap();
+        assert!(
+            s.total_bytes > 0 && s.avail_bytes <= s.free_bytes && s.free_bytes <= s.total_bytes
+        );
+        assert!(statvfs(Path::new("/no/such/path")).is_err());
+    }
 }

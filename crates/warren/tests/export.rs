@@ -142,9 +142,12 @@ fn damaged_and_truncated_archives() {
     b.run(&["import", "/nonexistent.wzone"]).fails(9, "opening");
 }
 
+/// One raw entry: its header and data.
+type Extra = (tar::Header, Vec<u8>);
+
 /// Rewrite the archive `src` into `dst`, adding `extra` (raw tar headers + data)
 /// before its end record.
-fn with_entries(src: &Path, dst: &Path, extra: &[(tar::Header, Vec<u8>)]) {
+fn with_entries(src: &Path, dst: &Path, extra: &[Extra]) {
     let mut raw = Vec::new();
     zstd::Decoder::new(std::fs::File::open(src).unwrap())
         .unwrap()
@@ -196,7 +199,7 @@ fn hostile_archives_stay_inside_the_new_zone() {
     let outside = out.path().join("outside");
     std::fs::create_dir(&outside).unwrap();
     let target = outside.to_str().unwrap().to_string();
-    let cases: Vec<(&str, Vec<(tar::Header, Vec<u8>)>, &str)> = vec![
+    let cases: Vec<(&str, Vec<Extra>, &str)> = vec![
         (
             "dotdot",
             vec![(
