@@ -502,6 +502,17 @@ pub enum ProfileCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
+    /// Snapshot, restore, export and import figures (SPEC.md, "Snapshots and export"),
+    /// on scratch state roots of its own; run a release build.
+    #[command(after_help = "Example: warren bench snapshot --repeat 20 --data-mib 100 --json")]
+    Snapshot {
+        /// Snapshots and restores to time (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        repeat: usize,
+        /// MiB of private data in the exported zone.
+        #[arg(long, default_value_t = 100)]
+        data_mib: u64,
+    },
     /// For each N: clone and boot N fresh zones, measure them, remove them; write
     /// results.json, report.md, latency.svg and memory.svg.
     #[command(after_help = "Examples:

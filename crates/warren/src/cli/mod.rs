@@ -571,6 +571,15 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Profile(c) => profile_cmd::profile_cmd(&ctx, json, c)?,
         Command::Snapshot(c) => snapshot_cmd::snapshot_cmd(&ctx, json, c)?,
+        Command::Bench(BenchCmd::Snapshot { repeat, data_mib }) => {
+            ctx.require_root()?;
+            let r = bench::snapshot::run(repeat, data_mib)?;
+            if json {
+                output::json(&r);
+            } else {
+                println!("{r:#?}");
+            }
+        }
         c @ (Command::Export { .. } | Command::Import { .. }) => {
             snapshot_cmd::archive_cmd(&ctx, json, c)?
         }
