@@ -22,6 +22,8 @@ dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
 command -v crun >/dev/null 2>&1 || need+=(crun)
 command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
+# The zstd crate (warren export/import) builds its bundled libzstd with the C compiler.
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 # tests/escape_net.rs forges frames inside zones with the host's python3 (the host
 # template shares /usr).
 [ -x /usr/bin/python3 ] || need+=(python3)

@@ -123,8 +123,8 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
     zone::create(a, "data", None, None, &[])?;
     zone::install(a, "data")?;
     let z = zone::load(a, "data")?;
-    let layer = crate::storage::backend(z.lifecycle.backend.expect("installed"))
-        .private_dir(&z.dir);
+    let layer =
+        crate::storage::backend(z.lifecycle.backend.expect("installed")).private_dir(&z.dir);
     let mut f = std::fs::File::create(layer.join("blob"))
         .ctx(|| format!("creating {}", layer.display()))?;
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
@@ -136,9 +136,11 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
             x ^= x << 17;
             c.copy_from_slice(&x.to_le_bytes());
         }
-        f.write_all(&buf).ctx(|| "writing the bench's data".to_string())?;
+        f.write_all(&buf)
+            .ctx(|| "writing the bench's data".to_string())?;
     }
-    f.sync_all().ctx(|| "syncing the bench's data".to_string())?;
+    f.sync_all()
+        .ctx(|| "syncing the bench's data".to_string())?;
     drop(f);
     let file = top.join("data.wzone");
     let t = Instant::now();
@@ -162,6 +164,9 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
         import_ms,
         archive_bytes: ex.bytes,
         export_import_mib_s: data_mib as f64 / ((export_ms + import_ms) / 1e3),
-        load_avg: std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim().into(),
+        load_avg: std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .trim()
+            .into(),
     })
 }

@@ -15,7 +15,8 @@
 //! already unpacked beneath the same top. Owners are moved by `+base` into the new
 //! zone's range; set-id bits, file capabilities and device nodes are kept as the
 //! hostile-image rules allow (docs/isolation.md: nothing below the 0700 state root is
-//! reachable by host users, and zone roots are mounted `nodev`).
+//! reachable by host users, and zone roots are mounted `nodev`). Only some extended
+//! attributes are set ([`xattr_allowed`]).
 
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -327,7 +328,9 @@ impl Unpacker {
         for ext in exts {
             let ext = ext?;
             if let Some(key) = ext.key_bytes().strip_prefix(b"SCHILY.xattr.") {
-                warren_sys::fs::lsetxattr(&path, key, ext.value_bytes())?;
+                if xattr_allowed(key) {
+                    warren_sys::fs::lsetxattr(&path, key, ext.value_bytes())?;
+                }
             }
         }
         Ok(())
@@ -343,6 +346,17 @@ impl Unpacker {
         }
         Ok(())
     }
+}
+
+/// The extended attributes an import sets: the user namespace, file capabilities,
+/// POSIX ACLs and overlayfs's opaque marker. Others (overlayfs's redirect, metacopy,
+/// origin and index records, which name paths and inodes of the exporting host;
+/// security labels of its policy) are left out.
+fn xattr_allowed(key: &[u8]) -> bool {
+    key.starts_with(b"user.")
+        || key == b"security.capability"
+        || key.starts_with(b"system.posix_acl_")
+        || key == b"trusted.overlay.opaque"
 }
 
 /// A digest of the tree at `root`: every entry's relative name, type, mode, owner,
@@ -381,4 +395,58 @@ pub fn digest(root: &Path) -> io::Result<String> {
         all.update(h);
     }
     Ok(format!("sha256:{:x}", all.finalize()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_plain_and_relative() {
+        let ok = plain_components(Path::new("./layer/a/b")).unwrap();
+        assert_eq!(ok, vec![OsString::from("layer"), "a".into(), "b".into()]);
+        for bad in ["/etc/passwd", "layer/../x", "..", "", "."] {
+            assert!(plain_components(Path::new(bad)).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn ids_move_between_ranges() {
+        let base = 1 << 30;
+        assert_eq!(Ids::Down(base).map(base + 1000), 1000);
+        // An id outside the zone's range stays (a host id in a template).
+        assert_eq!(Ids::Down(base).map(7), 7);
+        assert_eq!(Ids::Up(base).map(1000), base + 1000);
+        assert_eq!(Ids::Keep.map(42), 42);
+    }
+
+    #[test]
+    fn only_known_xattrs_are_set() {
+        assert!(xattr_allowed(b"user.mime"));
+        assert!(xattr_allowed(b"security.capability"));
+        assert!(xattr_allowed(b"trusted.overlay.opaque"));
+        assert!(!xattr_allowed(b"trusted.overlay.redirect"));
+        assert!(!xattr_allowed(b"security.selinux"));
+    }
+
+    #[test]
+    fn digest_ignores_times_and_sees_content() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a"), d.path().join("b"));
+        for t in [&a, &b] {
+            std::fs::create_dir_all(t.join("etc")).unwrap();
+            std::fs::write(t.join("etc/hostname"), "z\n").unwrap();
+            std::os::unix::fs::symlink("hostname", t.join("etc/link")).unwrap();
+        }
+        let old = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1000);
+        File::options()
+            .write(true)
+            .open(b.join("etc/hostname"))
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+        assert_eq!(digest(&a).unwrap(), digest(&b).unwrap());
+        std::fs::write(b.join("etc/hostname"), "y\n").unwrap();
+        assert_ne!(digest(&a).unwrap(), digest(&b).unwrap());
+    }
 }

@@ -268,13 +268,18 @@ pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -
             }
             _ => None,
         };
-        crate::zone::freeze::with_frozen(ctx, &mut source, || {
+        let copy = || {
             be.clone_zone(&from_dir, &tmp, shift)?;
             if image {
                 crate::quota::copy_image(&from_dir, &tmp)?;
             }
             Ok(())
-        })?;
+        };
+        // A snapshot is not written by the zone: only the live layer needs a freeze.
+        match from_snapshot {
+            Some(_) => copy()?,
+            None => crate::zone::freeze::with_frozen(ctx, &mut source, copy)?,
+        }
         if image {
             crate::quota::shift_image(dst, &tmp, to)?;
         }
