@@ -324,6 +324,13 @@ pub fn rename_exchange(a: &Path, b: &Path) -> io::Result<()> {
     .map(drop)
 }
 
+/// `syncfs(fd)`: write back everything cached for the filesystem holding `file`.
+pub fn syncfs(file: &File) -> io::Result<()> {
+    // SAFETY: `file` is an open descriptor for the duration of the call; syncfs takes
+    // nothing else.
+    cvt(unsafe { libc::syncfs(file.as_raw_fd()) }).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -233,3 +233,41 @@ fn btrfs_snapshots_are_subvolumes() {
     env.ok(&["delete", "--force", "z"]);
     assert!(!env.root().join("zones/z").exists());
 }
+
+#[test]
+fn copy_backend_snapshots() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .env("WARREN_STORAGE", "copy")
+        .args(["template", "create", "host", "--from", "host"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    round_trip(&env);
+    let r = json(&env.ok(&["--json", "list"]));
+    assert_eq!(r[0]["backend"], "copy", "{r}");
+}
+
+#[test]
+fn disk_max_zone_snapshots_its_image() {
+    let env = Env::new();
+    env.host_zone("q", &["disk.max=64M"]);
+    env.ok(&["boot", "q"]);
+    env.sh("q", "echo before > /root/data").ok();
+    // Running: the image is copied with the zone frozen.
+    env.ok(&["snapshot", "create", "q", "s"]);
+    assert!(env.root().join("zones/q/snapshots/s/disk.img").is_file());
+    env.sh("q", "echo after > /root/data").ok();
+    env.ok(&["halt", "q"]);
+    env.ok(&["snapshot", "restore", "q", "s"]);
+    env.ok(&["boot", "q"]);
+    assert_eq!(env.sh("q", "cat /root/data").ok().stdout, "before\n");
+    // Export reads no disk.max image yet: refused with the reason.
+    env.run(&["export", "q", env.root().join("q.wzone").to_str().unwrap()])
+        .fails(7, "disk.max");
+}

@@ -5,7 +5,9 @@
 //! What a copy made this way holds is *crash-consistent*: the files as they were at
 //! one instant, as after a power cut. Data a program keeps in its own memory and has
 //! not written is not in it; what it wrote (to the page cache) is, since the copy reads
-//! through the same cache. Databases recover from it as from a crash.
+//! through the same cache. Databases recover from it as from a crash. A `disk.max`
+//! zone's layer is an ext4 image mounted only in the zone, whose dirty pages are not
+//! yet in the image file: its filesystem is synced (`syncfs`) once frozen.
 //!
 //! cgroup v2: the zone's directory has `cgroup.freeze`. cgroup v1: zones are not made
 //! in the freezer hierarchy (a cgroup per zone costs memory for every zone, and only a
@@ -36,14 +38,40 @@ pub fn with_frozen<T>(ctx: &Context, z: &mut Zone, f: impl FnOnce() -> Result<T>
         crate::state::save_runtime(&z.dir, rt)?;
     }
     let set = rt.cgroups.clone();
+    let init = rt.init;
     set_frozen(&z.name, &set, true)?;
-    let result = f();
+    let result = match init {
+        // A disk.max zone's layer is an ext4 mounted only in the zone: its dirty
+        // pages reach the image file only when written back, so write them back now
+        // (the zone is frozen: nothing new is dirtied meanwhile).
+        Some(i) if crate::quota::image(&z.dir).is_some() => {
+            sync_zone_fs(ctx, &z.name, i).and_then(|()| f())
+        }
+        _ => f(),
+    };
     let thawed = set_frozen(&z.name, &set, false);
     match (result, thawed) {
         (Ok(v), Ok(())) => Ok(v),
         (Ok(_), Err(e)) => Err(e),
         (Err(e), thawed) => Err(e.with_cleanup(thawed.err())),
     }
+}
+
+/// syncfs on the running zone's root (its overlay: overlayfs syncs its upper layer's
+/// filesystem, the zone's disk.max ext4), opened through its init's
+/// `/proc/<pid>/root`, checked to be the recorded init (its start time).
+fn sync_zone_fs(ctx: &Context, zone: &str, init: crate::state::InitId) -> Result<()> {
+    let root = ctx.host.proc.join(init.pid.to_string()).join("root");
+    let f =
+        std::fs::File::open(&root).ctx(|| format!("zone '{zone}': opening {}", root.display()))?;
+    if crate::stats::proc_start_time(&ctx.host.proc, init.pid) != Some(init.start_time) {
+        return Err(Error::Refused(format!(
+            "zone '{zone}': its init {} ended while being synced; retry (the zone has stopped)",
+            init.pid
+        )));
+    }
+    warren_sys::fs::syncfs(&f)
+        .ctx(|| format!("zone '{zone}': syncing its filesystem before the copy"))
 }
 
 /// The directory, file and the frozen/thawed values of `set`'s freezer.
