@@ -449,7 +449,9 @@ pub fn import(
             ..Lifecycle::configured()
         };
         state::save_lifecycle(&tmp, &lc)?;
+        archive_tree::sync_tree(&tmp).ctx(|| format!("syncing {}", tmp.display()))?;
         if need_template {
+            archive_tree::sync_tree(&ttmp).ctx(|| format!("syncing {}", ttmp.display()))?;
             let tdir = ctx.layout.template_dir(&tname);
             fs::rename(&ttmp, &tdir)
                 .ctx(|| format!("renaming {} to {}", ttmp.display(), tdir.display()))?;

@@ -191,8 +191,10 @@ pub fn create(ctx: &Context, zone: &str, name: Option<&str>) -> Result<SnapshotI
         super::freeze::with_frozen(ctx, &mut z, || copy_private(kind, &zone_dir, &tmp))?;
         fault::point("snapshot.after-copy");
         let text = serde_json::to_vec_pretty(&meta).expect("meta serialises");
-        atomic_write(&tmp.join(META), &text, true)
+        atomic_write(&tmp.join(META), &text, false)
             .ctx(|| format!("writing {}", tmp.join(META).display()))?;
+        // The copy and its record reach the disk together before the name appears.
+        super::archive_tree::sync_tree(&tmp).ctx(|| format!("syncing {}", tmp.display()))?;
         fs::rename(&tmp, &dst)
             .ctx(|| format!("renaming {} to {}", tmp.display(), dst.display()))?;
         sync_dir(&snaps).ctx(|| format!("syncing {}", snaps.display()))
@@ -289,6 +291,7 @@ pub fn restore(ctx: &Context, zone: &str, name: &str) -> Result<()> {
     let result: Result<()> = (|| {
         mkdir_mode(&stage, 0o700).ctx(|| format!("creating {}", stage.display()))?;
         copy_private(kind, &snap, &stage)?;
+        super::archive_tree::sync_tree(&stage).ctx(|| format!("syncing {}", stage.display()))?;
         fault::point("restore.after-copy");
         // The data first: from here on the zone holds the snapshot's layer.
         let items: &[&str] = match (has_image, kind) {
