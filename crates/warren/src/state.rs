@@ -388,9 +388,12 @@ pub fn decide(verb: Verb, state: ZoneState) -> Decision {
         (Verb::Delete, Ready | Running | ShuttingDown) => {
             Refuse("halt and uninstall it before delete (or use 'warren delete --force')")
         }
-        (Verb::CloneFrom, Installed) => Proceed,
+        // A running source is frozen while its layer is copied (`zone::freeze`).
+        (Verb::CloneFrom, Installed | Running) => Proceed,
         (Verb::CloneFrom, Configured | Incomplete) => Refuse("install it before cloning it"),
-        (Verb::CloneFrom, Ready | Running | ShuttingDown) => Refuse("halt it before cloning it"),
+        (Verb::CloneFrom, Ready | ShuttingDown) => {
+            Refuse("wait until its boot or halt has finished, then clone it")
+        }
     }
 }
 

@@ -216,9 +216,7 @@ pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -
     let from_snapshot = match snapshot {
         Some(name) => Some(crate::zone::snapshot::existing(&source, name)?),
         None => {
-            if source.state(ctx) != ZoneState::Running {
-                state::check(src, Verb::CloneFrom, source.state(ctx))?;
-            }
+            state::check(src, Verb::CloneFrom, source.state(ctx))?;
             None
         }
     };
