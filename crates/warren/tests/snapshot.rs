@@ -271,3 +271,42 @@ fn disk_max_zone_snapshots_its_image() {
     env.run(&["export", "q", env.root().join("q.wzone").to_str().unwrap()])
         .fails(7, "disk.max");
 }
+
+/// A tenant's links to host paths are copied as links by snapshot and export, never
+/// followed: nothing of the host's / ends up in the snapshot or the archive.
+#[test]
+fn tenant_symlinks_are_never_followed() {
+    let env = Env::new();
+    env.host_zone("t", &[]);
+    env.ok(&["boot", "t"]);
+    env.sh("t", "ln -s / /root/hostroot && ln -s /etc/shadow /root/shadow && mkdir /root/d && ln -s /usr /root/d/u")
+        .ok();
+    env.ok(&["snapshot", "create", "t", "s"]);
+    let snap = env.root().join("zones/t/snapshots/s");
+    let link = snap.join("upper/root/hostroot");
+    assert!(std::fs::symlink_metadata(&link)
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(std::fs::read_link(&link).unwrap(), Path::new("/"));
+    let size = warren::fsutil::disk_usage(&snap).unwrap();
+    assert!(
+        size < 1 << 20,
+        "the snapshot holds {size} bytes: a link was followed"
+    );
+    let file = env.root().join("t.wzone");
+    env.ok(&["export", "t", file.to_str().unwrap()]);
+    let len = std::fs::metadata(&file).unwrap().len();
+    assert!(
+        len < 1 << 20,
+        "the archive is {len} bytes: a link was followed"
+    );
+    let other = Env::new();
+    other.ok(&["template", "create", "host", "--from", "host"]);
+    other.ok(&["import", file.to_str().unwrap()]);
+    other.ok(&["boot", "t"]);
+    let r = other
+        .sh("t", "readlink /root/hostroot /root/shadow /root/d/u")
+        .ok();
+    assert_eq!(r.stdout, "/\n/etc/shadow\n/usr\n");
+}

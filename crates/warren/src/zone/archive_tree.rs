@@ -75,9 +75,15 @@ fn header_for(st: &Stat, ids: Ids) -> Header {
 }
 
 impl<W: Write> Packer<'_, W> {
-    fn xattrs(&mut self, dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<()> {
+    /// The entry's PAX records: its extended attributes, and a symlink's target as
+    /// `linkpath` (byte for byte: the header's link name field is normalised by the
+    /// tar crate, `/` becoming `//` and `a/./b` `a/b`).
+    fn pax(&mut self, dir: BorrowedFd<'_>, name: &OsStr, link: Option<&OsStr>) -> io::Result<()> {
         let path = tree::fd_path(dir, name)?;
         let mut pax: Vec<(String, Vec<u8>)> = Vec::new();
+        if let Some(t) = link {
+            pax.push(("linkpath".into(), t.as_bytes().to_vec()));
+        }
         for key in warren_sys::fs::llistxattr(&path)? {
             let value = warren_sys::fs::lgetxattr(&path, &key)?;
             pax.push((
@@ -103,7 +109,11 @@ impl<W: Write> Packer<'_, W> {
             }
             self.links.insert((st.dev, st.ino), at);
         }
-        self.xattrs(dir, name)?;
+        let target = match st.is_symlink() {
+            true => Some(tree::readlink_at(dir, name)?),
+            false => None,
+        };
+        self.pax(dir, name, target.as_deref())?;
         match st.kind() {
             libc::S_IFDIR => {
                 h.set_entry_type(EntryType::Directory);
@@ -120,9 +130,9 @@ impl<W: Write> Packer<'_, W> {
                 self.out.append_data(&mut h, &path, f.take(st.size))
             }
             libc::S_IFLNK => {
+                // The target is in the PAX `linkpath` record.
                 h.set_entry_type(EntryType::Symlink);
-                let target = tree::readlink_at(dir, name)?;
-                self.out.append_link(&mut h, &path, Path::new(&target))
+                self.out.append_data(&mut h, &path, io::empty())
             }
             k @ (libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO) => {
                 h.set_entry_type(match k {
@@ -266,9 +276,9 @@ impl Unpacker {
             }
             EntryType::Symlink => {
                 let target = e
-                    .link_name()?
+                    .link_name_bytes()
                     .ok_or_else(|| bad("a symlink without a target"))?;
-                tree::symlink_at(target.as_os_str(), dir.as_fd(), last)?;
+                tree::symlink_at(OsStr::from_bytes(&target), dir.as_fd(), last)?;
             }
             EntryType::Link => {
                 let target = e
