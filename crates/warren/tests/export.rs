@@ -163,6 +163,20 @@ fn with_entries(src: &Path, dst: &Path, extra: &[Extra]) {
                 b.append(h, &d[..]).unwrap();
             }
         }
+        // Keep each entry's PAX records (extended attributes, symlink targets).
+        let pax: Vec<(String, Vec<u8>)> = match e.pax_extensions().unwrap() {
+            Some(exts) => exts
+                .map(|x| {
+                    let x = x.unwrap();
+                    (x.key().unwrap().to_string(), x.value_bytes().to_vec())
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        if !pax.is_empty() {
+            b.append_pax_extensions(pax.iter().map(|(k, v)| (k.as_str(), v.as_slice())))
+                .unwrap();
+        }
         let mut h = e.header().clone();
         let mut d = Vec::new();
         e.read_to_end(&mut d).unwrap();
