@@ -277,6 +277,15 @@ pub fn import(
         .map_err(|e| damaged(file, format!("config.toml: {e}")))?;
     let mut cfg = config::from_table(&zone, &table)?;
     cfg.userns_base = None;
+    if cfg.disk_max.is_some() {
+        // Export refuses disk.max zones; a config that has it (edited by hand) would
+        // make a zone whose boot refuses its uncapped layer.
+        return Err(Error::Unsupported(format!(
+            "import {}: zone '{}' has disk.max, which import cannot give it yet; export it from a zone without disk.max",
+            file.display(),
+            meta.zone
+        )));
+    }
     if cfg.template != meta.template {
         return Err(damaged(
             file,
