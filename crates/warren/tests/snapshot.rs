@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use common::Env;
+use common::{host_mounts_under, Env};
 
 fn json(r: &common::Run) -> serde_json::Value {
     serde_json::from_str(&r.stdout).unwrap_or_else(|e| panic!("{e}: {}", r.stdout))
@@ -267,9 +267,26 @@ fn disk_max_zone_snapshots_its_image() {
     env.ok(&["snapshot", "restore", "q", "s"]);
     env.ok(&["boot", "q"]);
     assert_eq!(env.sh("q", "cat /root/data").ok().stdout, "before\n");
-    // Export reads no disk.max image yet: refused with the reason.
-    env.run(&["export", "q", env.root().join("q.wzone").to_str().unwrap()])
-        .fails(7, "disk.max");
+    // Export: not of the running zone's mounted image (refused with the way round),
+    // of a snapshot's image, or of the halted zone's.
+    let file = env.root().join("q.wzone");
+    let f = file.to_str().unwrap();
+    env.run(&["export", "q", f]).fails(7, "export the snapshot");
+    env.ok(&["export", "--snapshot", "s", "q", f]);
+    let other = Env::new();
+    other.ok(&["template", "create", "host", "--from", "host"]);
+    other.ok(&["import", f, "q1"]);
+    assert!(other.root().join("zones/q1/disk.img").is_file());
+    other.ok(&["boot", "q1"]);
+    assert_eq!(other.sh("q1", "cat /root/data").ok().stdout, "before\n");
+    env.ok(&["halt", "q"]);
+    std::fs::remove_file(&file).unwrap();
+    env.ok(&["export", "q", f]);
+    other.ok(&["import", f, "q2"]);
+    other.ok(&["boot", "q2"]);
+    assert_eq!(other.sh("q2", "cat /root/data").ok().stdout, "before\n");
+    assert!(host_mounts_under(env.root()).is_empty());
+    assert!(host_mounts_under(other.root()).is_empty());
 }
 
 /// A tenant's links to host paths are copied as links by snapshot and export, never

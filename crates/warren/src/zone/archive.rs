@@ -127,17 +127,32 @@ pub fn export(
             z.lifecycle.idmap,
         ),
     };
-    if crate::quota::image(&src_dir).is_some() {
+    let disk = crate::quota::image(&src_dir).is_some();
+    if disk && snapshot.is_none() && st == ZoneState::Running {
         return Err(Error::Unsupported(format!(
-            "zone '{zone}': its private layer is in a disk.max image, which export does not read yet; clone it to a zone without disk.max ('warren clone' then 'warren config unset NEW disk.max' is not enough: copy the data with 'warren cp'), or export a zone without disk.max"
+            "zone '{zone}': its layer is a disk.max image mounted inside the running zone, which export does not read; snapshot it and export the snapshot ('warren snapshot create {zone} NAME' then 'warren export --snapshot NAME {zone} FILE'), or halt it"
         )));
     }
+    if disk && kind != BackendKind::Overlay {
+        return Err(Error::Corrupt {
+            path: src_dir.join("disk.img"),
+            message: format!("a disk.max image on the {kind} backend"),
+        });
+    }
+    // A disk.max layer is the image's upper/, mounted here for the export.
+    let mounted = match disk {
+        true => Some(super::archive_disk::mount(zone, &src_dir, true)?),
+        false => None,
+    };
     let _tlock = lock::shared(&ctx.layout, "template", &z.config.template)?;
     let manifest = template::load(&ctx.layout, &z.config.template)?;
     let troot = template::root_of(&ctx.layout, &z.config.template);
     let digest = archive_tree::digest(&troot)
         .ctx(|| format!("zone '{zone}': reading template '{}'", manifest.name))?;
-    let layer_dir = backend(kind).private_dir(&src_dir);
+    let layer_dir = match &mounted {
+        Some(m) => m.upper(),
+        None => backend(kind).private_dir(&src_dir),
+    };
     let ids = match (kind, range) {
         (BackendKind::Overlay, Some(r)) => Ids::Down(r.base),
         _ => Ids::Keep,
@@ -277,15 +292,7 @@ pub fn import(
         .map_err(|e| damaged(file, format!("config.toml: {e}")))?;
     let mut cfg = config::from_table(&zone, &table)?;
     cfg.userns_base = None;
-    if cfg.disk_max.is_some() {
-        // Export refuses disk.max zones; a config that has it (edited by hand) would
-        // make a zone whose boot refuses its uncapped layer.
-        return Err(Error::Unsupported(format!(
-            "import {}: zone '{}' has disk.max, which import cannot give it yet; export it from a zone without disk.max",
-            file.display(),
-            meta.zone
-        )));
-    }
+
     if cfg.template != meta.template {
         return Err(damaged(
             file,
@@ -377,8 +384,21 @@ pub fn import(
             (BackendKind::Overlay, Some(r)) => Ids::Up(r.base),
             _ => Ids::Keep,
         };
+        // disk.max: the layer goes into a new capped image's upper/, as install makes it.
+        let mut disk = None;
+        if let Some(max) = cfg.disk_max {
+            if kind != BackendKind::Overlay {
+                return Err(Error::config(
+                    &zone,
+                    format!("disk.max needs the overlay backend, but this host's template '{tname}' uses {kind}; unset disk.max in the archive's zone before exporting it"),
+                ));
+            }
+            crate::quota::create_image(&zone, &tmp, max, range.map_or(0, |r| r.base))?;
+            disk = Some(super::archive_disk::mount(&zone, &tmp, false)?);
+        }
+        let target = disk.as_ref().map_or(layer.clone(), |m| m.upper());
         let mut lay =
-            Unpacker::new(&layer, "layer", ids).ctx(|| format!("opening {}", layer.display()))?;
+            Unpacker::new(&target, "layer", ids).ctx(|| format!("opening {}", target.display()))?;
         let mut tpl = if need_template {
             Some(
                 Unpacker::new(&ttmp.join("root"), "template/root", Ids::Keep)
@@ -430,6 +450,9 @@ pub fn import(
             return Err(damaged(file, "it is truncated: the end record is missing"));
         }
         lay.finish().map_err(|e| damaged(file, e))?;
+        if let Some(m) = disk.take() {
+            m.finish()?;
+        }
         if let Some(t) = tpl {
             t.finish().map_err(|e| damaged(file, e))?;
             let text =

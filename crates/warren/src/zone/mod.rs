@@ -6,6 +6,7 @@
 //! report the state derived from the files and the kernel.
 
 pub mod archive;
+mod archive_disk;
 mod archive_tree;
 mod cp;
 mod cp_offline;
