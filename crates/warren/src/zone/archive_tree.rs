@@ -5,7 +5,7 @@
 //! Packing walks with [`warren_sys::walk`] (never following a symlink, never leaving
 //! the layer's filesystem) and writes every entry as it is: types (device nodes
 //! included: overlayfs's whiteouts are 0/0 character devices), modes with set-id bits,
-//! extended attributes (as PAX `SCHILY.xattr.*` records: overlayfs's opaque markers),
+//! extended attributes (hex in PAX `WARREN.xattr` records: overlayfs's opaque markers),
 //! hard links, times; owners moved by `-base` so the archive holds the zone's own ids.
 //!
 //! Unpacking trusts nothing in the stream: every name must be plain relative
@@ -75,25 +75,31 @@ fn header_for(st: &Stat, ids: Ids) -> Header {
 }
 
 impl<W: Write> Packer<'_, W> {
-    /// The entry's PAX records: its extended attributes, and a symlink's target as
-    /// `linkpath` (byte for byte: the header's link name field is normalised by the
-    /// tar crate, `/` becoming `//` and `a/./b` `a/b`).
+    /// The entry's PAX records: its extended attributes (those an import sets) as
+    /// `WARREN.xattr` = `hex(name):hex(value)`, and a symlink's target as
+    /// `WARREN.linkpath` = hex, byte for byte. Hex because the tar crate's reader splits
+    /// PAX data at every newline, which binary values (a file capability, an overlayfs
+    /// handle) and link targets may hold; and the header's link-name field would be
+    /// normalised (`/` read back as `//`).
     fn pax(&mut self, dir: BorrowedFd<'_>, name: &OsStr, link: Option<&OsStr>) -> io::Result<()> {
         let path = tree::fd_path(dir, name)?;
-        let mut pax: Vec<(String, Vec<u8>)> = Vec::new();
+        let mut pax: Vec<(&str, Vec<u8>)> = Vec::new();
         if let Some(t) = link {
-            pax.push(("linkpath".into(), t.as_bytes().to_vec()));
+            pax.push((PAX_LINK, hex(t.as_bytes()).into_bytes()));
         }
         for key in warren_sys::fs::llistxattr(&path)? {
+            if !xattr_allowed(&key) {
+                continue;
+            }
             let value = warren_sys::fs::lgetxattr(&path, &key)?;
             pax.push((
-                format!("SCHILY.xattr.{}", String::from_utf8_lossy(&key)),
-                value,
+                PAX_XATTR,
+                format!("{}:{}", hex(&key), hex(&value)).into_bytes(),
             ));
         }
         if !pax.is_empty() {
             self.out
-                .append_pax_extensions(pax.iter().map(|(k, v)| (k.as_str(), v.as_slice())))?;
+                .append_pax_extensions(pax.iter().map(|(k, v)| (*k, v.as_slice())))?;
         }
         Ok(())
     }
@@ -171,6 +177,53 @@ pub fn pack<W: Write>(out: &mut Builder<W>, src: &Path, top: &str, ids: Ids) -> 
         links: HashMap::new(),
     };
     walk::walk(dir.as_fd(), None, &mut p)
+}
+
+const PAX_XATTR: &str = "WARREN.xattr";
+const PAX_LINK: &str = "WARREN.linkpath";
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn unhex(s: &[u8]) -> io::Result<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return Err(bad("a PAX record with an odd number of hex digits"));
+    }
+    s.chunks(2)
+        .map(|c| {
+            std::str::from_utf8(c)
+                .ok()
+                .and_then(|c| u8::from_str_radix(c, 16).ok())
+                .ok_or_else(|| bad("a PAX record that is not hex"))
+        })
+        .collect()
+}
+
+/// The entry's warren PAX records, decoded: (link target, [(xattr name, value)]).
+type Records = (Option<Vec<u8>>, Vec<(Vec<u8>, Vec<u8>)>);
+
+fn records<R: Read>(e: &mut tar::Entry<'_, R>) -> io::Result<Records> {
+    let mut out: Records = (None, Vec::new());
+    let Some(exts) = e.pax_extensions()? else {
+        return Ok(out);
+    };
+    for ext in exts {
+        let ext = ext?;
+        match ext.key_bytes() {
+            k if k == PAX_LINK.as_bytes() => out.0 = Some(unhex(ext.value_bytes())?),
+            k if k == PAX_XATTR.as_bytes() => {
+                let v = ext.value_bytes();
+                let colon = v
+                    .iter()
+                    .position(|b| *b == b':')
+                    .ok_or_else(|| bad("a malformed xattr record"))?;
+                out.1.push((unhex(&v[..colon])?, unhex(&v[colon + 1..])?));
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
@@ -256,6 +309,7 @@ impl Unpacker {
         };
         let dir = self.open(parents)?;
         let h = e.header().clone();
+        let (link, xattrs) = records(e)?;
         let mode = h.mode()? & 0o7777;
         let (uid, gid) = (self.ids.map(h.uid()? as u32), self.ids.map(h.gid()? as u32));
         let kind = h.entry_type();
@@ -275,9 +329,13 @@ impl Unpacker {
                 io::copy(e, &mut f)?;
             }
             EntryType::Symlink => {
-                let target = e
-                    .link_name_bytes()
-                    .ok_or_else(|| bad("a symlink without a target"))?;
+                let target = match link {
+                    Some(t) => t,
+                    None => e
+                        .link_name_bytes()
+                        .ok_or_else(|| bad("a symlink without a target"))?
+                        .into_owned(),
+                };
                 tree::symlink_at(OsStr::from_bytes(&target), dir.as_fd(), last)?;
             }
             EntryType::Link => {
@@ -314,33 +372,30 @@ impl Unpacker {
             other => return Err(bad(format!("an entry of unsupported kind {other:?}"))),
         }
         if kind == EntryType::Directory {
-            return self.xattrs(e, dir.as_fd(), last);
+            return self.xattrs(&xattrs, dir.as_fd(), last);
         }
         tree::chown_at(dir.as_fd(), last, uid, gid)?;
         if kind != EntryType::Symlink {
             tree::chmod_at(dir.as_fd(), last, mode)?;
         }
-        self.xattrs(e, dir.as_fd(), last)?;
+        self.xattrs(&xattrs, dir.as_fd(), last)?;
         let mtime = (h.mtime()? as i64, 0);
         tree::utimes_at(dir.as_fd(), last, mtime, mtime)
     }
 
-    fn xattrs<R: Read>(
+    fn xattrs(
         &self,
-        e: &mut tar::Entry<'_, R>,
+        xattrs: &[(Vec<u8>, Vec<u8>)],
         dir: BorrowedFd<'_>,
         name: &OsStr,
     ) -> io::Result<()> {
-        let Some(exts) = e.pax_extensions()? else {
+        if xattrs.is_empty() {
             return Ok(());
-        };
+        }
         let path = tree::fd_path(dir, name)?;
-        for ext in exts {
-            let ext = ext?;
-            if let Some(key) = ext.key_bytes().strip_prefix(b"SCHILY.xattr.") {
-                if xattr_allowed(key) {
-                    warren_sys::fs::lsetxattr(&path, key, ext.value_bytes())?;
-                }
+        for (key, value) in xattrs {
+            if xattr_allowed(key) {
+                warren_sys::fs::lsetxattr(&path, key, value)?;
             }
         }
         Ok(())
@@ -456,6 +511,13 @@ mod tests {
         assert_eq!(Ids::Down(base).map(7), 7);
         assert_eq!(Ids::Up(base).map(1000), base + 1000);
         assert_eq!(Ids::Keep.map(42), 42);
+    }
+
+    #[test]
+    fn pax_values_survive_newlines() {
+        let v = b"a\n=\x00\xff";
+        assert_eq!(unhex(hex(v).as_bytes()).unwrap(), v);
+        assert!(unhex(b"abc").is_err() && unhex(b"zz").is_err());
     }
 
     #[test]
