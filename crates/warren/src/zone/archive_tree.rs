@@ -187,7 +187,7 @@ fn hex(b: &[u8]) -> String {
 }
 
 fn unhex(s: &[u8]) -> io::Result<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return Err(bad("a PAX record with an odd number of hex digits"));
     }
     s.chunks(2)
