@@ -26,6 +26,8 @@ command -v mkfs.btrfs >/dev/null 2>&1 || need+=(btrfs-progs)
 command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 # tests/oci_image.rs compresses an image layer with zstd.
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
+# The zstd crate (warren export/import) builds its bundled libzstd with the C compiler.
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 # tests/escape_net.rs forges frames inside zones with the host's python3 (the host
 # template shares /usr).
 [ -x /usr/bin/python3 ] || need+=(python3)

@@ -302,6 +302,35 @@ pub fn create_in(
     Ok(file)
 }
 
+/// Swap `a` and `b` atomically (`renameat2(RENAME_EXCHANGE)`): both must exist, on one
+/// filesystem. Neither name is followed if it is a symlink; a crash leaves either the
+/// old pair or the swapped pair, never one name missing.
+pub fn rename_exchange(a: &Path, b: &Path) -> io::Result<()> {
+    let (a, b) = (
+        cstring(a.as_os_str().as_bytes())?,
+        cstring(b.as_os_str().as_bytes())?,
+    );
+    // SAFETY: both are valid NUL-terminated paths that outlive the call; the syscall
+    // only reads them.
+    cvt(unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            a.as_ptr(),
+            libc::AT_FDCWD,
+            b.as_ptr(),
+            libc::RENAME_EXCHANGE,
+        )
+    })
+    .map(drop)
+}
+
+/// `syncfs(fd)`: write back everything cached for the filesystem holding `file`.
+pub fn syncfs(file: &File) -> io::Result<()> {
+    // SAFETY: `file` is an open descriptor for the duration of the call; syncfs takes
+    // nothing else.
+    cvt(unsafe { libc::syncfs(file.as_raw_fd()) }).map(drop)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

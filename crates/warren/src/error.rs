@@ -99,6 +99,13 @@ pub enum Error {
         state: ZoneState,
         remedy: String,
     },
+    #[error("zone '{zone}' has no snapshot '{name}'; see 'warren snapshot list {zone}'")]
+    NoSuchSnapshot { zone: String, name: String },
+    #[error("zone '{zone}' already has a snapshot '{name}'; pick another name or delete it with 'warren snapshot delete {zone} {name}'")]
+    SnapshotExists { zone: String, name: String },
+    /// An archive's template is missing here or holds another tree (`import`).
+    #[error("{0}")]
+    TemplateMismatch(String),
     #[error("zone '{0}' already exists; pick another name or delete it first")]
     ZoneExists(String),
     #[error("template '{0}' already exists; delete it first or pick another name")]
@@ -258,7 +265,10 @@ impl Error {
             | Error::Config { .. }
             | Error::Invalid(_)
             | Error::Image(_) => ExitCode::InvalidInput,
-            Error::NoSuchZone(_) | Error::NoSuchTemplate(_) => ExitCode::NotFound,
+            Error::NoSuchZone(_) | Error::NoSuchTemplate(_) | Error::NoSuchSnapshot { .. } => {
+                ExitCode::NotFound
+            }
+            Error::SnapshotExists { .. } | Error::TemplateMismatch(_) => ExitCode::Conflict,
             Error::WrongState { .. } => ExitCode::WrongState,
             Error::ZoneExists(_)
             | Error::TemplateExists(_)

@@ -45,6 +45,13 @@ pub const POINTS: &[&str] = &[
     "suspend.after-freeze",
     "suspend.after-pageout",
     "resume.after-thaw",
+    // Snapshots, export and import (docs/snapshots.md): gc removes what each leaves.
+    "snapshot.after-copy",
+    "snapshot.delete-after-rename",
+    "restore.after-copy",
+    "restore.after-swap",
+    "export.after-write",
+    "import.after-unpack",
 ];
 
 /// The variable tests set to stop warren at a pause point.

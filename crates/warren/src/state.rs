@@ -426,11 +426,13 @@ pub fn decide(verb: Verb, state: ZoneState) -> Decision {
         (Verb::Delete, Ready | Running | Suspended | ShuttingDown) => {
             Refuse("halt and uninstall it before delete (or use 'warren delete --force')")
         }
-        (Verb::CloneFrom, Installed) => Proceed,
+        // A running source is frozen while its layer is copied (`zone::freeze`).
+        (Verb::CloneFrom, Installed | Running) => Proceed,
         (Verb::CloneFrom, Configured | Incomplete) => Refuse("install it before cloning it"),
-        (Verb::CloneFrom, Ready | Running | Suspended | ShuttingDown) => {
-            Refuse("halt it before cloning it")
+        (Verb::CloneFrom, Ready | ShuttingDown) => {
+            Refuse("wait until its boot or halt has finished, then clone it")
         }
+        (Verb::CloneFrom, Suspended) => Refuse("resume or halt it before cloning it"),
         (Verb::Suspend, Running) => Proceed,
         (Verb::Suspend, Suspended) => AlreadyDone("already suspended"),
         (Verb::Suspend, Configured | Incomplete | Installed) => {

@@ -71,6 +71,35 @@ fn prepare(env: &Env, point: &str) -> (Vec<&'static str>, &'static [&'static str
             env.ok(&["suspend", "z"]);
             (vec!["resume", "z"], &["suspended", "running"])
         }
+        "snapshot" if point == "snapshot.delete-after-rename" => {
+            env.host_zone("z", &[]);
+            env.ok(&["snapshot", "create", "z", "s1"]);
+            (vec!["snapshot", "delete", "z", "s1"], &["installed"])
+        }
+        "snapshot" => {
+            env.host_zone("z", &[]);
+            (vec!["snapshot", "create", "z", "s1"], &["installed"])
+        }
+        "restore" => {
+            env.host_zone("z", &[]);
+            env.ok(&["snapshot", "create", "z", "s1"]);
+            (vec!["snapshot", "restore", "z", "s1"], &["installed"])
+        }
+        "export" | "import" => {
+            env.host_zone("z", &[]);
+            let file: &'static str = Box::leak(
+                env.root()
+                    .join("z.wzone")
+                    .display()
+                    .to_string()
+                    .into_boxed_str(),
+            );
+            if verb == "export" {
+                return (vec!["export", "z", file], &["installed"]);
+            }
+            env.ok(&["export", "z", file]);
+            (vec!["import", file, "z2"], &["installed"])
+        }
         other => panic!("no scenario for verb {other}"),
     }
 }

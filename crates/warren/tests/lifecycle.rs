@@ -133,9 +133,13 @@ fn clones_are_independent() {
             .ok();
         assert_eq!(r.stdout.trim(), "absent", "{other} sees c1's file");
     }
-    // A running zone cannot be a clone source.
-    env.run(&["clone", "base", "c3"])
-        .fails(4, "halt it before cloning it");
+    // A running zone is cloned frozen (issue 16, docs/snapshots.md) and runs on.
+    env.sh("base", "echo at-clone > /root/base-file").ok();
+    env.ok(&["clone", "base", "c3"]);
+    assert_eq!(env.state("base"), "running");
+    env.ok(&["boot", "c3"]);
+    let r = env.sh("c3", "cat /root/base-file").ok();
+    assert_eq!(r.stdout.trim(), "at-clone");
     env.ok(&["halt", "--all"]);
     // Disk per untouched clone: tens of KiB, not MiB.
     let du = warren::fsutil::disk_usage(&env.root().join("zones/c2")).unwrap();

@@ -24,6 +24,7 @@ pub mod podman;
 pub mod report;
 pub mod runc_cli;
 pub mod scale;
+pub mod snapshot;
 pub mod svg;
 pub mod system;
 pub mod zones;

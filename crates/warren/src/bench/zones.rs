@@ -159,7 +159,7 @@ impl System for Zones<'_> {
             }
         };
         match verb {
-            Verb::Clone => pipeline::clone_many(ctx, &self.base, names, jobs, &mut done),
+            Verb::Clone => pipeline::clone_many(ctx, &self.base, names, None, jobs, &mut done),
             Verb::Boot => pipeline::boot_many(ctx, names, jobs, Duration::ZERO, &mut done),
             Verb::Halt => {
                 pipeline::halt_many(ctx, names, jobs, Some(Duration::from_secs(5)), &mut done)

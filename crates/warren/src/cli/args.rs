@@ -190,7 +190,8 @@ pub enum Command {
         #[arg(required = true)]
         zones: Vec<String>,
     },
-    /// Make NEW, installed, from SRC's root by copy-on-write (SRC must be halted);
+    /// Make NEW, installed, from SRC's root by copy-on-write (a running SRC is frozen
+    /// while its layer is copied: crash-consistent), or from SRC's snapshot NAME;
     /// several NEW zones are cloned in parallel (--jobs).
     #[command(after_help = CLONE_HELP)]
     Clone {
@@ -200,6 +201,9 @@ pub enum Command {
         new: Vec<String>,
         #[command(flatten)]
         pipeline: Pipeline,
+        /// Clone SRC's snapshot NAME instead of its current layer.
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
     },
     /// Boot zones (installed → running).
     #[command(
@@ -469,6 +473,36 @@ pub enum Command {
     /// Named sets of config keys copied into zones at create (the `default` one always).
     #[command(subcommand)]
     Profile(ProfileCmd),
+    // --- snapshots, export and import (docs/snapshots.md) ---
+    /// Snapshots of a zone's private layer: create, list, restore, delete.
+    #[command(subcommand)]
+    Snapshot(SnapshotCmd),
+    /// Write a zone (config, private layer, template record) to a zstd-compressed tar.
+    #[command(
+        after_help = "Examples:\n  warren export web1 web1.wzone\n  warren export --with-template web1 web1-full.wzone\n  warren export --snapshot nightly web1 web1-nightly.wzone"
+    )]
+    Export {
+        zone: String,
+        file: PathBuf,
+        /// Carry the template's root in the archive, for a host that lacks it.
+        #[arg(long)]
+        with_template: bool,
+        /// Export the zone's snapshot NAME instead of its current layer.
+        #[arg(long, value_name = "NAME")]
+        snapshot: Option<String>,
+    },
+    /// Make an installed zone from an archive written by 'warren export'.
+    #[command(
+        after_help = "Examples:\n  warren import web1.wzone\n  warren import web1.wzone web1-copy\n  warren import --with-template web1-full.wzone"
+    )]
+    Import {
+        file: PathBuf,
+        /// The new zone's name [default: the exported zone's].
+        name: Option<String>,
+        /// Make the archive's template on this host if it has none of that name.
+        #[arg(long)]
+        with_template: bool,
+    },
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     #[command(after_help = gen::COMPLETIONS_HELP)]
     Completions {
@@ -510,6 +544,17 @@ pub enum ProfileCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
+    /// Snapshot, restore, export and import figures (SPEC.md, "Snapshots and export"),
+    /// on scratch state roots of its own; run a release build.
+    #[command(after_help = "Example: warren bench snapshot --repeat 20 --data-mib 100 --json")]
+    Snapshot {
+        /// Snapshots and restores to time (the median is reported).
+        #[arg(long, default_value_t = 20)]
+        repeat: usize,
+        /// MiB of private data in the exported zone.
+        #[arg(long, default_value_t = 100)]
+        data_mib: u64,
+    },
     /// For each N: clone and boot N fresh zones, measure them, remove them; write
     /// results.json, report.md, latency.svg and memory.svg.
     #[command(after_help = "Examples:
@@ -653,6 +698,7 @@ pub const CLONE_HELP: &str = "Examples:
   warren clone web web2                 one clone
   warren clone web web{1..100}          100 clones (the shell expands the braces), 16 at a time
   warren clone web db1 db2 --jobs 1     one after another
+  warren clone --snapshot before-upgrade web web-old    from web's snapshot
 
 Each NEW gets its own id range and copy of SRC's private layer; a failing NEW (a taken
 name, a full disk) is reported and the others go on; the exit status is 1 if any failed.";
@@ -729,6 +775,22 @@ pub struct DoctorArgs {
 }
 
 #[derive(Subcommand, Debug)]
+pub enum SnapshotCmd {
+    /// Snapshot a zone (installed or running; default NAME: the UTC time).
+    #[command(after_help = "Example: warren snapshot create web1 before-upgrade")]
+    Create { zone: String, name: Option<String> },
+    /// List snapshots with their sizes (of one zone, or of all).
+    List { zone: Option<String> },
+    /// Put a halted zone's layer back as it was in the snapshot (the snapshot stays).
+    #[command(
+        after_help = "Example: warren halt web1 && warren snapshot restore web1 before-upgrade"
+    )]
+    Restore { zone: String, name: String },
+    /// Delete a snapshot.
+    Delete { zone: String, name: String },
+}
+
+#[derive(Subcommand, Debug)]
 pub enum TemplateCmd {
     /// Create a template.
     #[command(
@@ -758,6 +820,9 @@ pub enum TemplateCmd {
         /// as localhost/web:1); needed when it holds several.
         #[arg(long, value_name = "REF", requires = "from_oci")]
         image: Option<String>,
+        /// Publish a halted zone: its merged root (template + private layer).
+        #[arg(long, value_name = "ZONE", group = "source")]
+        from_zone: Option<String>,
     },
     /// List templates.
     List,

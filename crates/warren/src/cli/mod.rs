@@ -18,6 +18,7 @@ mod metrics_cmd;
 mod output;
 mod overcommit;
 mod profile_cmd;
+mod snapshot_cmd;
 mod stat;
 mod suspend_cmd;
 mod zonecfg;
@@ -242,15 +243,21 @@ fn run(cli: Cli) -> Result<i32> {
             res.print(json, r.is_ok());
             r?
         }
-        Command::Clone { src, new, pipeline } => {
+        Command::Clone {
+            src,
+            new,
+            pipeline,
+            snapshot,
+        } => {
             let jobs = pipeline.jobs(&ctx);
             let mut res = batch::Batch::new(new.len());
             let line = format!("installed as a clone of '{src}'");
-            let failed = zone::pipeline::clone_many(&ctx, &src, &new, jobs, |z, r| {
-                if let Some(v) = res.add(json, z, "clone", r, &line) {
-                    v.source = Some(src.clone());
-                }
-            });
+            let failed =
+                zone::pipeline::clone_many(&ctx, &src, &new, snapshot.as_deref(), jobs, |z, r| {
+                    if let Some(v) = res.add(json, z, "clone", r, &line) {
+                        v.source = Some(src.clone());
+                    }
+                });
             res.finish(json, failed)?
         }
         Command::Boot {
@@ -589,6 +596,19 @@ fn run(cli: Cli) -> Result<i32> {
             }
         }
         Command::Profile(c) => profile_cmd::profile_cmd(&ctx, json, c)?,
+        Command::Snapshot(c) => snapshot_cmd::snapshot_cmd(&ctx, json, c)?,
+        Command::Bench(BenchCmd::Snapshot { repeat, data_mib }) => {
+            ctx.require_root()?;
+            let r = bench::snapshot::run(repeat, data_mib)?;
+            if json {
+                output::json(&r);
+            } else {
+                println!("{r:#?}");
+            }
+        }
+        c @ (Command::Export { .. } | Command::Import { .. }) => {
+            snapshot_cmd::archive_cmd(&ctx, json, c)?
+        }
         Command::Completions { shell } => gen::completions(&shell)?,
         Command::Man { dir } => {
             let pages = gen::man_pages(&dir)?;

@@ -8,8 +8,7 @@ use crate::doctor;
 use crate::error::Error;
 use crate::host::HostInfo;
 use crate::measure::Progress;
-use crate::storage::template::Manifest;
-use crate::zone::{Context, ZoneInfo};
+use crate::zone::ZoneInfo;
 
 /// Print the error and its numbered chain of causes, once.
 pub fn print_error(e: &Error) {
@@ -185,27 +184,8 @@ pub fn zone_table(infos: &[ZoneInfo], verbose: bool) {
     }
 }
 
-pub fn template_table(ctx: &Context, list: &[Manifest]) {
-    let rows: Vec<Vec<String>> = list
-        .iter()
-        .map(|m| {
-            let users = crate::zone::zones_using_template(&ctx.layout, &m.name)
-                .map(|u| u.len().to_string())
-                .unwrap_or_else(|_| "?".into());
-            vec![
-                m.name.clone(),
-                format!("{:?}", m.kind).to_lowercase(),
-                m.backend.to_string(),
-                users,
-                source_cell(m),
-            ]
-        })
-        .collect();
-    table(&["NAME", "KIND", "BACKEND", "ZONES", "SOURCE"], &rows);
-}
-
 /// A template's source for the table: an OCI image as `ref@digest` (12 digits).
-fn source_cell(m: &Manifest) -> String {
+pub fn source_cell(m: &crate::storage::template::Manifest) -> String {
     match &m.image {
         Some(i) => {
             let d = i.shown_digest();
@@ -217,7 +197,7 @@ fn source_cell(m: &Manifest) -> String {
 }
 
 /// `warren template info NAME`.
-pub fn template_info(m: &Manifest) {
+pub fn template_info(m: &crate::storage::template::Manifest) {
     println!("template:   {}", m.name);
     println!("kind:       {}", format!("{:?}", m.kind).to_lowercase());
     println!("backend:    {}", m.backend);

@@ -12,7 +12,20 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
             busybox,
             from_oci,
             image,
+            from_zone,
         } => {
+            if let Some(z) = from_zone {
+                let m = zone::publish::publish(ctx, &name, &z)?;
+                if json {
+                    output::json(&m);
+                } else {
+                    println!(
+                        "template '{name}' created from zone '{z}' ({} backend)",
+                        m.backend
+                    );
+                }
+                return Ok(());
+            }
             let source = match (from, from_dir, from_tar, busybox, from_oci) {
                 (Some(_), ..) => Source::Host,
                 (_, Some(d), ..) => Source::Dir(d),
@@ -21,7 +34,7 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
                 (.., Some(archive)) => Source::Oci { archive, image },
                 _ => {
                     return Err(Error::Invalid(
-                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE, --from-oci ARCHIVE or --busybox".into(),
+                        "say where the template comes from: --from host, --from-dir PATH, --from-tar FILE, --from-oci ARCHIVE, --busybox or --from-zone ZONE".into(),
                     ))
                 }
             };
@@ -48,14 +61,7 @@ pub(super) fn template_cmd(ctx: &Context, json: bool, t: TemplateCmd) -> Result<
                 output::template_info(&m);
             }
         }
-        TemplateCmd::List => {
-            let list = template::list(&ctx.layout)?;
-            if json {
-                output::json(&list);
-            } else {
-                output::template_table(ctx, &list);
-            }
-        }
+        TemplateCmd::List => super::snapshot_cmd::template_list(ctx, json)?,
         TemplateCmd::Delete { name } => {
             ctx.require_root()?;
             template::delete(&ctx.layout, &name)?;

@@ -296,6 +296,7 @@ fn image_defaults_apply_and_the_zone_config_wins() {
     let fds = Descriptors {
         null: 11,
         init: Some(12),
+        dev: 22,
         disk: None,
         userns: None,
         views: Vec::new(),
@@ -310,6 +311,7 @@ fn image_defaults_apply_and_the_zone_config_wins() {
             binds: &[],
             cgroups: &cgroups,
             console: Path::new("/z/console.log"),
+            dev: Path::new("/z/dev-template/dev"),
             init_exe: Path::new("/x/warren-init"),
             proc_root: Path::new("/proc"),
             net: None,

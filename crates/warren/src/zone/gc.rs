@@ -6,7 +6,9 @@
 //!   `.new-<name>-<pid>-<nanos>` (half-built zones and templates),
 //!   `.del-<name>-<pid>-<nanos>` (half-deleted ones), `.disk-img-<pid>-<nanos>` and
 //!   `.disk-stage-<pid>-<nanos>` (a `disk.max` image being made) and the temp files
-//!   of atomic writes, `.<file>.tmp-<pid>` ([`TEMP_PREFIXES`], [`owner_pid`]). Zone
+//!   of atomic writes, `.<file>.tmp-<pid>` ([`TEMP_PREFIXES`], [`owner_pid`]); in a
+//!   zone's `snapshots/` too (a snapshot being taken or deleted), and a zone's
+//!   `.new-restore-*` (a restore's staging copy, or the old layer it replaced). Zone
 //!   and template trees (a zone's `upper/` or `root/`) are never searched: a tenant
 //!   could put any name there;
 //! - stale runtime records (init gone, host rebooted, a boot that never finished, a
@@ -76,9 +78,19 @@ fn pid_alive(ctx: &Context, pid: i32) -> bool {
     stats::proc_start_time(&ctx.host.proc, pid).is_some()
 }
 
-/// Remove a leftover directory (or file), deleting any btrfs subvolume in it first.
+/// Remove a leftover directory (or file), deleting any btrfs subvolume in it first:
+/// its own, its `root/`, and its snapshots' `root/` (a zone's `snapshots/<name>/root`,
+/// or a snapshot's own `root/` when `path` is a snapshot).
 pub(in crate::zone) fn remove_leftover(path: &Path) -> Result<()> {
-    for sub in [path.join("root"), path.to_path_buf()] {
+    let snaps = fs::read_dir(super::snapshot::dir_of(path))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path().join("root"));
+    let subs: Vec<PathBuf> = snaps
+        .chain([path.join("root"), path.to_path_buf()])
+        .collect();
+    for sub in subs {
         if warren_sys::fs::is_btrfs_subvol(&sub) {
             warren_sys::fs::btrfs_subvol_delete(&sub)
                 .ctx(|| format!("deleting btrfs subvolume {}", sub.display()))?;
@@ -166,6 +178,12 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
     let zones = note(&mut report, super::names_in(layout)).unwrap_or_default();
     for name in &zones {
         sweep_temp(ctx, &layout.zone_dir(name), &mut report);
+        // Half-made and half-deleted snapshots (`snapshots/.new-*`, `.del-*`).
+        sweep_temp(
+            ctx,
+            &super::snapshot::dir_of(&layout.zone_dir(name)),
+            &mut report,
+        );
         if let Err(e) = gc_zone(ctx, name, &mut report) {
             report.damaged.push(format!("zone '{name}': {e}"));
         }

@@ -5,15 +5,21 @@
 //! whether the verb applies, and then acts. Reading verbs (`list`) take no lock and
 //! report the state derived from the files and the kernel.
 
+pub mod archive;
+mod archive_disk;
+mod archive_tree;
 mod cp;
 mod cp_offline;
 mod cp_tar;
+mod freeze;
 mod gc;
 mod lifecycle;
 pub mod pipeline;
 mod prepare;
+pub mod publish;
 mod records;
 mod rename;
+pub mod snapshot;
 
 use std::cell::OnceCell;
 use std::fs;
@@ -25,7 +31,7 @@ use serde::Serialize;
 pub use cp::{cp, helper_main as cp_helper, CpOptions, CpReport};
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
-    boot, boot_autoboot, boot_watched, clone, config_bytes, config_replace, config_set,
+    boot, boot_autoboot, boot_watched, clone, clone_from, config_bytes, config_replace, config_set,
     config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
     resume, suspend, uninstall, wake, ApplyTo, BootReport, ConfigChange, Outcome, ResumeReport,
     SuspendReport,

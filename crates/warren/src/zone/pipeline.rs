@@ -101,11 +101,13 @@ pub fn boot_many(
     )
 }
 
-/// Clone `src` to each of `news` (see [`super::clone`]), up to `jobs` at once.
+/// Clone `src` (or its snapshot) to each of `news` (see [`super::clone_from`]), up to
+/// `jobs` at once.
 pub fn clone_many(
     ctx: &Context,
     src: &str,
     news: &[String],
+    snapshot: Option<&str>,
     jobs: usize,
     done: impl FnMut(&str, Result<Done>),
 ) -> usize {
@@ -115,7 +117,7 @@ pub fn clone_many(
         jobs,
         |z| {
             let t = Instant::now();
-            super::clone(ctx, src, z)?;
+            super::clone_from(ctx, src, z, snapshot)?;
             Ok(Done::of(Outcome::Done, ms(t.elapsed())))
         },
         done,

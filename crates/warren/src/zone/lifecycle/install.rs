@@ -188,6 +188,13 @@ pub fn install(ctx: &Context, name: &str) -> Result<Outcome> {
 
 /// `warren clone SRC NEW`: NEW is installed with a copy-on-write copy of SRC's root.
 pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
+    clone_from(ctx, src, dst, None)
+}
+
+/// `warren clone [--snapshot NAME] SRC NEW`: NEW is installed with a copy-on-write
+/// copy of SRC's layer, or of its snapshot NAME. A running SRC is frozen while its
+/// layer is copied (crash-consistent, see `zone::freeze`).
+pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -> Result<()> {
     ctx.require_root()?;
     names::zone(src)?;
     names::zone(dst)?;
@@ -196,20 +203,51 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
             "zone '{src}': cannot clone a zone onto itself; give the clone another name"
         )));
     }
-    // Lock in name order so two opposite clones cannot deadlock.
-    let (_l1, _l2) = if src < dst {
-        let a = lock::shared(&ctx.layout, "zone", src)?;
-        (a, lock::exclusive(&ctx.layout, "zone", dst)?)
-    } else {
-        let b = lock::exclusive(&ctx.layout, "zone", dst)?;
-        (lock::shared(&ctx.layout, "zone", src)?, b)
+    // Lock in name order so two opposite clones cannot deadlock. The source's lock is
+    // shared (many clones of one halted source run at once, `zone::pipeline`) unless
+    // a running source must be frozen and thawed, which this command then does alone.
+    let lock_pair = |src_exclusive: bool| -> Result<(lock::Lock, lock::Lock)> {
+        let source_lock = || match src_exclusive {
+            true => lock::exclusive(&ctx.layout, "zone", src),
+            false => lock::shared(&ctx.layout, "zone", src),
+        };
+        Ok(if src < dst {
+            let a = source_lock()?;
+            (a, lock::exclusive(&ctx.layout, "zone", dst)?)
+        } else {
+            let b = lock::exclusive(&ctx.layout, "zone", dst)?;
+            (source_lock()?, b)
+        })
     };
-    let source = load(ctx, src)?;
-    state::check(src, Verb::CloneFrom, source.state(ctx))?;
-    let kind = source.lifecycle.backend.ok_or_else(|| Error::Corrupt {
-        path: state::state_path(&source.dir),
-        message: "an installed zone without a storage backend".into(),
-    })?;
+    let mut locks = lock_pair(false)?;
+    // Under a shared lock the source is only read (no repair: that needs it alone).
+    let mut source = load(ctx, src)?;
+    if snapshot.is_none() && source.state(ctx) == ZoneState::Running {
+        drop(locks);
+        locks = lock_pair(true)?;
+        source = load_locked(ctx, src)?;
+    }
+    let _locks = locks;
+    let from_snapshot = match snapshot {
+        Some(name) => Some(crate::zone::snapshot::existing(&source, name)?),
+        None => {
+            state::check(src, Verb::CloneFrom, source.state(ctx))?;
+            None
+        }
+    };
+    let kind = match &from_snapshot {
+        Some((_, meta)) => meta.backend,
+        None => source.lifecycle.backend.ok_or_else(|| Error::Corrupt {
+            path: state::state_path(&source.dir),
+            message: "an installed zone without a storage backend".into(),
+        })?,
+    };
+    let from_dir = from_snapshot
+        .as_ref()
+        .map_or(source.dir.clone(), |(d, _)| d.clone());
+    let from_idmap = from_snapshot
+        .as_ref()
+        .map_or(source.lifecycle.idmap, |(_, m)| m.idmap);
     let _tlock = lock::shared(&ctx.layout, "template", &source.config.template)?;
     template::load(&ctx.layout, &source.config.template)?;
     let zones = ctx.layout.zones();
@@ -240,16 +278,27 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         // The clone's layer moves from the source's id range to the clone's in the
         // copy itself (a tenant's chown of its `/` does not hide which range it is).
         let to = range.unwrap_or(IdRange::new(0));
-        let shift = match be.root_mount(&troot, &source.dir) {
-            RootMount::Overlay { upper, .. } if crate::quota::image(&source.dir).is_none() => {
-                let from = upper_owner(src, &upper, source.lifecycle.idmap)?;
+        let image = crate::quota::image(&from_dir).is_some();
+        let shift = match be.root_mount(&troot, &from_dir) {
+            RootMount::Overlay { upper, .. } if !image => {
+                let from = upper_owner(src, &upper, from_idmap)?;
                 (from != to).then_some(crate::treeops::Shift { from, to })
             }
             _ => None,
         };
-        be.clone_zone(&source.dir, &tmp, shift)?;
-        if crate::quota::image(&source.dir).is_some() {
-            crate::quota::copy_image(&source.dir, &tmp)?;
+        let copy = || {
+            be.clone_zone(&from_dir, &tmp, shift)?;
+            if image {
+                crate::quota::copy_image(&from_dir, &tmp)?;
+            }
+            Ok(())
+        };
+        // A snapshot is not written by the zone: only the live layer needs a freeze.
+        match from_snapshot {
+            Some(_) => copy()?,
+            None => crate::zone::freeze::with_frozen(ctx, &mut source, copy)?,
+        }
+        if image {
             crate::quota::shift_image(dst, &tmp, to)?;
         }
         fault::point("clone.after-copy");
@@ -280,7 +329,12 @@ pub fn clone(ctx: &Context, src: &str, dst: &str) -> Result<()> {
         .and_then(|_| idmap::release(&ctx.layout, dst, None));
         return Err(e.with_cleanup(cleanup.err()));
     }
-    journal(ctx, "cloned", dst, serde_json::json!({ "source": src }));
+    journal(
+        ctx,
+        "cloned",
+        dst,
+        serde_json::json!({ "source": src, "snapshot": snapshot }),
+    );
     Ok(())
 }
 
@@ -290,6 +344,7 @@ fn uninstall_locked(z: &mut Zone) -> Result<()> {
         z.lifecycle.incomplete_op = Some("uninstall".into());
         state::save_lifecycle(&z.dir, &z.lifecycle)?;
         fault::point("uninstall.after-incomplete");
+        crate::zone::snapshot::remove_all(kind, &z.dir)?;
         backend(kind).uninstall(&z.dir)?;
         crate::quota::remove_image(&z.dir)?;
         fault::point("uninstall.after-backend");

@@ -35,7 +35,7 @@ mod suspend;
 mod views;
 
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
-pub use install::{clone, create, create_with_profiles, delete, install, uninstall};
+pub use install::{clone, clone_from, create, create_with_profiles, delete, install, uninstall};
 pub use live::{ApplyTo, ConfigChange};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};
@@ -53,7 +53,7 @@ pub enum Outcome {
 
 const DEFAULT_STOP_TIMEOUT: Duration = Duration::from_secs(10);
 
-fn zone_lock(ctx: &Context, name: &str) -> Result<Lock> {
+pub(in crate::zone) fn zone_lock(ctx: &Context, name: &str) -> Result<Lock> {
     names::zone(name)?;
     lock::exclusive(&ctx.layout, "zone", name)
 }
@@ -65,7 +65,7 @@ fn load_locked(ctx: &Context, name: &str) -> Result<Zone> {
     Ok(z)
 }
 
-fn write_config(dir: &Path, cfg: &ZoneConfig) -> Result<()> {
+pub(in crate::zone) fn write_config(dir: &Path, cfg: &ZoneConfig) -> Result<()> {
     let path = super::config_path(dir);
     atomic_write(&path, config::to_toml(cfg).as_bytes(), true)
         .ctx(|| format!("writing {}", path.display()))
