@@ -48,6 +48,9 @@ pub fn main() -> i32 {
         return ExitCode::Failure as i32;
     }
     warren_sys::fds::prime_thread_check();
+    if let Some(args) = remote_args(&std::env::args().collect::<Vec<_>>()) {
+        return remote_exec(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -361,7 +364,16 @@ fn run(cli: Cli) -> Result<i32> {
             socket,
             socket_mode,
             lock_wait,
-        } => return Err(daemon_exec(&cli.root, socket, socket_mode, lock_wait)),
+            listen_https,
+        } => {
+            return Err(daemon_exec(
+                &cli.root,
+                socket,
+                socket_mode,
+                lock_wait,
+                listen_https,
+            ))
+        }
         Command::Logs {
             zone: z,
             follow,
@@ -587,6 +599,70 @@ fn run(cli: Cli) -> Result<i32> {
     Ok(0)
 }
 
+/// `warren remote ...` and `warren --remote NAME VERB ...` as `warren-daemon remote ...`
+/// arguments (the TLS client lives in the daemon's crate; docs/daemon.md, "Remote access
+/// (TLS)"), or `None` for any other command line. Only words before a `--` count.
+fn remote_args(argv: &[String]) -> Option<Vec<String>> {
+    let words = &argv[1.min(argv.len())..];
+    let end = words.iter().position(|a| a == "--").unwrap_or(words.len());
+    if words.first().is_some_and(|w| w == "remote") {
+        return Some(words.to_vec());
+    }
+    let i = words[..end]
+        .iter()
+        .position(|a| a == "--remote" || a.starts_with("--remote="))?;
+    let (name, skip) = match words[i].strip_prefix("--remote=") {
+        Some(n) => (n.to_string(), 1),
+        None => (words.get(i + 1)?.clone(), 2),
+    };
+    let mut out = vec!["remote".to_string(), "call".to_string(), name];
+    out.extend(words[..i].iter().chain(&words[i + skip..]).cloned());
+    Some(out)
+}
+
+/// Replace this process with `warren-daemon ARGS` (the remote client). Returns the exit
+/// code only on failure.
+fn remote_exec(args: Vec<String>) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e.with_file_name("warren-daemon"),
+        Err(e) => {
+            eprintln!("warren: finding warren's own executable: {e}");
+            return ExitCode::Unsupported as i32;
+        }
+    };
+    let e = std::process::Command::new(&exe).args(args).exec();
+    eprintln!(
+        "warren: running {}: {e}; install warren-daemon beside warren (cargo build builds both)",
+        exe.display()
+    );
+    ExitCode::Unsupported as i32
+}
+
+#[cfg(test)]
+mod remote_args_tests {
+    use super::remote_args;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn remote_words_go_to_the_client() {
+        assert_eq!(remote_args(&v("warren remote list")), Some(v("remote list")));
+        assert_eq!(
+            remote_args(&v("warren --remote srv list --json")),
+            Some(v("remote call srv list --json"))
+        );
+        assert_eq!(
+            remote_args(&v("warren boot z1 --remote=srv")),
+            Some(v("remote call srv boot z1"))
+        );
+        assert_eq!(remote_args(&v("warren exec z -- echo --remote x")), None);
+        assert_eq!(remote_args(&v("warren list")), None);
+    }
+}
+
 /// `warren daemon`: replace this process with the `warren-daemon` beside it (the CLI
 /// stays free of the daemon's async runtime). Returns only on failure.
 fn daemon_exec(
@@ -594,6 +670,7 @@ fn daemon_exec(
     socket: Option<PathBuf>,
     mode: Option<String>,
     lock_wait: u64,
+    listen_https: Option<String>,
 ) -> Error {
     use std::os::unix::process::CommandExt;
     let exe = match std::env::current_exe() {
@@ -608,6 +685,9 @@ fn daemon_exec(
     }
     if let Some(m) = mode {
         cmd.arg("--socket-mode").arg(m);
+    }
+    if let Some(a) = listen_https {
+        cmd.arg("--listen-https").arg(a);
     }
     let e = cmd.exec();
     Error::Unsupported(format!(
