@@ -600,29 +600,51 @@ fn run(cli: Cli) -> Result<i32> {
 }
 
 /// `warren remote ...` and `warren --remote NAME VERB ...` as `warren-daemon remote ...`
-/// arguments (the TLS client lives in the daemon's crate; docs/daemon.md, "Remote access
-/// (TLS)"), or `None` for any other command line. Only words before a `--` count.
-fn remote_args(argv: &[String]) -> Option<Vec<String>> {
-    let words = &argv[1.min(argv.len())..];
+/// arguments and the `--root` given (the TLS client lives in the daemon's crate;
+/// docs/daemon.md, "Remote access (TLS)"), or `None` for any other command line. The
+/// global options (`--root`, `--json`, `--oci-root`, `--wait`) may come anywhere; only
+/// words before a `--` count.
+fn remote_args(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
+    let words = argv.get(1..).unwrap_or_default();
     let end = words.iter().position(|a| a == "--").unwrap_or(words.len());
-    if words.first().is_some_and(|w| w == "remote") {
-        return Some(words.to_vec());
+    let (mut rest, mut root, mut json, mut remote) = (Vec::new(), None, false, None);
+    let mut it = words[..end].iter();
+    while let Some(w) = it.next() {
+        let (k, inline) = match w.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => (w.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned());
+        match k {
+            "--json" => json = true,
+            "--root" => root = Some(value()?),
+            "--remote" => remote = Some(value()?),
+            "--oci-root" | "--wait" => {
+                value()?;
+            }
+            _ => rest.push(w.clone()),
+        }
     }
-    let i = words[..end]
-        .iter()
-        .position(|a| a == "--remote" || a.starts_with("--remote="))?;
-    let (name, skip) = match words[i].strip_prefix("--remote=") {
-        Some(n) => (n.to_string(), 1),
-        None => (words.get(i + 1)?.clone(), 2),
+    rest.extend(words[end..].iter().cloned());
+    let mut out = match remote {
+        Some(name) => ["remote", "call", &name].map(String::from).to_vec(),
+        None if rest.first().is_some_and(|w| w == "remote") => vec![rest.remove(0)],
+        None => return None,
     };
-    let mut out = vec!["remote".to_string(), "call".to_string(), name];
-    out.extend(words[..i].iter().chain(&words[i + skip..]).cloned());
-    Some(out)
+    let takes_json = out.len() == 3
+        || rest
+            .first()
+            .is_some_and(|v| v == "list" || v == "trust-token");
+    out.extend(rest);
+    if json && takes_json {
+        out.push("--json".into());
+    }
+    Some((out, root))
 }
 
 /// Replace this process with `warren-daemon ARGS` (the remote client). Returns the exit
 /// code only on failure.
-fn remote_exec(args: Vec<String>) -> i32 {
+fn remote_exec((args, root): (Vec<String>, Option<String>)) -> i32 {
     use std::os::unix::process::CommandExt;
     let exe = match std::env::current_exe() {
         Ok(e) => e.with_file_name("warren-daemon"),
@@ -631,7 +653,11 @@ fn remote_exec(args: Vec<String>) -> i32 {
             return ExitCode::Unsupported as i32;
         }
     };
-    let e = std::process::Command::new(&exe).args(args).exec();
+    let mut cmd = std::process::Command::new(&exe);
+    if let Some(r) = root {
+        cmd.env("WARREN_ROOT", r);
+    }
+    let e = cmd.args(args).exec();
     eprintln!(
         "warren: running {}: {e}; install warren-daemon beside warren (cargo build builds both)",
         exe.display()
@@ -647,16 +673,28 @@ mod remote_args_tests {
         s.split_whitespace().map(String::from).collect()
     }
 
+    fn some(s: &str, root: Option<&str>) -> Option<(Vec<String>, Option<String>)> {
+        Some((v(s), root.map(String::from)))
+    }
+
     #[test]
     fn remote_words_go_to_the_client() {
-        assert_eq!(remote_args(&v("warren remote list")), Some(v("remote list")));
+        assert_eq!(remote_args(&v("warren remote list")), some("remote list", None));
+        assert_eq!(
+            remote_args(&v("warren --root /r --json remote trust-token --name a")),
+            some("remote trust-token --name a --json", Some("/r"))
+        );
+        assert_eq!(
+            remote_args(&v("warren --json remote add s https://h:1 --token t")),
+            some("remote add s https://h:1 --token t", None)
+        );
         assert_eq!(
             remote_args(&v("warren --remote srv list --json")),
-            Some(v("remote call srv list --json"))
+            some("remote call srv list --json", None)
         );
         assert_eq!(
             remote_args(&v("warren boot z1 --remote=srv")),
-            Some(v("remote call srv boot z1"))
+            some("remote call srv boot z1", None)
         );
         assert_eq!(remote_args(&v("warren exec z -- echo --remote x")), None);
         assert_eq!(remote_args(&v("warren list")), None);
