@@ -66,7 +66,9 @@ fn main() {
     }
     // `warren remote ...` and `warren --remote NAME VERB` (the TLS client).
     if std::env::args().nth(1).as_deref() == Some("remote") {
-        std::process::exit(warren_daemon::remote::main(std::env::args().skip(2).collect()));
+        std::process::exit(warren_daemon::remote::main(
+            std::env::args().skip(2).collect(),
+        ));
     }
     let opts = Opts::parse();
     if warren_sys::geteuid() != 0 {

@@ -79,7 +79,11 @@ pub struct Remote {
 
 /// The client's configuration directory.
 pub fn config_dir() -> PathBuf {
-    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    let env = |k: &str| {
+        std::env::var_os(k)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
     env("WARREN_CONFIG_DIR")
         .or_else(|| env("XDG_CONFIG_HOME").map(|d| d.join("warren")))
         .or_else(|| env("HOME").map(|d| d.join(".config/warren")))
@@ -217,8 +221,12 @@ pub fn request(
         .ok()
         .and_then(|mut a| a.next())
         .ok_or_else(|| format!("{}: cannot resolve {host}", remote.url))?;
-    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(10))
-        .map_err(|e| format!("connecting to {}: {e}; is the daemon running with --listen-https?", remote.url))?;
+    let tcp = TcpStream::connect_timeout(&addr, Duration::from_secs(10)).map_err(|e| {
+        format!(
+            "connecting to {}: {e}; is the daemon running with --listen-https?",
+            remote.url
+        )
+    })?;
     tcp.set_read_timeout(Some(Duration::from_secs(300)))
         .map_err(|e| e.to_string())?;
     let mut s = rustls::StreamOwned::new(conn, tcp);
@@ -316,14 +324,34 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
     let dir = config_dir();
     let fail = |m: String| (m, 1);
     match cmd {
-        Cmd::TrustToken { name, read_only, ttl, root, json } => {
+        Cmd::TrustToken {
+            name,
+            read_only,
+            ttl,
+            root,
+            json,
+        } => {
             let id = tls::server_identity(&root).map_err(|e| {
-                (format!("the server certificate under {}: {e}; run as root", root.display()), 8)
+                (
+                    format!(
+                        "the server certificate under {}: {e}; run as root",
+                        root.display()
+                    ),
+                    8,
+                )
             })?;
             let fp = tls::fingerprint_of(&id.cert).map_err(|e| fail(e.to_string()))?;
-            let role = if read_only { Role::ReadOnly } else { Role::ReadWrite };
-            let secret = trust::new_token(&root, &name, role, ttl)
-                .map_err(|e| (format!("the trust store under {}: {e}; run as root", root.display()), 8))?;
+            let role = if read_only {
+                Role::ReadOnly
+            } else {
+                Role::ReadWrite
+            };
+            let secret = trust::new_token(&root, &name, role, ttl).map_err(|e| {
+                (
+                    format!("the trust store under {}: {e}; run as root", root.display()),
+                    8,
+                )
+            })?;
             let token = format!("{fp}:{secret}");
             if json {
                 let v = serde_json::json!({"token": token, "name": name, "role": role,
@@ -343,7 +371,10 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
             if all.contains_key(&name) {
                 return Err((format!("remote '{name}' exists; 'warren remote remove {name}' first, or choose another name"), 6));
             }
-            let r = Remote { url, fingerprint: fp.to_string() };
+            let r = Remote {
+                url,
+                fingerprint: fp.to_string(),
+            };
             let body = serde_json::json!({ "secret": secret }).to_string();
             let a = request(&dir, &r, "POST", "/1.0/certificates", Some(&body)).map_err(fail)?;
             if a.status != 201 {
@@ -352,7 +383,11 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
             all.insert(name.clone(), r);
             save(&dir, &all).map_err(fail)?;
             let v: serde_json::Value = serde_json::from_str(&a.body).unwrap_or_default();
-            println!("remote '{name}' added; the server trusts this client as '{}' ({})", v["name"].as_str().unwrap_or("?"), v["role"].as_str().unwrap_or("?"));
+            println!(
+                "remote '{name}' added; the server trusts this client as '{}' ({})",
+                v["name"].as_str().unwrap_or("?"),
+                v["role"].as_str().unwrap_or("?")
+            );
         }
         Cmd::List { json } => {
             let all = remotes(&dir).map_err(fail)?;
@@ -361,14 +396,21 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
             } else {
                 println!("{:<16} {:<32} FINGERPRINT", "NAME", "URL");
                 for (n, r) in &all {
-                    println!("{n:<16} {:<32} {}", r.url, &r.fingerprint[..16.min(r.fingerprint.len())]);
+                    println!(
+                        "{n:<16} {:<32} {}",
+                        r.url,
+                        &r.fingerprint[..16.min(r.fingerprint.len())]
+                    );
                 }
             }
         }
         Cmd::Remove { name } => {
             let mut all = remotes(&dir).map_err(fail)?;
             if all.remove(&name).is_none() {
-                return Err((format!("no remote '{name}'; 'warren remote list' shows them"), 3));
+                return Err((
+                    format!("no remote '{name}'; 'warren remote list' shows them"),
+                    3,
+                ));
             }
             save(&dir, &all).map_err(fail)?;
         }
@@ -384,7 +426,11 @@ fn call(dir: &Path, name: &str, args: Vec<String>) -> Result<i32, (String, i32)>
         .get(name)
         .ok_or_else(|| (format!("no remote '{name}'; add it with 'warren remote add {name} https://HOST:PORT --token TOKEN'"), 3))?;
     let json = args.iter().any(|a| a == "--json");
-    let words: Vec<&str> = args.iter().map(String::as_str).filter(|a| *a != "--json").collect();
+    let words: Vec<&str> = args
+        .iter()
+        .map(String::as_str)
+        .filter(|a| *a != "--json")
+        .collect();
     let (method, path) = match words.as_slice() {
         ["list"] => ("GET", "/1.0/zones".to_string()),
         ["info"] => ("GET", "/1.0/info".to_string()),
@@ -408,7 +454,12 @@ fn call(dir: &Path, name: &str, args: Vec<String>) -> Result<i32, (String, i32)>
         println!("{:<24} {:<12} {:<6}", "NAME", "STATE", "KIND");
         for z in v.as_array().into_iter().flatten() {
             let f = |k: &str| z[k].as_str().unwrap_or("-").to_string();
-            println!("{:<24} {:<12} {:<6}", f("name"), f("state"), z["kind"].as_str().unwrap_or("zone"));
+            println!(
+                "{:<24} {:<12} {:<6}",
+                f("name"),
+                f("state"),
+                z["kind"].as_str().unwrap_or("zone")
+            );
         }
     } else {
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
@@ -430,7 +481,10 @@ mod tests {
 
     #[test]
     fn urls_are_https_host_port() {
-        assert_eq!(host_port("https://127.0.0.1:8443/").unwrap(), ("127.0.0.1".into(), 8443));
+        assert_eq!(
+            host_port("https://127.0.0.1:8443/").unwrap(),
+            ("127.0.0.1".into(), 8443)
+        );
         assert_eq!(host_port("https://[::1]:9").unwrap(), ("::1".into(), 9));
         assert!(host_port("http://h:1").is_err());
         assert!(host_port("https://h").is_err());

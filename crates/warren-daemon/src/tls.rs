@@ -193,7 +193,10 @@ fn forbidden(msg: String) -> Response {
 /// `POST /1.0/certificates {"secret": ...}`: redeem a trust token for this connection's
 /// certificate.
 async fn redeem(root: PathBuf, fp: String, body: axum::body::Body) -> Response {
-    let bytes = match http_body_util::Limited::new(body, 64 * 1024).collect().await {
+    let bytes = match http_body_util::Limited::new(body, 64 * 1024)
+        .collect()
+        .await
+    {
         Ok(b) => b.to_bytes(),
         Err(_) => {
             return ApiError::new(413, "payload_too_large", "the body exceeds 64 KiB")
@@ -237,7 +240,9 @@ async fn handle(
     let role = match tokio::task::spawn_blocking(move || trust::role_of(&r, &f)).await {
         Ok(Ok(role)) => role,
         Ok(Err(e)) => {
-            return Ok(ApiError::new(500, "system", format!("the trust store: {e}")).into_response())
+            return Ok(
+                ApiError::new(500, "system", format!("the trust store: {e}")).into_response(),
+            )
         }
         Err(e) => return Ok(ApiError::new(500, "system", e.to_string()).into_response()),
     };

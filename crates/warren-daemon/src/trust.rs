@@ -169,7 +169,11 @@ pub fn new_token(root: &Path, name: &str, role: Role, ttl: u64) -> io::Result<St
 
 /// Redeem a secret for certificate `fingerprint`: the token is removed whatever the
 /// outcome (single use), the certificate added with the token's name and role.
-pub fn redeem(root: &Path, secret: &str, fingerprint: &str) -> io::Result<Result<Trusted, TokenError>> {
+pub fn redeem(
+    root: &Path,
+    secret: &str,
+    fingerprint: &str,
+) -> io::Result<Result<Trusted, TokenError>> {
     let h = sha256_hex(secret.as_bytes());
     update(root, |s| {
         let Some(i) = s.tokens.iter().position(|t| t.secret_sha256 == h) else {
@@ -212,8 +216,14 @@ mod tests {
         assert!(!raw.contains(&s), "the secret is stored hashed");
         let c = redeem(d.path(), &s, "ab").unwrap().unwrap();
         assert_eq!((c.name.as_str(), c.role), ("laptop", Role::ReadOnly));
-        assert_eq!(redeem(d.path(), &s, "cd").unwrap(), Err(TokenError::Unknown));
-        assert_eq!(role_of(d.path(), "ab").unwrap(), Some(("laptop".into(), Role::ReadOnly)));
+        assert_eq!(
+            redeem(d.path(), &s, "cd").unwrap(),
+            Err(TokenError::Unknown)
+        );
+        assert_eq!(
+            role_of(d.path(), "ab").unwrap(),
+            Some(("laptop".into(), Role::ReadOnly))
+        );
         let old = new_token(d.path(), "old", Role::ReadWrite, 0).unwrap();
         assert_eq!(
             redeem(d.path(), &old, "ef").unwrap(),

@@ -73,7 +73,16 @@ fn token(env: &Env, args: &[&str]) -> String {
 /// HTTP status or 0, body).
 fn curl(url: &str, cert: Option<&Path>, method: &str, path: &str) -> (i32, u16, String) {
     let mut c = Command::new("curl");
-    c.args(["-sS", "-k", "--max-time", "60", "-X", method, "-w", "\n%{http_code}"]);
+    c.args([
+        "-sS",
+        "-k",
+        "--max-time",
+        "60",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+    ]);
     if let Some(d) = cert {
         c.arg("--cert")
             .arg(d.join("client.crt"))
@@ -106,13 +115,20 @@ fn clients_without_a_trusted_certificate_are_refused() {
     let fp = token(&env, &[]).split_once(':').unwrap().0.to_string();
     let stranger = cfg(&env, "stranger");
     let bogus = format!("{fp}:{}", "0".repeat(64));
-    client(&env, &stranger, &["remote", "add", "srv", &s.url, "--token", &bogus])
-        .fails(8, "unknown or was already used");
+    client(
+        &env,
+        &stranger,
+        &["remote", "add", "srv", &s.url, "--token", &bogus],
+    )
+    .fails(8, "unknown or was already used");
     let (rc, status, body) = curl(&s.url, Some(&stranger), "GET", "/1.0/zones");
     assert_eq!((rc, status), (0, 403), "{body}");
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(v["code"], "forbidden", "{v}");
-    assert!(v["message"].as_str().unwrap().contains("not trusted"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not trusted"),
+        "{v}"
+    );
     assert!(v["fix"].as_str().unwrap().contains("trust-token"), "{v}");
     // And it was not added as a remote.
     let l = client(&env, &stranger, &["remote", "list", "--json"]).ok();
@@ -136,14 +152,22 @@ fn a_token_lets_one_client_in_once_and_the_cli_works_remotely() {
         0o600
     );
     let listed = client(&env, &me, &["remote", "list"]).ok();
-    assert!(listed.stdout.contains("srv") && listed.stdout.contains(&s.url), "{}", listed.stdout);
+    assert!(
+        listed.stdout.contains("srv") && listed.stdout.contains(&s.url),
+        "{}",
+        listed.stdout
+    );
     // The CLI's verbs through the API with the client certificate.
     let l = client(&env, &me, &["--remote", "srv", "list", "--json"]).ok();
     let v: serde_json::Value = serde_json::from_str(&l.stdout).unwrap();
     assert_eq!(v[0]["name"], "tz1", "{v}");
     assert_eq!(v[0]["state"], "installed", "{v}");
     client(&env, &me, &["--remote", "srv", "boot", "tz1"]).ok();
-    assert_eq!(env.state("tz1"), "running", "the server's CLI sees the remote boot");
+    assert_eq!(
+        env.state("tz1"),
+        "running",
+        "the server's CLI sees the remote boot"
+    );
     let i = client(&env, &me, &["--json", "--remote", "srv", "info", "tz1"]).ok();
     assert!(i.stdout.contains("running"), "{}", i.stdout);
     client(&env, &me, &["--remote", "srv", "halt", "tz1"]).ok();
@@ -151,11 +175,18 @@ fn a_token_lets_one_client_in_once_and_the_cli_works_remotely() {
     client(&env, &me, &["--remote", "srv", "boot", "nosuch"]).fails(3, "nosuch");
     // The token was used: another client cannot use it again.
     let other = cfg(&env, "other");
-    client(&env, &other, &["remote", "add", "srv", &s.url, "--token", &t])
-        .fails(8, "already used");
+    client(
+        &env,
+        &other,
+        &["remote", "add", "srv", &s.url, "--token", &t],
+    )
+    .fails(8, "already used");
     // The store keeps the secret hashed, and the trusted certificate under its name.
     let store = std::fs::read_to_string(env.root().join("daemon/trust.json")).unwrap();
-    assert!(!store.contains(t.split_once(':').unwrap().1), "the secret is stored in clear");
+    assert!(
+        !store.contains(t.split_once(':').unwrap().1),
+        "the secret is stored in clear"
+    );
     assert!(store.contains("laptop"));
     // Forgetting the remote leaves the server as it is.
     client(&env, &me, &["remote", "remove", "srv"]).ok();
@@ -168,7 +199,12 @@ fn expired_tokens_and_wrong_fingerprints_are_refused() {
     let s = start(&env);
     let old = token(&env, &["--ttl", "0"]);
     let c1 = cfg(&env, "late");
-    client(&env, &c1, &["remote", "add", "srv", &s.url, "--token", &old]).fails(8, "expired");
+    client(
+        &env,
+        &c1,
+        &["remote", "add", "srv", &s.url, "--token", &old],
+    )
+    .fails(8, "expired");
     // A token whose fingerprint is not the server's (a server in between): the client
     // refuses the handshake before it sends the secret...
     let t = token(&env, &[]);
@@ -178,10 +214,24 @@ fn expired_tokens_and_wrong_fingerprints_are_refused() {
         .map(|c| if c == '0' { '1' } else { '0' })
         .collect();
     let c2 = cfg(&env, "mitm");
-    client(&env, &c2, &["remote", "add", "srv", &s.url, "--token", &format!("{forged}:{secret}")])
-        .fails(1, "someone may be in between");
+    client(
+        &env,
+        &c2,
+        &[
+            "remote",
+            "add",
+            "srv",
+            &s.url,
+            "--token",
+            &format!("{forged}:{secret}"),
+        ],
+    )
+    .fails(1, "someone may be in between");
     assert_eq!(
-        client(&env, &c2, &["remote", "list", "--json"]).ok().stdout.trim(),
+        client(&env, &c2, &["remote", "list", "--json"])
+            .ok()
+            .stdout
+            .trim(),
         "{}"
     );
     // ... so the secret is still unused, and works with the right fingerprint.

@@ -679,7 +679,10 @@ mod remote_args_tests {
 
     #[test]
     fn remote_words_go_to_the_client() {
-        assert_eq!(remote_args(&v("warren remote list")), some("remote list", None));
+        assert_eq!(
+            remote_args(&v("warren remote list")),
+            some("remote list", None)
+        );
         assert_eq!(
             remote_args(&v("warren --root /r --json remote trust-token --name a")),
             some("remote trust-token --name a --json", Some("/r"))
