@@ -45,6 +45,20 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// On the server (root): the trusted client certificates.
+    TrustList {
+        #[arg(long, env = "WARREN_ROOT", default_value = warren::layout::DEFAULT_ROOT)]
+        root: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// On the server (root): stop trusting a client certificate (by name or fingerprint);
+    /// its next connection is refused.
+    TrustRemove {
+        who: String,
+        #[arg(long, env = "WARREN_ROOT", default_value = warren::layout::DEFAULT_ROOT)]
+        root: PathBuf,
+    },
     /// On a client: trust the server named in TOKEN and have it trust this client.
     Add {
         name: String,
@@ -359,6 +373,40 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
                 println!("{v}");
             } else {
                 println!("{token}");
+            }
+        }
+        Cmd::TrustList { root, json } => {
+            let s = trust::load(&root)
+                .map_err(|e| (format!("the trust store under {}: {e}", root.display()), 8))?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&s.certificates).unwrap_or_default()
+                );
+            } else {
+                println!("{:<16} {:<10} FINGERPRINT", "NAME", "ROLE");
+                for c in &s.certificates {
+                    let role = if c.role == Role::ReadOnly {
+                        "read-only"
+                    } else {
+                        "read-write"
+                    };
+                    println!("{:<16} {role:<10} {}", c.name, c.fingerprint);
+                }
+            }
+        }
+        Cmd::TrustRemove { who, root } => {
+            let gone = trust::revoke(&root, &who).map_err(|e| {
+                (
+                    format!("the trust store under {}: {e}; run as root", root.display()),
+                    8,
+                )
+            })?;
+            if gone.is_empty() {
+                return Err((format!("no trusted certificate named '{who}'; 'warren remote trust-list' shows them"), 3));
+            }
+            for c in gone {
+                println!("no longer trusted: {} ({})", c.name, c.fingerprint);
             }
         }
         Cmd::Add { name, url, token } => {

@@ -195,6 +195,21 @@ pub fn redeem(
     })
 }
 
+/// Stop trusting the certificates named `who` (a name or a fingerprint, or a prefix of
+/// one of at least 12 hex digits); the ones removed.
+pub fn revoke(root: &Path, who: &str) -> io::Result<Vec<Trusted>> {
+    let hit = |c: &Trusted| {
+        c.name == who || c.fingerprint == who || (who.len() >= 12 && c.fingerprint.starts_with(who))
+    };
+    update(root, |s| {
+        let (gone, kept) = std::mem::take(&mut s.certificates)
+            .into_iter()
+            .partition(hit);
+        s.certificates = kept;
+        gone
+    })
+}
+
 /// The role of a certificate, if trusted.
 pub fn role_of(root: &Path, fingerprint: &str) -> io::Result<Option<(String, Role)>> {
     Ok(load(root)?
@@ -230,5 +245,8 @@ mod tests {
             Err(TokenError::Expired("old".into()))
         );
         assert_eq!(role_of(d.path(), "ef").unwrap(), None);
+        assert_eq!(revoke(d.path(), "nobody").unwrap(), vec![]);
+        assert_eq!(revoke(d.path(), "laptop").unwrap()[0].fingerprint, "ab");
+        assert_eq!(role_of(d.path(), "ab").unwrap(), None);
     }
 }

@@ -188,6 +188,15 @@ fn a_token_lets_one_client_in_once_and_the_cli_works_remotely() {
         "the secret is stored in clear"
     );
     assert!(store.contains("laptop"));
+    // The server lists the certificate, and revoking it refuses its next connection.
+    let tl = env.ok(&["--json", "remote", "trust-list"]);
+    let tv: serde_json::Value = serde_json::from_str(&tl.stdout).unwrap();
+    assert_eq!(tv[0]["name"], "laptop", "{tv}");
+    assert_eq!(tv[0]["role"], "read-write", "{tv}");
+    env.ok(&["remote", "trust-remove", "laptop"]);
+    client(&env, &me, &["--remote", "srv", "list"]).fails(8, "not trusted");
+    env.run(&["remote", "trust-remove", "laptop"])
+        .fails(3, "no trusted certificate");
     // Forgetting the remote leaves the server as it is.
     client(&env, &me, &["remote", "remove", "srv"]).ok();
     client(&env, &me, &["--remote", "srv", "list"]).fails(3, "no remote 'srv'");

@@ -740,4 +740,5 @@ Remote access (the TLS client):
   warren remote trust-token [--name N] [--read-only] [--ttl S]   # on the server
   warren remote add NAME https://HOST:PORT --token TOKEN          # on a client
   warren remote list | remove NAME
+  warren remote trust-list | trust-remove NAME|FINGERPRINT                # on the server
   warren --remote NAME list | info [ZONE] | boot ZONE | halt ZONE | reboot ZONE";

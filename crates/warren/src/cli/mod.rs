@@ -634,7 +634,7 @@ fn remote_args(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
     let takes_json = out.len() == 3
         || rest
             .first()
-            .is_some_and(|v| v == "list" || v == "trust-token");
+            .is_some_and(|v| ["list", "trust-token", "trust-list"].contains(&v.as_str()));
     out.extend(rest);
     if json && takes_json {
         out.push("--json".into());
