@@ -288,6 +288,8 @@ pub async fn serve(l: HttpsListener, router: Router) {
             let tls =
                 match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(tcp)).await {
                     Ok(Ok(s)) => s,
+                    // A peer that closed before a word (a port probe) is not worth a line.
+                    Ok(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => return,
                     Ok(Err(e)) => {
                         eprintln!("warren-daemon: TLS handshake with {peer} refused: {e}");
                         return;
