@@ -11,7 +11,9 @@
 //! - [`listen`]: the listeners (a bound socket, or systemd's) and the connection loop;
 //! - [`access`]: who may do what (peer credentials), as a middleware layer;
 //! - [`api`]: the routes; [`events`]: the SSE stream; [`ops`]: operations;
-//! - [`error`]: the one error object; [`state`]: what handlers share.
+//! - [`error`]: the one error object; [`state`]: what handlers share;
+//! - [`tls`]: the TCP+TLS listener; [`trust`]: its trust store and tokens;
+//!   [`remote`]: the client side (`warren remote`, `warren --remote NAME VERB`).
 
 #![forbid(unsafe_code)]
 #![allow(
@@ -26,6 +28,9 @@ pub mod events;
 pub mod helper;
 pub mod listen;
 pub mod ops;
+pub mod remote;
 pub mod state;
+pub mod tls;
+pub mod trust;
 
 pub use state::{App, MetricsRenderer};

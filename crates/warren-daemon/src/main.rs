@@ -42,6 +42,11 @@ struct Opts {
     /// Bound on each per-zone lock wait of a request, in seconds (the CLI's --wait).
     #[arg(long, default_value_t = 30)]
     lock_wait: u64,
+    /// Also serve the API over TCP with TLS on ADDR:PORT, client certificates required
+    /// (the trust store and server certificate under <root>/daemon; docs/daemon.md,
+    /// "Remote access (TLS)").
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_https: Option<std::net::SocketAddr>,
     /// Run one verb read from stdin and exit (internal: the daemon's own helper).
     #[arg(long, hide = true)]
     helper: bool,
@@ -58,6 +63,12 @@ fn main() {
     // The helper is checked before anything starts a thread: it must stay single-threaded.
     if std::env::args().nth(1).as_deref() == Some("--helper") {
         std::process::exit(warren_daemon::helper::main());
+    }
+    // `warren remote ...` and `warren --remote NAME VERB` (the TLS client).
+    if std::env::args().nth(1).as_deref() == Some("remote") {
+        std::process::exit(warren_daemon::remote::main(
+            std::env::args().skip(2).collect(),
+        ));
     }
     let opts = Opts::parse();
     if warren_sys::geteuid() != 0 {
@@ -112,7 +123,16 @@ fn serve(opts: Opts) -> Result<(), String> {
             ops: Default::default(),
             metrics: Some(metrics_renderer(&opts_oci_root)),
         });
+        let root = app.root.clone();
         let router = api::router(app);
+        if let Some(addr) = opts.listen_https {
+            let l = warren_daemon::tls::bind(addr, &root)
+                .await
+                .map_err(|e| format!("--listen-https {addr}: {e}"))?;
+            let local = l.listener.local_addr().map_or(addr, |a| a);
+            eprintln!("warren-daemon: listening on https://{local} (client certificates required)");
+            tokio::spawn(warren_daemon::tls::serve(l, router.clone()));
+        }
         let cleanup: Vec<PathBuf> = listeners
             .iter()
             .filter_map(|l: &Listener| l.bound_path().map(PathBuf::from))

@@ -432,6 +432,10 @@ pub enum Command {
         /// Bound on each per-zone lock wait of a request, in seconds.
         #[arg(long, value_name = "S", default_value_t = 30)]
         lock_wait: u64,
+        /// Also serve the API over TCP with TLS, client certificates required
+        /// (`warren remote trust-token`; docs/daemon.md, "Remote access (TLS)").
+        #[arg(long, value_name = "ADDR:PORT")]
+        listen_https: Option<String>,
     },
     /// A zone's console: what its init and services print (live while it runs).
     #[command(after_help = dayto::LOGS_HELP)]
@@ -910,4 +914,12 @@ contrib/warren.socket (socket activation) and contrib/warren.service.
 Examples:
   warren daemon
   warren daemon --socket /tmp/w.sock
-  curl --unix-socket /run/warren/warren.sock http://warren/1.0/zones";
+  curl --unix-socket /run/warren/warren.sock http://warren/1.0/zones
+  warren daemon --listen-https 0.0.0.0:8443     # remote access, client certs only
+
+Remote access (the TLS client):
+  warren remote trust-token [--name N] [--read-only] [--ttl S]   # on the server
+  warren remote add NAME https://HOST:PORT --token TOKEN          # on a client
+  warren remote list | remove NAME
+  warren remote trust-list | trust-remove NAME|FINGERPRINT                # on the server
+  warren --remote NAME list | info [ZONE] | boot ZONE | halt ZONE | reboot ZONE";

@@ -52,6 +52,9 @@ pub fn main() -> i32 {
         return ExitCode::Failure as i32;
     }
     warren_sys::fds::prime_thread_check();
+    if let Some(args) = remote_args(&std::env::args().collect::<Vec<_>>()) {
+        return remote_exec(args);
+    }
     let cli = match Cli::try_parse() {
         Ok(c) => c,
         Err(e) => {
@@ -372,7 +375,16 @@ fn run(cli: Cli) -> Result<i32> {
             socket,
             socket_mode,
             lock_wait,
-        } => return Err(daemon_exec(&cli.root, socket, socket_mode, lock_wait)),
+            listen_https,
+        } => {
+            return Err(daemon_exec(
+                &cli.root,
+                socket,
+                socket_mode,
+                lock_wait,
+                listen_https,
+            ))
+        }
         Command::Logs {
             zone: z,
             follow,
@@ -622,6 +634,111 @@ fn run(cli: Cli) -> Result<i32> {
     Ok(0)
 }
 
+/// `warren remote ...` and `warren --remote NAME VERB ...` as `warren-daemon remote ...`
+/// arguments and the `--root` given (the TLS client lives in the daemon's crate;
+/// docs/daemon.md, "Remote access (TLS)"), or `None` for any other command line. The
+/// global options (`--root`, `--json`, `--oci-root`, `--wait`) may come anywhere; only
+/// words before a `--` count.
+fn remote_args(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
+    let words = argv.get(1..).unwrap_or_default();
+    let end = words.iter().position(|a| a == "--").unwrap_or(words.len());
+    let (mut rest, mut root, mut json, mut remote) = (Vec::new(), None, false, None);
+    let mut it = words[..end].iter();
+    while let Some(w) = it.next() {
+        let (k, inline) = match w.split_once('=') {
+            Some((k, v)) if k.starts_with("--") => (k, Some(v.to_string())),
+            _ => (w.as_str(), None),
+        };
+        let mut value = || inline.clone().or_else(|| it.next().cloned());
+        match k {
+            "--json" => json = true,
+            "--root" => root = Some(value()?),
+            "--remote" => remote = Some(value()?),
+            "--oci-root" | "--wait" => {
+                value()?;
+            }
+            _ => rest.push(w.clone()),
+        }
+    }
+    rest.extend(words[end..].iter().cloned());
+    let mut out = match remote {
+        Some(name) => ["remote", "call", &name].map(String::from).to_vec(),
+        None if rest.first().is_some_and(|w| w == "remote") => vec![rest.remove(0)],
+        None => return None,
+    };
+    let takes_json = out.len() == 3
+        || rest
+            .first()
+            .is_some_and(|v| ["list", "trust-token", "trust-list"].contains(&v.as_str()));
+    out.extend(rest);
+    if json && takes_json {
+        out.push("--json".into());
+    }
+    Some((out, root))
+}
+
+/// Replace this process with `warren-daemon ARGS` (the remote client). Returns the exit
+/// code only on failure.
+fn remote_exec((args, root): (Vec<String>, Option<String>)) -> i32 {
+    use std::os::unix::process::CommandExt;
+    let exe = match std::env::current_exe() {
+        Ok(e) => e.with_file_name("warren-daemon"),
+        Err(e) => {
+            eprintln!("warren: finding warren's own executable: {e}");
+            return ExitCode::Unsupported as i32;
+        }
+    };
+    let mut cmd = std::process::Command::new(&exe);
+    if let Some(r) = root {
+        cmd.env("WARREN_ROOT", r);
+    }
+    let e = cmd.args(args).exec();
+    eprintln!(
+        "warren: running {}: {e}; install warren-daemon beside warren (cargo build builds both)",
+        exe.display()
+    );
+    ExitCode::Unsupported as i32
+}
+
+#[cfg(test)]
+mod remote_args_tests {
+    use super::remote_args;
+
+    fn v(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn some(s: &str, root: Option<&str>) -> Option<(Vec<String>, Option<String>)> {
+        Some((v(s), root.map(String::from)))
+    }
+
+    #[test]
+    fn remote_words_go_to_the_client() {
+        assert_eq!(
+            remote_args(&v("warren remote list")),
+            some("remote list", None)
+        );
+        assert_eq!(
+            remote_args(&v("warren --root /r --json remote trust-token --name a")),
+            some("remote trust-token --name a --json", Some("/r"))
+        );
+        assert_eq!(
+            remote_args(&v("warren --json remote add s https://h:1 --token t")),
+            some("remote add s https://h:1 --token t", None)
+        );
+        assert_eq!(
+            remote_args(&v("warren --remote srv list --json")),
+            some("remote call srv list --json", None)
+        );
+        assert_eq!(
+            remote_args(&v("warren boot z1 --remote=srv")),
+            some("remote call srv boot z1", None)
+        );
+        assert_eq!(remote_args(&v("warren exec z -- echo --remote x")), None);
+        assert_eq!(remote_args(&v("warren list")), None);
+    }
+}
+
 /// `warren daemon`: replace this process with the `warren-daemon` beside it (the CLI
 /// stays free of the daemon's async runtime). Returns only on failure.
 fn daemon_exec(
@@ -629,6 +746,7 @@ fn daemon_exec(
     socket: Option<PathBuf>,
     mode: Option<String>,
     lock_wait: u64,
+    listen_https: Option<String>,
 ) -> Error {
     use std::os::unix::process::CommandExt;
     let exe = match std::env::current_exe() {
@@ -643,6 +761,9 @@ fn daemon_exec(
     }
     if let Some(m) = mode {
         cmd.arg("--socket-mode").arg(m);
+    }
+    if let Some(a) = listen_https {
+        cmd.arg("--listen-https").arg(a);
     }
     let e = cmd.exec();
     Error::Unsupported(format!(

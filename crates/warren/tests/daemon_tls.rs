@@ -1,0 +1,267 @@
+//! Remote access end to end: a daemon with `--listen-https 127.0.0.1:<free port>` on a
+//! temporary root, real TLS clients (the CLI's `warren remote` / `warren --remote`, and
+//! curl with `--cert/--key` for the refusals), each client with its own config directory.
+
+mod common;
+mod daemon_client;
+
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{require_busybox, Env, Run};
+use daemon_client::Daemon;
+
+/// A daemon listening on TLS too; its URL.
+struct Https {
+    _daemon: Daemon,
+    url: String,
+}
+
+fn start(env: &Env) -> Https {
+    // A free port: bound, read, released (the daemon binds it right after).
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let addr = format!("127.0.0.1:{port}");
+    let d = Daemon::start(env, &["--listen-https", &addr]);
+    let t = Instant::now();
+    while TcpStream::connect(&addr).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "the daemon did not listen on {addr} within 10 s"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Https {
+        _daemon: d,
+        url: format!("https://{addr}"),
+    }
+}
+
+/// `warren ARGS` as a client whose configuration (key, certificate, remotes) is `cfg`.
+fn client(env: &Env, cfg: &Path, args: &[&str]) -> Run {
+    let o = env
+        .cmd()
+        .env("WARREN_CONFIG_DIR", cfg)
+        .args(args)
+        .output()
+        .unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// A new client configuration directory in the test's root.
+fn cfg(env: &Env, name: &str) -> PathBuf {
+    env.root().join("clients").join(name)
+}
+
+/// A one-time token from the server (the CLI on the server's root).
+fn token(env: &Env, args: &[&str]) -> String {
+    let mut a = vec!["remote", "trust-token"];
+    a.extend(args);
+    env.ok(&a).stdout.trim().to_string()
+}
+
+/// curl over TLS, with the client certificate of `cfg` if given: (curl's exit code,
+/// HTTP status or 0, body).
+fn curl(url: &str, cert: Option<&Path>, method: &str, path: &str) -> (i32, u16, String) {
+    let mut c = Command::new("curl");
+    c.args([
+        "-sS",
+        "-k",
+        "--max-time",
+        "60",
+        "-X",
+        method,
+        "-w",
+        "\n%{http_code}",
+    ]);
+    if let Some(d) = cert {
+        c.arg("--cert")
+            .arg(d.join("client.crt"))
+            .arg("--key")
+            .arg(d.join("client.key"));
+    }
+    let o = c
+        .arg(format!("{url}{path}"))
+        .output()
+        .expect("curl runs (apt-get install curl)");
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    let (body, code) = text.rsplit_once('\n').unwrap_or(("", &text));
+    (
+        o.status.code().unwrap_or(-1),
+        code.trim().parse().unwrap_or(0),
+        body.to_string(),
+    )
+}
+
+#[test]
+fn clients_without_a_trusted_certificate_are_refused() {
+    let env = Env::new();
+    let s = start(&env);
+    // No certificate: the handshake itself is refused.
+    let (rc, status, _) = curl(&s.url, None, "GET", "/1.0/zones");
+    assert_ne!(rc, 0, "a client without a certificate got through");
+    assert_eq!(status, 0, "no HTTP answer without a certificate");
+    // A certificate the server does not trust (made by a refused `remote add`: the
+    // token names the right server but its secret is unknown): 403, structured.
+    let fp = token(&env, &[]).split_once(':').unwrap().0.to_string();
+    let stranger = cfg(&env, "stranger");
+    let bogus = format!("{fp}:{}", "0".repeat(64));
+    client(
+        &env,
+        &stranger,
+        &["remote", "add", "srv", &s.url, "--token", &bogus],
+    )
+    .fails(8, "unknown or was already used");
+    let (rc, status, body) = curl(&s.url, Some(&stranger), "GET", "/1.0/zones");
+    assert_eq!((rc, status), (0, 403), "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["code"], "forbidden", "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("not trusted"),
+        "{v}"
+    );
+    assert!(v["fix"].as_str().unwrap().contains("trust-token"), "{v}");
+    // And it was not added as a remote.
+    let l = client(&env, &stranger, &["remote", "list", "--json"]).ok();
+    assert_eq!(l.stdout.trim(), "{}");
+}
+
+#[test]
+fn a_token_lets_one_client_in_once_and_the_cli_works_remotely() {
+    require_busybox();
+    let env = Env::new();
+    env.ok(&["template", "create", "bb", "--busybox"]);
+    env.ok(&["create", "tz1", "--template", "bb"]);
+    env.ok(&["install", "tz1"]);
+    let s = start(&env);
+    let t = token(&env, &["--name", "laptop"]);
+    let me = cfg(&env, "laptop");
+    client(&env, &me, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    let key = std::fs::metadata(me.join("client.key")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&key.permissions()) & 0o777,
+        0o600
+    );
+    let listed = client(&env, &me, &["remote", "list"]).ok();
+    assert!(
+        listed.stdout.contains("srv") && listed.stdout.contains(&s.url),
+        "{}",
+        listed.stdout
+    );
+    // The CLI's verbs through the API with the client certificate.
+    let l = client(&env, &me, &["--remote", "srv", "list", "--json"]).ok();
+    let v: serde_json::Value = serde_json::from_str(&l.stdout).unwrap();
+    assert_eq!(v[0]["name"], "tz1", "{v}");
+    assert_eq!(v[0]["state"], "installed", "{v}");
+    client(&env, &me, &["--remote", "srv", "boot", "tz1"]).ok();
+    assert_eq!(
+        env.state("tz1"),
+        "running",
+        "the server's CLI sees the remote boot"
+    );
+    let i = client(&env, &me, &["--json", "--remote", "srv", "info", "tz1"]).ok();
+    assert!(i.stdout.contains("running"), "{}", i.stdout);
+    client(&env, &me, &["--remote", "srv", "halt", "tz1"]).ok();
+    assert_eq!(env.state("tz1"), "installed");
+    client(&env, &me, &["--remote", "srv", "boot", "nosuch"]).fails(3, "nosuch");
+    // The token was used: another client cannot use it again.
+    let other = cfg(&env, "other");
+    client(
+        &env,
+        &other,
+        &["remote", "add", "srv", &s.url, "--token", &t],
+    )
+    .fails(8, "already used");
+    // The store keeps the secret hashed, and the trusted certificate under its name.
+    let store = std::fs::read_to_string(env.root().join("daemon/trust.json")).unwrap();
+    assert!(
+        !store.contains(t.split_once(':').unwrap().1),
+        "the secret is stored in clear"
+    );
+    assert!(store.contains("laptop"));
+    // The server lists the certificate, and revoking it refuses its next connection.
+    let tl = env.ok(&["--json", "remote", "trust-list"]);
+    let tv: serde_json::Value = serde_json::from_str(&tl.stdout).unwrap();
+    assert_eq!(tv[0]["name"], "laptop", "{tv}");
+    assert_eq!(tv[0]["role"], "read-write", "{tv}");
+    env.ok(&["remote", "trust-remove", "laptop"]);
+    client(&env, &me, &["--remote", "srv", "list"]).fails(8, "not trusted");
+    env.run(&["remote", "trust-remove", "laptop"])
+        .fails(3, "no trusted certificate");
+    // Forgetting the remote leaves the server as it is.
+    client(&env, &me, &["remote", "remove", "srv"]).ok();
+    client(&env, &me, &["--remote", "srv", "list"]).fails(3, "no remote 'srv'");
+}
+
+#[test]
+fn expired_tokens_and_wrong_fingerprints_are_refused() {
+    let env = Env::new();
+    let s = start(&env);
+    let old = token(&env, &["--ttl", "0"]);
+    let c1 = cfg(&env, "late");
+    client(
+        &env,
+        &c1,
+        &["remote", "add", "srv", &s.url, "--token", &old],
+    )
+    .fails(8, "expired");
+    // A token whose fingerprint is not the server's (a server in between): the client
+    // refuses the handshake before it sends the secret...
+    let t = token(&env, &[]);
+    let (fp, secret) = t.split_once(':').unwrap();
+    let forged: String = fp
+        .chars()
+        .map(|c| if c == '0' { '1' } else { '0' })
+        .collect();
+    let c2 = cfg(&env, "mitm");
+    client(
+        &env,
+        &c2,
+        &[
+            "remote",
+            "add",
+            "srv",
+            &s.url,
+            "--token",
+            &format!("{forged}:{secret}"),
+        ],
+    )
+    .fails(1, "someone may be in between");
+    assert_eq!(
+        client(&env, &c2, &["remote", "list", "--json"])
+            .ok()
+            .stdout
+            .trim(),
+        "{}"
+    );
+    // ... so the secret is still unused, and works with the right fingerprint.
+    client(&env, &c2, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    client(&env, &c2, &["--remote", "srv", "list"]).ok();
+}
+
+#[test]
+fn a_read_only_certificate_may_get_but_not_post() {
+    let env = Env::new();
+    let s = start(&env);
+    let t = token(&env, &["--name", "viewer", "--read-only"]);
+    let ro = cfg(&env, "viewer");
+    client(&env, &ro, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    client(&env, &ro, &["--remote", "srv", "list"]).ok();
+    let (rc, status, body) = curl(&s.url, Some(&ro), "GET", "/1.0/zones");
+    assert_eq!((rc, status), (0, 200), "{body}");
+    let (rc, status, body) = curl(&s.url, Some(&ro), "POST", "/1.0/zones/any/boot");
+    assert_eq!((rc, status), (0, 403), "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["code"], "forbidden", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("read-only"), "{v}");
+    client(&env, &ro, &["--remote", "srv", "halt", "any"]).fails(8, "read-only");
+}
