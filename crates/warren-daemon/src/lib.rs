@@ -11,7 +11,8 @@
 //! - [`listen`]: the listeners (a bound socket, or systemd's) and the connection loop;
 //! - [`access`]: who may do what (peer credentials), as a middleware layer;
 //! - [`api`]: the routes; [`events`]: the SSE stream; [`ops`]: operations;
-//! - [`error`]: the one error object; [`state`]: what handlers share.
+//! - [`error`]: the one error object; [`state`]: what handlers share;
+//! - [`ui`]: the web dashboard and its loopback listener; [`ws`]: its terminal.
 
 #![forbid(unsafe_code)]
 #![allow(
@@ -27,5 +28,7 @@ pub mod helper;
 pub mod listen;
 pub mod ops;
 pub mod state;
+pub mod ui;
+pub mod ws;
 
 pub use state::{App, MetricsRenderer};
