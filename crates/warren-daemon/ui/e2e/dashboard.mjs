@@ -1,0 +1,70 @@
+// The dashboard end to end in headless Chromium (Debian's chromium, driven by
+// playwright-core): load the page with its token, see the zones list, boot a zone from
+// the page, see the lifecycle event arrive through the event stream, run a command in
+// the web terminal and see its output. Called by crates/warren/tests/dashboard.rs:
+//   DASHBOARD_URL=http://127.0.0.1:PORT/?token=... ZONE=name SHOTS=dir node e2e/dashboard.mjs
+// Prints one line per step; exits non-zero (saying why) at the first failure.
+import { chromium } from "playwright-core";
+import { existsSync } from "node:fs";
+
+const url = process.env.DASHBOARD_URL, zone = process.env.ZONE, shots = process.env.SHOTS;
+const exe = process.env.CHROMIUM ?? "/usr/bin/chromium";
+if (!url || !zone || !shots) { console.error("set DASHBOARD_URL, ZONE and SHOTS"); process.exit(2); }
+if (!existsSync(exe)) { console.error(`${exe} is missing: apt-get install chromium (scripts/test.sh does)`); process.exit(2); }
+
+const step = (s) => console.log(`e2e: ${s}`);
+const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox"] });
+try {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+  page.on("pageerror", (e) => console.error(`page error: ${e.message}`));
+  await page.goto(url);
+  if (new URL(page.url()).search.includes("token")) throw new Error("the token stayed in the address bar");
+  const row = page.locator(`#zones tr[data-zone="${zone}"]`);
+  await row.waitFor({ timeout: 15000 });
+  const state = row.locator("td.state");
+  await page.waitForFunction((z) => document.querySelector(`#zones tr[data-zone="${z}"] td.state`)?.textContent === "installed", zone, { timeout: 15000 });
+  step(`listed ${zone}: ${await state.textContent()}`);
+  await page.waitForSelector("#conn.ok", { timeout: 15000 });
+  step("event stream connected");
+  await page.screenshot({ path: `${shots}/zones.png` });
+
+  await row.locator('button[data-action="boot"]').click();
+  await page.waitForFunction((z) => document.querySelector(`#zones tr[data-zone="${z}"] td.state`)?.textContent === "running", zone, { timeout: 60000 });
+  step(`${zone} is running on the page`);
+  // The lifecycle event of that boot, through /1.0/events.
+  await page.waitForFunction((z) => [...document.querySelectorAll("#events tbody tr")].some((tr) => tr.children[1]?.textContent === "lifecycle" && tr.children[2]?.textContent === z), zone, { timeout: 30000 });
+  step(`the boot's lifecycle event of ${zone} arrived through the event stream`);
+
+  // A halt made elsewhere (the test's own stdin line says when) shows without a reload.
+  await row.click();
+  await page.waitForSelector("#detail:not([hidden])");
+  await page.waitForTimeout(7000); // two stat polls: the charts get points
+  await page.screenshot({ path: `${shots}/zone-detail.png` });
+  step("detail with charts shown");
+
+  await page.click("#term-open");
+  await page.waitForFunction(() => !!window.warrenTerminal, null, { timeout: 10000 });
+  await page.waitForTimeout(1500);
+  await page.keyboard.type("echo dash-$((6*7))-ok\n");
+  await page.waitForFunction(() => {
+    const b = window.warrenTerminal.buffer.active; let all = "";
+    for (let i = 0; i < b.length; i++) all += b.getLine(i)?.translateToString(true) + "\n";
+    return /^dash-42-ok$/m.test(all) || all.includes("\ndash-42-ok");
+  }, null, { timeout: 30000 });
+  step("the web terminal ran a command in the zone and showed its output (dash-42-ok)");
+  await page.locator("#terminal").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: `${shots}/terminal.png` });
+
+  await page.click('a[data-tab="events"]');
+  await page.screenshot({ path: `${shots}/events.png` });
+  await page.click('a[data-tab="host"]');
+  await page.waitForSelector("#memstat tbody tr", { timeout: 15000 });
+  step("host memory by kind shown");
+  await page.screenshot({ path: `${shots}/memstat.png` });
+  step("PASS");
+} catch (e) {
+  console.error(`e2e: FAILED: ${e.message}`);
+  process.exitCode = 1;
+} finally {
+  await browser.close();
+}
