@@ -149,13 +149,16 @@ async fn dashboard(addr: std::net::SocketAddr, router: axum::Router) -> Result<(
     let l = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| format!("--listen-http {addr}: {e}"))?;
-    let token = warren_daemon::ui::new_token().map_err(|e| format!("making the dashboard's token: {e}"))?;
+    let token =
+        warren_daemon::ui::new_token().map_err(|e| format!("making the dashboard's token: {e}"))?;
     let run = warren::layout::HostPaths::default().run;
     std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
     let file = run.join("dashboard.token");
     warren_daemon::ui::write_token(&file, &token)
         .map_err(|e| format!("writing {}: {e}", file.display()))?;
-    let bound = l.local_addr().map_err(|e| format!("--listen-http {addr}: {e}"))?;
+    let bound = l
+        .local_addr()
+        .map_err(|e| format!("--listen-http {addr}: {e}"))?;
     eprintln!(
         "warren-daemon: dashboard on http://{bound}/?token={token} (token also in {})",
         file.display()

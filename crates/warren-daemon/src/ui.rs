@@ -39,8 +39,14 @@ pub const COOKIE: &str = "warren_token";
 /// The dashboard's routes: the page, its assets, the terminal's WebSocket.
 pub fn routes() -> Router<Shared> {
     Router::new()
-        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }))
-        .route("/ui/app.js", get(|| async { asset("text/javascript", APP_JS) }))
+        .route(
+            "/",
+            get(|| async { asset("text/html; charset=utf-8", INDEX_HTML) }),
+        )
+        .route(
+            "/ui/app.js",
+            get(|| async { asset("text/javascript", APP_JS) }),
+        )
         .route("/ui/app.css", get(|| async { asset("text/css", APP_CSS) }))
         .route("/ui/terminal/{zone}", get(crate::ws::terminal))
 }
@@ -111,7 +117,9 @@ fn host_name(host: &str) -> &str {
 
 fn loopback_host(host: &str) -> bool {
     let h = host_name(host);
-    h == "localhost" || h.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    h == "localhost"
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Judge one request of the HTTP listener against `token`. Pure.
@@ -142,7 +150,10 @@ pub fn judge(headers: &HeaderMap, uri: &Uri, token: &str) -> Verdict {
             .map(|(_, v)| v)
     });
     let from_bearer = get(header::AUTHORIZATION).and_then(|a| a.strip_prefix("Bearer "));
-    if from_cookie.or(from_bearer).is_some_and(|t| equal(t.as_bytes(), token.as_bytes())) {
+    if from_cookie
+        .or(from_bearer)
+        .is_some_and(|t| equal(t.as_bytes(), token.as_bytes()))
+    {
         return Verdict::Pass;
     }
     let from_query = uri.query().and_then(|q| {
@@ -187,9 +198,8 @@ pub async fn serve_http(listener: tokio::net::TcpListener, router: Router, token
                                 router.oneshot(req.map(axum::body::Body::new)).await
                             }
                             Verdict::SetCookie => {
-                                let cookie = format!(
-                                    "{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict"
-                                );
+                                let cookie =
+                                    format!("{COOKIE}={token}; Path=/; HttpOnly; SameSite=Strict");
                                 let mut r = StatusCode::SEE_OTHER.into_response();
                                 r.headers_mut()
                                     .insert(header::LOCATION, HeaderValue::from_static("/"));
@@ -241,9 +251,15 @@ mod tests {
         // The URL form is only for the page, never an API call.
         let api: Uri = "/1.0/zones?token=abc123".parse().unwrap();
         assert!(matches!(judge(&h, &api, t), Verdict::Refuse(401, _)));
-        let c = req(&[("host", "127.0.0.1:8443"), ("cookie", "a=b; warren_token=abc123")]);
+        let c = req(&[
+            ("host", "127.0.0.1:8443"),
+            ("cookie", "a=b; warren_token=abc123"),
+        ]);
         assert_eq!(judge(&c, &api, t), Verdict::Pass);
-        let b = req(&[("host", "localhost:8443"), ("authorization", "Bearer abc123")]);
+        let b = req(&[
+            ("host", "localhost:8443"),
+            ("authorization", "Bearer abc123"),
+        ]);
         assert_eq!(judge(&b, &api, t), Verdict::Pass);
     }
 
@@ -251,7 +267,10 @@ mod tests {
     fn foreign_hosts_and_origins_are_refused_even_with_the_token() {
         let t = "abc123";
         let api: Uri = "/1.0/zones".parse().unwrap();
-        let rebound = req(&[("host", "evil.example:8443"), ("cookie", "warren_token=abc123")]);
+        let rebound = req(&[
+            ("host", "evil.example:8443"),
+            ("cookie", "warren_token=abc123"),
+        ]);
         assert!(matches!(judge(&rebound, &api, t), Verdict::Refuse(403, _)));
         let cross = req(&[
             ("host", "127.0.0.1:8443"),

@@ -96,7 +96,9 @@ async fn relay(
         .map_err(|e| {
             std::io::Error::new(
                 e.kind(),
-                format!("starting 'setsid --ctty warren login' (util-linux's setsid is needed): {e}"),
+                format!(
+                    "starting 'setsid --ctty warren login' (util-linux's setsid is needed): {e}"
+                ),
             )
         })?;
     // A descriptor of its own for resizes, valid whatever the relay threads do.

@@ -93,9 +93,13 @@ impl Dashboard {
             .expect("the daemon did not print its dashboard URL within 10 s");
         // The token file is root-only.
         let token = env.root().join("run/dashboard.token");
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&token).unwrap().permissions());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(&token).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600, "{}", token.display());
-        assert!(d.url.ends_with(std::fs::read_to_string(&token).unwrap().trim()));
+        assert!(d
+            .url
+            .ends_with(std::fs::read_to_string(&token).unwrap().trim()));
         d
     }
 
@@ -105,7 +109,11 @@ impl Dashboard {
 }
 
 fn curl(args: &[&str]) -> String {
-    let o = Command::new("curl").args(["-s", "-m", "10"]).args(args).output().unwrap();
+    let o = Command::new("curl")
+        .args(["-s", "-m", "10"])
+        .args(args)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
@@ -129,7 +137,10 @@ fn a_browser_lists_boots_and_logs_into_a_zone() {
     assert!(curl(&[&format!("{base}/1.0/zones")]).contains("\"forbidden\""));
     let cross = curl(&[
         "-H",
-        &format!("authorization: Bearer {}", d.url.rsplit('=').next().unwrap()),
+        &format!(
+            "authorization: Bearer {}",
+            d.url.rsplit('=').next().unwrap()
+        ),
         "-H",
         "origin: http://evil.example",
         &format!("{base}/1.0/zones"),
@@ -156,7 +167,12 @@ fn a_browser_lists_boots_and_logs_into_a_zone() {
     assert!(out.status.success() && text.contains("e2e: PASS"), "{text}");
     // What the page did is what the CLI sees.
     assert_eq!(env.state(&zone), "running");
-    for s in ["zones.png", "zone-detail.png", "terminal.png", "memstat.png"] {
+    for s in [
+        "zones.png",
+        "zone-detail.png",
+        "terminal.png",
+        "memstat.png",
+    ] {
         assert!(shots.join(s).metadata().unwrap().len() > 1000, "{s}");
     }
 }
