@@ -117,13 +117,18 @@ fn serve(opts: Opts) -> Result<(), String> {
             metrics: None,
         });
         let router = api::router(app);
-        if let Some(addr) = opts.listen_http {
-            dashboard(addr, router.clone()).await?;
-        }
         let cleanup: Vec<PathBuf> = listeners
             .iter()
             .filter_map(|l: &Listener| l.bound_path().map(PathBuf::from))
             .collect();
+        if let Some(addr) = opts.listen_http {
+            if let Err(e) = dashboard(addr, router.clone()).await {
+                for p in &cleanup {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+        }
         for l in listeners {
             eprintln!("warren-daemon: listening on {}", l.describe());
             tokio::spawn(listen::serve(l, router.clone()));
