@@ -2,7 +2,7 @@
 //! temporary root, driven by headless Chromium (Debian's `chromium` through
 //! playwright-core: crates/warren-daemon/ui/e2e/dashboard.mjs): the page lists the zone,
 //! boots it, sees the lifecycle event through the event stream, runs a command in the
-//! web terminal; the screenshots land in docs/screenshots/. And: the committed build of
+//! web terminal, sees a halt made by the CLI arrive as an event; the screenshots land in docs/screenshots/. And: the committed build of
 //! the page (ui/dist, embedded in the daemon) is what its source builds to.
 //!
 //! Needs chromium, node and `npm ci` in crates/warren-daemon/ui (scripts/test.sh
@@ -150,23 +150,39 @@ fn a_browser_lists_boots_and_logs_into_a_zone() {
     let shots = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let t = Instant::now();
-    let out = Command::new("node")
+    let mut node = Command::new("node")
         .arg("e2e/dashboard.mjs")
         .current_dir(ui_dir())
         .env("DASHBOARD_URL", &d.url)
         .env("ZONE", &zone)
         .env("SHOTS", &shots)
-        .output()
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
         .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    eprintln!("{text}(in {:?})", t.elapsed());
-    assert!(out.status.success() && text.contains("e2e: PASS"), "{text}");
-    // What the page did is what the CLI sees.
-    assert_eq!(env.state(&zone), "running");
+    let stderr = node.stderr.take().unwrap();
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let mut text = String::new();
+    for line in BufReader::new(node.stdout.take().unwrap())
+        .lines()
+        .map_while(Result::ok)
+    {
+        eprintln!("{line}");
+        if line == "e2e: halt it now" {
+            // The page is open; a halt made by the CLI must reach it as an event.
+            env.ok(&["halt", &zone, "--timeout", "5"]);
+        }
+        text.push_str(&line);
+        text.push('\n');
+    }
+    let status = node.wait().unwrap();
+    text.push_str(&errors.join().unwrap());
+    eprintln!("(in {:?})", t.elapsed());
+    assert!(status.success() && text.contains("e2e: PASS"), "{text}");
+    assert!(text.contains("web terminal ran a command"), "{text}");
+    assert!(text.contains("halt of"), "{text}");
+    // What the page saw last is what the CLI says.
+    assert_eq!(env.state(&zone), "installed");
     for s in [
         "zones.png",
         "zone-detail.png",

@@ -1,7 +1,8 @@
 // The dashboard end to end in headless Chromium (Debian's chromium, driven by
 // playwright-core): load the page with its token, see the zones list, boot a zone from
 // the page, see the lifecycle event arrive through the event stream, run a command in
-// the web terminal and see its output. Called by crates/warren/tests/dashboard.rs:
+// the web terminal and see its output, see a halt made by the CLI arrive as an event
+// (the test runs `warren halt` when it reads the line "e2e: halt it now"). Called by crates/warren/tests/dashboard.rs:
 //   DASHBOARD_URL=http://127.0.0.1:PORT/?token=... ZONE=name SHOTS=dir node e2e/dashboard.mjs
 // Prints one line per step; exits non-zero (saying why) at the first failure.
 import { chromium } from "playwright-core";
@@ -13,9 +14,10 @@ if (!url || !zone || !shots) { console.error("set DASHBOARD_URL, ZONE and SHOTS"
 if (!existsSync(exe)) { console.error(`${exe} is missing: apt-get install chromium (scripts/test.sh does)`); process.exit(2); }
 
 const step = (s) => console.log(`e2e: ${s}`);
+let page = null;
 const browser = await chromium.launch({ executablePath: exe, headless: true, args: ["--no-sandbox"] });
 try {
-  const page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
+  page = await browser.newPage({ viewport: { width: 1200, height: 800 } });
   page.on("pageerror", (e) => console.error(`page error: ${e.message}`));
   await page.goto(url);
   if (new URL(page.url()).search.includes("token")) throw new Error("the token stayed in the address bar");
@@ -55,6 +57,13 @@ try {
   await page.locator("#terminal").scrollIntoViewIfNeeded();
   await page.screenshot({ path: `${shots}/terminal.png` });
 
+  // A halt made elsewhere (the CLI, run by the test when it reads the next line)
+  // reaches the page through the event stream, without a reload.
+  step("halt it now");
+  await page.waitForFunction((z) => [...document.querySelectorAll("#events tbody tr")].filter((tr) => tr.children[1]?.textContent === "lifecycle" && tr.children[2]?.textContent === z).length >= 2, zone, { timeout: 60000 });
+  await page.waitForFunction((z) => document.querySelector(`#zones tr[data-zone="${z}"] td.state`)?.textContent === "installed", zone, { timeout: 30000 });
+  step(`the CLI's halt of ${zone} arrived as an event and the page shows it installed`);
+
   await page.click('a[data-tab="events"]');
   await page.screenshot({ path: `${shots}/events.png` });
   await page.click('a[data-tab="host"]');
@@ -64,6 +73,13 @@ try {
   step("PASS");
 } catch (e) {
   console.error(`e2e: FAILED: ${e.message}`);
+  // What the page showed, to tell why.
+  const shown = await page?.evaluate(() => ({
+    conn: document.querySelector("#conn")?.textContent,
+    zones: [...document.querySelectorAll("#zones tbody tr")].map((tr) => tr.textContent),
+    events: [...document.querySelectorAll("#events tbody tr")].map((tr) => tr.textContent),
+  })).catch(() => null);
+  console.error(`e2e: the page showed ${JSON.stringify(shown)}`);
   process.exitCode = 1;
 } finally {
   await browser.close();
