@@ -181,6 +181,12 @@ fn a_browser_lists_boots_and_logs_into_a_zone() {
     assert!(status.success() && text.contains("e2e: PASS"), "{text}");
     assert!(text.contains("web terminal ran a command"), "{text}");
     assert!(text.contains("halt of"), "{text}");
+    assert!(text.contains("config set max-processes=50"), "{text}");
+    assert!(text.contains("after confirming"), "{text}");
+    // The page's config set and delete are what the CLI sees.
+    let cfg = env.ok(&["config", "get", &zone, "max-processes"]);
+    assert!(cfg.stdout.contains("50"), "{}", cfg.stdout);
+    assert!(!env.root().join("zones").join(format!("{zone}c")).exists());
     // What the page saw last is what the CLI says.
     assert_eq!(env.state(&zone), "installed");
     for s in [

@@ -64,6 +64,26 @@ try {
   await page.waitForFunction((z) => document.querySelector(`#zones tr[data-zone="${z}"] td.state`)?.textContent === "installed", zone, { timeout: 30000 });
   step(`the CLI's halt of ${zone} arrived as an event and the page shows it installed`);
 
+  // config set from the detail's form: the table's limits follow.
+  await page.fill("#config-kv", "max-processes=50");
+  await page.click('#config-form button[type="submit"]');
+  await page.waitForFunction((z) => document.querySelector(`#zones tr[data-zone="${z}"] td:nth-child(3)`)?.textContent.includes("max-processes=50"), zone, { timeout: 15000 });
+  step(`config set max-processes=50 on ${zone} from the page; the limits column shows it`);
+
+  // clone (asks the name), then delete the clone (asks for confirmation).
+  const copy = `${zone}c`;
+  page.once("dialog", (d) => d.accept(copy));
+  await row.locator('button[data-action="clone"]').click();
+  const copyRow = page.locator(`#zones tr[data-zone="${copy}"]`);
+  await copyRow.waitFor({ timeout: 60000 });
+  step(`cloned ${zone} as ${copy} from the page`);
+  let asked = "";
+  page.once("dialog", (d) => { asked = d.message(); d.accept(); });
+  await copyRow.locator('button[data-action="delete"]').click();
+  await copyRow.waitFor({ state: "detached", timeout: 60000 });
+  if (!asked.includes("Delete zone")) throw new Error(`delete asked no confirmation (${asked})`);
+  step(`deleted ${copy} from the page after confirming`);
+
   await page.click('a[data-tab="events"]');
   await page.screenshot({ path: `${shots}/events.png` });
   await page.click('a[data-tab="host"]');
@@ -76,6 +96,7 @@ try {
   // What the page showed, to tell why.
   const shown = await page?.evaluate(() => ({
     conn: document.querySelector("#conn")?.textContent,
+    toast: document.querySelector("#toast")?.textContent,
     zones: [...document.querySelectorAll("#zones tbody tr")].map((tr) => tr.textContent),
     events: [...document.querySelectorAll("#events tbody tr")].map((tr) => tr.textContent),
   })).catch(() => null);

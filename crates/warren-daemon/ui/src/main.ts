@@ -103,8 +103,8 @@ function actionButtons(r: Row): HTMLElement[] {
     await api("POST", `/1.0/zones/${r.name}/clone`, { name: n }); toast(`${r.name} cloned as ${n}`); await refreshZones();
   }));
   out.push(b("delete", async () => {
-    if (!confirm(`Delete zone ${r.name}? Its root and config are removed.`)) return;
-    await api("DELETE", `/1.0/zones/${r.name}?force=${r.state === "running"}`); toast(`${r.name} deleted`);
+    if (!confirm(`Delete zone ${r.name}? It is halted if running, and its root and config are removed.`)) return;
+    await api("DELETE", `/1.0/zones/${r.name}?force=true`); toast(`${r.name} deleted`);
     if (selected === r.name) { selected = null; $("detail").hidden = true; }
     await refreshZones();
   }));
@@ -122,8 +122,9 @@ function render() {
     const tr = document.createElement("tr");
     tr.dataset.zone = r.name;
     if (r.name === selected) tr.className = "sel";
-    const cells = [r.name, r.state, r.limits, r.cpu == null ? "–" : r.cpu.toFixed(1), bytes(r.mem),
-      r.pids == null ? "–" : `${r.pids}${r.pids_max ? " / " + r.pids_max : ""}`, r.state === "running" ? dur(r.uptime_s) : "–"];
+    const up = r.state === "running";
+    const cells = [r.name, r.state, r.limits, !up || r.cpu == null ? "–" : r.cpu.toFixed(1), up ? bytes(r.mem) : "–",
+      !up || r.pids == null ? "–" : `${r.pids}${r.pids_max ? " / " + r.pids_max : ""}`, up ? dur(r.uptime_s) : "–"];
     cells.forEach((c, i) => { const td = document.createElement("td"); td.textContent = c; if (i === 1) td.className = `state state-${r.state}`; tr.append(td); });
     const td = document.createElement("td"); td.append(...actionButtons(r)); tr.append(td);
     tr.onclick = () => select(r.name);
