@@ -90,6 +90,11 @@ try {
   await page.waitForSelector("#memstat tbody tr", { timeout: 15000 });
   step("host memory by kind shown");
   await page.screenshot({ path: `${shots}/memstat.png` });
+  await page.click('a[data-tab="doctor"]');
+  await page.click("#doctor-run");
+  await page.waitForSelector("#doctor tbody tr", { timeout: 60000 });
+  step(`doctor's table shown (${await page.locator("#doctor tbody tr").count()} limits)`);
+  await page.screenshot({ path: `${shots}/doctor.png` });
   step("PASS");
 } catch (e) {
   console.error(`e2e: FAILED: ${e.message}`);

@@ -215,9 +215,19 @@ async function refreshMemstat() {
 $("doctor-run").onclick = async () => {
   try {
     const d: Json = await api("GET", "/1.0/doctor");
-    const list: Json[] = Array.isArray(d) ? d : d.rows ?? d.checks ?? d.limits ?? Object.values(d).find(Array.isArray) ?? [];
-    kvTable("doctor", list.map((r: Json) => [String(r.name ?? r.limit ?? r.check ?? r.key ?? "?"),
-      Object.entries(r).filter(([k]) => !["name", "limit", "check", "key"].includes(k)).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("  ")]));
+    const show = (v: Json) => v == null ? "–" : typeof v === "object" ? ("value" in v ? String(v.value) : JSON.stringify(v)) : String(v);
+    const tb = $("doctor").querySelector("tbody")!;
+    tb.replaceChildren(...(d.findings ?? []).map((f: Json) => {
+      const tr = document.createElement("tr");
+      for (const [i, c] of [f.limit, show(f.current), show(f.needed), f.unit, f.verdict, f.note ?? ""].entries()) {
+        const td = document.createElement("td"); td.textContent = String(c ?? "");
+        if (i === 4) td.className = `verdict-${c}`;
+        tr.append(td);
+      }
+      return tr;
+    }));
+    const p = d.plan ?? {};
+    $("doctor-plan").textContent = `for ${p.zones} zones × ${p.procs_per_zone} processes, ${p.threads_per_zone} threads (net ${p.net})`;
   } catch (e: any) { toast(e.message, true); }
 };
 
