@@ -5,7 +5,8 @@
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
 # podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
 # install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
-# see below; socat and schemathesis, in a venv with pip, for the daemon's tests), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
+# see below; socat and schemathesis, in a venv with pip, for the daemon's tests;
+# chromium, nodejs and npm with apt-get and the dashboard's packages with npm ci), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
 # run (about a minute) of the parsers, then every unit
 # and integration test.
 set -euo pipefail
@@ -28,6 +29,11 @@ command -v mkfs.ext4 >/dev/null 2>&1 || need+=(e2fsprogs)
 command -v zstd >/dev/null 2>&1 || need+=(zstd)
 # The zstd crate (warren export/import) builds its bundled libzstd with the C compiler.
 command -v cc >/dev/null 2>&1 || need+=(gcc)
+# tests/dashboard.rs drives the daemon's web dashboard in headless Chromium
+# (playwright-core from npm, pinned in crates/warren-daemon/ui/package-lock.json, runs
+# on Debian 12's node 18) and rebuilds the page to check the committed build.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+command -v npm >/dev/null 2>&1 || need+=(nodejs npm)
 # tests/escape_net.rs forges frames inside zones with the host's python3 (the host
 # template shares /usr).
 [ -x /usr/bin/python3 ] || need+=(python3)
@@ -95,6 +101,9 @@ if [ ! -x "$st_venv/bin/schemathesis" ]; then
     "$st_venv/bin/pip" install -q schemathesis
 fi
 command -v xz >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
+# The dashboard's npm packages (esbuild, xterm.js, uPlot, playwright-core), as locked.
+echo "scripts/test.sh: npm ci in crates/warren-daemon/ui"
+(cd crates/warren-daemon/ui && npm ci --no-audit --no-fund --loglevel=error)
 # The two kernels, cached (about 50 MiB each, once).
 scripts/vm/fetch-kernel.sh debian12 >/dev/null
 scripts/vm/fetch-kernel.sh backports >/dev/null

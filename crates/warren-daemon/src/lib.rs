@@ -14,6 +14,7 @@
 //! - [`error`]: the one error object; [`state`]: what handlers share;
 //! - [`tls`]: the TCP+TLS listener; [`trust`]: its trust store and tokens;
 //!   [`remote`]: the client side (`warren remote`, `warren --remote NAME VERB`).
+//! - [`ui`]: the web dashboard and its loopback listener; [`ws`]: its terminal.
 
 #![forbid(unsafe_code)]
 #![allow(
@@ -32,5 +33,7 @@ pub mod remote;
 pub mod state;
 pub mod tls;
 pub mod trust;
+pub mod ui;
+pub mod ws;
 
 pub use state::{App, MetricsRenderer};

@@ -47,6 +47,10 @@ struct Opts {
     /// "Remote access (TLS)").
     #[arg(long, value_name = "ADDR:PORT")]
     listen_https: Option<std::net::SocketAddr>,
+    /// Also serve the web dashboard (and the API) to browsers over plain HTTP on this
+    /// loopback address, guarded by a random token (docs/daemon.md, "Dashboard").
+    #[arg(long, value_name = "ADDR:PORT")]
+    listen_http: Option<std::net::SocketAddr>,
     /// Run one verb read from stdin and exit (internal: the daemon's own helper).
     #[arg(long, hide = true)]
     helper: bool,
@@ -137,6 +141,14 @@ fn serve(opts: Opts) -> Result<(), String> {
             .iter()
             .filter_map(|l: &Listener| l.bound_path().map(PathBuf::from))
             .collect();
+        if let Some(addr) = opts.listen_http {
+            if let Err(e) = dashboard(addr, router.clone()).await {
+                for p in &cleanup {
+                    let _ = std::fs::remove_file(p);
+                }
+                return Err(e);
+            }
+        }
         for l in listeners {
             eprintln!("warren-daemon: listening on {}", l.describe());
             tokio::spawn(listen::serve(l, router.clone()));
@@ -169,4 +181,29 @@ fn metrics_renderer(oci_root: &std::path::Path) -> warren_daemon::state::Metrics
         let mut s = scraper.lock().unwrap_or_else(|p| p.into_inner());
         s.render(ctx, format)
     })
+}
+
+/// The dashboard's loopback listener: bound, its token written root-only beside the
+/// socket and printed, served ([`warren_daemon::ui`]).
+async fn dashboard(addr: std::net::SocketAddr, router: axum::Router) -> Result<(), String> {
+    warren_daemon::ui::check_addr(&addr)?;
+    let l = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| format!("--listen-http {addr}: {e}"))?;
+    let token =
+        warren_daemon::ui::new_token().map_err(|e| format!("making the dashboard's token: {e}"))?;
+    let run = warren::layout::HostPaths::default().run;
+    std::fs::create_dir_all(&run).map_err(|e| format!("{}: {e}", run.display()))?;
+    let file = run.join("dashboard.token");
+    warren_daemon::ui::write_token(&file, &token)
+        .map_err(|e| format!("writing {}: {e}", file.display()))?;
+    let bound = l
+        .local_addr()
+        .map_err(|e| format!("--listen-http {addr}: {e}"))?;
+    eprintln!(
+        "warren-daemon: dashboard on http://{bound}/?token={token} (token also in {})",
+        file.display()
+    );
+    tokio::spawn(warren_daemon::ui::serve_http(l, router, token.into()));
+    Ok(())
 }

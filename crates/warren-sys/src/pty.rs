@@ -78,6 +78,20 @@ pub fn copy_winsize(from: RawFd, to: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// Set the window size of terminal `fd` (a pty master: the kernel then sends SIGWINCH
+/// to the foreground process group of its slave).
+pub fn set_winsize(fd: RawFd, rows: u16, cols: u16) -> io::Result<()> {
+    let ws = libc::winsize {
+        ws_row: rows,
+        ws_col: cols,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCSWINSZ reads the winsize we pass by reference.
+    cvt(unsafe { libc::ioctl(fd, libc::TIOCSWINSZ, &ws) })?;
+    Ok(())
+}
+
 /// Read from `fd` into `buf`, retrying on EINTR; 0 means EOF (or EIO from a pty whose
 /// other side closed).
 pub fn read_fd(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {

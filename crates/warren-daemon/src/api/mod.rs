@@ -182,6 +182,7 @@ pub fn router(app: Shared) -> Router {
         )
         .route("/metrics", get(host::metrics))
         .route("/1.0/events", get(crate::events::stream))
+        .merge(crate::ui::routes())
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
