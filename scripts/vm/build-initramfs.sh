@@ -41,8 +41,9 @@ if [ -n "$mkfs" ]; then
 fi
 # The shared libraries of warren's binaries (and mkfs.ext4), at the same paths as on
 # the build host.
+# (warren-init is a plain static executable: ldd says "not a dynamic executable", exit 1.)
 for b in "$bindir/warren" "$bindir/warren-init" ${mkfs:+"$mkfs"}; do
-    ldd "$b" | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'
+    { ldd "$b" 2>/dev/null || true; } | awk '/=> \// {print $3} /^\t\/[^ ]+ \(/ {print $1}'
 done | sort -u | while read -r lib; do
     mkdir -p "$root$(dirname "$lib")"
     cp -L "$lib" "$root$lib"

@@ -383,7 +383,8 @@ pub fn decompress<'r>(media: &str, mut r: impl Read + 'r) -> io::Result<Box<dyn 
     if gz || (media.is_empty() && is_gz) {
         Ok(Box::new(flate2::read::MultiGzDecoder::new(r)))
     } else if zst || (media.is_empty() && is_zst) {
-        let d = ruzstd::StreamingDecoder::new(r)
+        // The same zstd decoder as `warren import` (zone/archive.rs).
+        let d = zstd::Decoder::new(r)
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, format!("zstd: {e}")))?;
         Ok(Box::new(d))
     } else {
