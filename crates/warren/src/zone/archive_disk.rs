@@ -24,16 +24,10 @@ pub fn mount(zone: &str, dir: &Path, readonly: bool) -> Result<Mounted> {
         message: "the disk.max image is missing".into(),
     })?;
     let what = |w: &str| format!("zone '{zone}': {w} (its disk.max image)");
-    warren_sys::loopdev::unshare(libc::CLONE_NEWNS)
-        .ctx(|| what("making a private mount namespace"))?;
-    warren_sys::fs::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .ctx(|| what("making / private"))?;
+    crate::fsutil::private_mount_namespace().map_err(|(step, e)| Error::Io {
+        context: what(step),
+        source: e,
+    })?;
     let image = std::fs::OpenOptions::new()
         .read(true)
         .write(true)

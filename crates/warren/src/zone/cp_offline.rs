@@ -73,16 +73,10 @@ pub fn enter(ctx: &Context, name: &str, path: &str) -> Result<Entered> {
     }
     let idmap = prepare_idmap(ctx, &mut z, &root)?;
     let what = |w: &str| format!("zone '{name}': {w} (to copy while it is halted)");
-    warren_sys::loopdev::unshare(libc::CLONE_NEWNS)
-        .ctx(|| what("making a private mount namespace"))?;
-    warren_sys::fs::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .ctx(|| what("making / private"))?;
+    crate::fsutil::private_mount_namespace().map_err(|(step, e)| Error::Io {
+        context: what(step),
+        source: e,
+    })?;
     let mut disk_fds = None;
     if let Some(d) = &disk {
         let image = std::fs::OpenOptions::new()

@@ -128,16 +128,10 @@ fn merged_copy(
 ) -> Result<()> {
     let what = |w: &str| format!("zone '{zone}': {w} (to publish it)");
     mkdir_mode(at, 0o700).ctx(|| format!("creating {}", at.display()))?;
-    warren_sys::loopdev::unshare(libc::CLONE_NEWNS)
-        .ctx(|| what("making a private mount namespace"))?;
-    warren_sys::fs::mount(
-        None,
-        Path::new("/"),
-        None,
-        libc::MS_REC | libc::MS_PRIVATE,
-        None,
-    )
-    .ctx(|| what("making / private"))?;
+    crate::fsutil::private_mount_namespace().map_err(|(step, e)| Error::Io {
+        context: what(step),
+        source: e,
+    })?;
     for p in [upper, lower] {
         if p.to_string_lossy().contains([',', ':', '\\']) {
             return Err(Error::Invalid(format!(
