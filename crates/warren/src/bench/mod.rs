@@ -16,6 +16,7 @@
 pub mod breakdown;
 pub mod cgroups;
 pub mod command;
+pub mod cri;
 pub mod crun;
 pub mod lxc;
 pub mod metrics;

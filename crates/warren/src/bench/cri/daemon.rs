@@ -1,0 +1,323 @@
+//! A private containerd 1.6 with its CRI plugin on, for the CRI test and bench.
+//!
+//! It runs in its own mount, pid and network namespaces (`unshare`): a fresh tmpfs on
+//! /run (the runc v2 shim puts its sockets in /run/containerd/s whatever `state`
+//! says) and on /var/lib (CNI's result cache, /var/lib/cni, stays in the namespace);
+//! killing the daemon, the pid namespace's init, ends every shim and container; the
+//! pods' network (a CNI `bridge` with `host-local` addresses, Debian's
+//! containernetworking-plugins) and the streaming server (127.0.0.1) live in the
+//! namespace's own network stack, so nothing reaches the host's. `hostNetwork` pods
+//! share that namespace. Its root, state, socket, CNI config and the container logs
+//! are in the caller's directory.
+//!
+//! Two RuntimeClass handlers, both the runc v2 shim: `runc` (Debian's runc) and
+//! `warren` (BinaryName = warren-oci, a symlink to the warren binary). containerd's
+//! environment holds `WARREN_OCI_CGROUP_NEST=1`; pods are given cgroup parents
+//! relative to the runtime's own cgroup ([`CriContainerd::cgroup_parent`]), so both
+//! runtimes make their cgroups beneath the caller's own. `restrict_oom_score_adj`
+//! is on: the host gives no CAP_SYS_RESOURCE.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::bench::cgroups;
+use crate::bench::system::Failure;
+
+/// The containerd namespace the CRI plugin uses.
+pub const K8S_NS: &str = "k8s.io";
+/// The CNI network of the pods (in the daemon's network namespace only).
+pub const POD_SUBNET: &str = "10.239.0.0/24";
+
+/// A running private containerd. Dropping it ends the daemon with everything in its
+/// namespaces and removes the cgroups made beneath [`CriContainerd::cgroup_parent`].
+pub struct CriContainerd {
+    dir: PathBuf,
+    unshare: Child,
+    /// Unique per daemon: every pod's cgroup parent starts with it.
+    prefix: String,
+}
+
+fn config(p: &Path, warren_oci: &Path) -> String {
+    let cri = r#"plugins."io.containerd.grpc.v1.cri""#;
+    format!(
+        r#"version = 2
+root = "{p}/root"
+state = "{p}/state"
+disabled_plugins = ["io.containerd.internal.v1.opt",
+  "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.overlayfs", "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing"]
+[grpc]
+  address = "{p}/containerd.sock"
+[ttrpc]
+  address = "{p}/containerd.sock.ttrpc"
+[{cri}]
+  sandbox_image = "{pause}"
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  enable_selinux = false
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  [{cri}.containerd]
+    snapshotter = "native"
+    default_runtime_name = "runc"
+    [{cri}.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.runc.options]
+        BinaryName = "runc"
+        Root = "{p}/runc-root"
+    [{cri}.containerd.runtimes.warren]
+      runtime_type = "io.containerd.runc.v2"
+      [{cri}.containerd.runtimes.warren.options]
+        BinaryName = "{oci}"
+        Root = "{p}/oci-root"
+  [{cri}.cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "{p}/cni"
+"#,
+        p = p.display(),
+        oci = warren_oci.display(),
+        pause = super::image::PAUSE,
+    )
+}
+
+fn cni_config(p: &Path) -> String {
+    serde_json::json!({
+        "cniVersion": "0.4.0",
+        "name": "warren-cri",
+        "plugins": [
+            {"type": "bridge", "bridge": "wcri0", "isGateway": true, "ipMasq": false,
+             "ipam": {"type": "host-local", "subnet": POD_SUBNET,
+                      "dataDir": p.join("cni-ipam")}},
+            {"type": "loopback"}
+        ]
+    })
+    .to_string()
+}
+
+/// Whether `bin` is on PATH.
+fn on_path(bin: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join(bin).exists()))
+}
+
+impl CriContainerd {
+    /// Start one in `dir` (empty, the caller's; removed by the caller after the drop)
+    /// with `warren` as warren-oci, and import the busybox and pause images.
+    pub fn start(dir: &Path, warren: &Path) -> Result<CriContainerd, Failure> {
+        for (bin, pkg) in [
+            ("containerd", "containerd"),
+            ("ctr", "containerd"),
+            ("containerd-shim-runc-v2", "containerd"),
+            ("runc", "runc"),
+            ("unshare", "util-linux"),
+            ("nsenter", "util-linux"),
+            ("ip", "iproute2"),
+        ] {
+            if !on_path(bin) {
+                return Err(Failure::Failed(format!(
+                    "{bin} is not installed: apt-get install {pkg} (scripts/test.sh does)"
+                )));
+            }
+        }
+        if !Path::new("/usr/lib/cni/bridge").exists() {
+            return Err(Failure::Failed(
+                "/usr/lib/cni/bridge is missing: apt-get install containernetworking-plugins \
+                 (scripts/test.sh does)"
+                    .into(),
+            ));
+        }
+        let oci = dir.join("warren-oci");
+        std::os::unix::fs::symlink(warren, &oci).map_err(Failure::io(&oci))?;
+        for d in ["cni", "cni-ipam", "logs"] {
+            let d = dir.join(d);
+            std::fs::create_dir_all(&d).map_err(Failure::io(&d))?;
+        }
+        let write = |name: &str, text: String| {
+            let f = dir.join(name);
+            std::fs::write(&f, text).map_err(Failure::io(&f))
+        };
+        write("config.toml", config(dir, &oci))?;
+        write("cni/10-warren-cri.conflist", cni_config(dir))?;
+        let log_path = dir.join("containerd.log");
+        let log = std::fs::File::create(&log_path).map_err(Failure::io(&log_path))?;
+        let err = log.try_clone().map_err(Failure::io(&log_path))?;
+        let script = format!(
+            "ip link set lo up && mount -t tmpfs tmpfs /run && mount -t tmpfs tmpfs /var/lib \
+             && exec containerd -c {}/config.toml",
+            dir.display()
+        );
+        let unshare = Command::new("unshare")
+            .env(crate::oci::cgroup::NEST_ENV, "1")
+            .args([
+                "--mount",
+                "--propagation",
+                "private",
+                "--pid",
+                "--net",
+                "--fork",
+                "--kill-child=SIGKILL",
+                "--mount-proc",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(err)
+            .spawn()
+            .map_err(Failure::spawn("unshare"))?;
+        let mut c = CriContainerd {
+            dir: dir.to_path_buf(),
+            unshare,
+            prefix: format!("warren-cri-{}-{}", std::process::id(), unique()),
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if c.ctr(&["version"]).is_ok() && c.socket().exists() {
+                break;
+            }
+            if let Ok(Some(st)) = c.unshare.try_wait() {
+                return Err(Failure::Failed(format!(
+                    "containerd exited ({st}); its log:\n{}",
+                    c.log()
+                )));
+            }
+            if Instant::now() > deadline {
+                return Err(Failure::Failed(format!(
+                    "containerd did not answer on {} within 60s; its log:\n{}",
+                    c.socket().display(),
+                    c.log()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let images = super::image::build(dir)?;
+        c.ctr(&[
+            "images",
+            "import",
+            "--snapshotter",
+            "native",
+            &images.to_string_lossy(),
+        ])?;
+        Ok(c)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+    pub fn socket(&self) -> PathBuf {
+        self.dir.join("containerd.sock")
+    }
+    /// Where pods' logs go (`log_directory` of a pod: a directory beneath it).
+    pub fn logs(&self) -> PathBuf {
+        self.dir.join("logs")
+    }
+    /// The daemon's log so far (for failure messages).
+    pub fn log(&self) -> String {
+        let text = std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(60).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+    }
+    /// The daemon's host pid: unshare's only child.
+    pub fn daemon_pid(&self) -> Option<i32> {
+        let pid = self.unshare.id();
+        std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+            .ok()?
+            .split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+    }
+    /// A pod cgroup parent relative to the runtime's own cgroup, unique to this daemon
+    /// (runc and warren-oci make relative paths beneath their own cgroup, which is the
+    /// caller's).
+    pub fn cgroup_parent(&self, pod: &str) -> String {
+        format!("{}-{pod}", self.prefix)
+    }
+    /// `ctr -n k8s.io ARGS` against this daemon; its stdout. Err: what it printed.
+    pub fn ctr(&self, args: &[&str]) -> Result<String, Failure> {
+        let o = Command::new("ctr")
+            .arg("-a")
+            .arg(self.socket())
+            .args(["-n", K8S_NS])
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .map_err(Failure::spawn("ctr"))?;
+        if !o.status.success() {
+            return Err(Failure::Command {
+                command: format!("ctr {}", args.join(" ")),
+                status: o.status,
+                stderr: String::from_utf8_lossy(&o.stderr).trim().to_string(),
+            });
+        }
+        Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    }
+    /// Host pids of every process in the daemon's pid namespace (daemon, shims,
+    /// containers), with their command names.
+    pub fn processes(&self) -> Vec<(i32, String)> {
+        let mut out = Vec::new();
+        let mut todo: Vec<i32> = self.daemon_pid().into_iter().collect();
+        while let Some(pid) = todo.pop() {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            out.push((pid, comm.trim().to_string()));
+            for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                let children =
+                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+                todo.extend(
+                    children
+                        .split_whitespace()
+                        .filter_map(|s| s.parse::<i32>().ok()),
+                );
+            }
+        }
+        out
+    }
+    /// The cgroup directories of this daemon's pods (both runtimes, every hierarchy).
+    pub fn pod_cgroup_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        for h in cgroups::own_hierarchies(Path::new("/proc")).unwrap_or_default() {
+            for base in [h.own.clone(), h.own.join(crate::oci::cgroup::GROUP)] {
+                for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+                    if e.file_name().to_string_lossy().starts_with(&self.prefix) {
+                        cgroups::collect_dirs(&e.path(), &mut dirs);
+                    }
+                }
+            }
+        }
+        dirs
+    }
+}
+
+/// A counter that makes two daemons of one process distinct.
+fn unique() -> usize {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    N.fetch_add(1, Ordering::Relaxed)
+}
+
+impl Drop for CriContainerd {
+    fn drop(&mut self) {
+        // SIGKILL to the pid namespace's init ends every shim and container in it; with
+        // the last of them the namespace's mounts and network (bridge, veths) go.
+        if let Some(pid) = self.daemon_pid() {
+            let _ = warren_sys::proc::kill(pid, 9);
+        }
+        let _ = self.unshare.kill();
+        let _ = self.unshare.wait();
+        cgroups::remove_dirs(self.pod_cgroup_dirs(), Duration::from_millis(500));
+        // warren-oci's own group goes with its last container (busy otherwise).
+        for h in cgroups::own_hierarchies(Path::new("/proc")).unwrap_or_default() {
+            let _ = std::fs::remove_dir(h.own.join(crate::oci::cgroup::GROUP));
+        }
+        let _ = std::io::stderr().flush();
+    }
+}

@@ -1,0 +1,206 @@
+//! The CRI test harness: a private containerd with its CRI plugin
+//! (`warren::bench::cri::CriContainerd`: own mount, pid and network namespaces, handlers
+//! `runc` and `warren`), a CRI client, and a guard that stops and removes the pods it
+//! started before the daemon goes (everything else goes with the daemon's namespaces
+//! and the cgroup sweep of its drop), also when the test panics.
+
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use warren::bench::cri::{CriClient, CriContainerd, CriError};
+
+/// The RuntimeClass handlers under test, side by side.
+pub const HANDLERS: &[&str] = &["runc", "warren"];
+pub const BUSYBOX: &str = warren::bench::cri::image::BUSYBOX;
+
+/// A daemon, its client and the pods made through it. Fields drop in this order.
+pub struct Cri {
+    pub client: CriClient,
+    pods: Vec<String>,
+    pub daemon: CriContainerd,
+    dir: tempfile::TempDir,
+}
+
+impl Cri {
+    pub fn start() -> Cri {
+        super::require_root();
+        let dir = tempfile::Builder::new()
+            .prefix("warren-cri-test")
+            .tempdir_in("/tmp")
+            .unwrap();
+        let daemon = CriContainerd::start(dir.path(), std::path::Path::new(super::WARREN))
+            .unwrap_or_else(|e| panic!("the private containerd did not start: {e}"));
+        let client = CriClient::connect(&daemon).unwrap_or_else(|e| panic!("{e}"));
+        Cri {
+            client,
+            pods: Vec::new(),
+            daemon,
+            dir,
+        }
+    }
+
+    /// A RuntimeService call that must succeed.
+    #[track_caller]
+    pub fn call(&mut self, call: &str, req: Value) -> Value {
+        match self.client.call_timed(call, req.clone()) {
+            Ok((Ok(v), _)) => v,
+            Ok((Err(e), _)) => panic!("{e}\nrequest: {req}\ncontainerd:\n{}", self.daemon.log()),
+            Err(e) => panic!("{e}\ncontainerd:\n{}", self.daemon.log()),
+        }
+    }
+
+    /// A RuntimeService call that may fail: the gRPC error, or the answer.
+    pub fn try_call(&mut self, call: &str, req: Value) -> Result<Value, CriError> {
+        self.client
+            .call_timed(call, req)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .0
+    }
+
+    /// The pod config of `name` (host network or its own), cgroup parent beneath ours.
+    pub fn pod_config(&self, name: &str, host_network: bool) -> Value {
+        let logs = self.daemon.logs().join(name);
+        std::fs::create_dir_all(&logs).unwrap();
+        // As the kubelet: a hostname only for a pod with its own network (runc
+        // refuses one without a UTS namespace of its own).
+        let hostname = if host_network { "" } else { name };
+        json!({
+            "metadata": {"name": name, "uid": format!("uid-{name}"), "namespace": "default", "attempt": 0},
+            "hostname": hostname,
+            "log_directory": logs,
+            "linux": {
+                "cgroup_parent": self.daemon.cgroup_parent(name),
+                "security_context": {"namespace_options": {
+                    "network": if host_network { "NODE" } else { "POD" },
+                    "pid": "CONTAINER", "ipc": "POD"}}
+            }
+        })
+    }
+
+    /// RunPodSandbox with `handler`; its id (stopped and removed by the guard).
+    #[track_caller]
+    pub fn run_pod(&mut self, config: &Value, handler: &str) -> String {
+        let r = self.call(
+            "RunPodSandbox",
+            json!({"config": config, "runtime_handler": handler}),
+        );
+        let id = r["pod_sandbox_id"].as_str().unwrap().to_string();
+        self.pods.push(id.clone());
+        id
+    }
+
+    /// A container config running `command` in busybox, `extra` merged in.
+    pub fn container(name: &str, command: &[&str], extra: Value) -> Value {
+        let mut c = json!({
+            "metadata": {"name": name, "attempt": 0},
+            "image": {"image": BUSYBOX},
+            "command": command,
+            "log_path": format!("{name}.log"),
+        });
+        if let (Some(c), Some(e)) = (c.as_object_mut(), extra.as_object()) {
+            for (k, v) in e {
+                c.insert(k.clone(), v.clone());
+            }
+        }
+        c
+    }
+
+    /// CreateContainer; its id.
+    #[track_caller]
+    pub fn create(&mut self, pod: &str, pod_config: &Value, config: Value) -> String {
+        let r = self.call(
+            "CreateContainer",
+            json!({"pod_sandbox_id": pod, "config": config, "sandbox_config": pod_config}),
+        );
+        r["container_id"].as_str().unwrap().to_string()
+    }
+
+    /// ContainerStatus (verbose): {"status": ..., "info": {"info": "<json>"}}.
+    #[track_caller]
+    pub fn status(&mut self, id: &str) -> Value {
+        self.call(
+            "ContainerStatus",
+            json!({"container_id": id, "verbose": true}),
+        )
+    }
+
+    /// Wait until the container's state is `state` (CONTAINER_EXITED, ...); its status.
+    #[track_caller]
+    pub fn wait_state(&mut self, id: &str, state: &str, within: Duration) -> Value {
+        let t = Instant::now();
+        loop {
+            let s = self.status(id);
+            if s["status"]["state"] == state {
+                return s["status"].clone();
+            }
+            assert!(
+                t.elapsed() < within,
+                "container {id} is not {state} after {within:?}: {s}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The host pid of a container's init (the status holds its pid in containerd's
+    /// pid namespace).
+    #[track_caller]
+    pub fn host_pid(&mut self, id: &str) -> i32 {
+        let s = self.status(id);
+        let info: Value = serde_json::from_str(s["info"]["info"].as_str().unwrap_or("{}")).unwrap();
+        let ns_pid = info["pid"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("no pid: {s}"));
+        for (pid, _) in self.daemon.processes() {
+            let st = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+            let inner = st
+                .lines()
+                .find_map(|l| l.strip_prefix("NSpid:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<i64>().ok());
+            if inner == Some(ns_pid) {
+                return pid;
+            }
+        }
+        panic!("container {id}'s pid {ns_pid} is not in containerd's namespace")
+    }
+
+    /// The directory of process `pid`'s cgroup in the hierarchy holding `controller`.
+    pub fn cgroup_dir(pid: i32, controller: &str) -> PathBuf {
+        let hiers = warren::bench::cgroups::own_hierarchies(std::path::Path::new("/proc")).unwrap();
+        let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+        for l in text.lines() {
+            let mut p = l.splitn(3, ':');
+            let (_, ctrls, path) = (p.next(), p.next().unwrap_or(""), p.next().unwrap_or(""));
+            if ctrls.split(',').any(|c| c == controller) {
+                let mut key: Vec<&str> = ctrls.split(',').collect();
+                key.sort_unstable();
+                let h = hiers.iter().find(|h| h.key == key.join(",")).unwrap();
+                return h.dir_of(path);
+            }
+        }
+        panic!("pid {pid} has no {controller} cgroup: {text}")
+    }
+
+    /// A pod's log file of container `name`.
+    pub fn log_file(&self, pod: &str, name: &str) -> PathBuf {
+        self.daemon.logs().join(pod).join(format!("{name}.log"))
+    }
+}
+
+impl Drop for Cri {
+    fn drop(&mut self) {
+        // The kubelet's way out first; the daemon's drop ends whatever is left.
+        for id in self.pods.clone() {
+            let _ = self
+                .client
+                .call_timed("StopPodSandbox", json!({"pod_sandbox_id": id}));
+            let _ = self
+                .client
+                .call_timed("RemovePodSandbox", json!({"pod_sandbox_id": id}));
+        }
+        let _ = self.dir.path();
+    }
+}

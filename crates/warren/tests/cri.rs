@@ -1,0 +1,369 @@
+//! Kubernetes at the CRI level: the gRPC calls a kubelet makes, sent to a private
+//! containerd 1.6 with its CRI plugin (tests/common/cri.rs), against RuntimeClass
+//! handler `warren` (the runc v2 shim with BinaryName = warren-oci) and handler `runc`
+//! side by side, with the same assertions. The client is the Kubernetes project's
+//! generated CRI stubs (PyPI container-runtime-interface-api) over grpcio.
+//!
+//! Covered: RunPodSandbox (host network, and a pod network namespace with an address
+//! from a CNI bridge in containerd's own network namespace), CreateContainer with
+//! memory and CPU limits (seen in the container's cgroup), StartContainer, ExecSync,
+//! Exec with a tty and Attach through the streaming server (WebSocket), ContainerStats
+//! and ListContainerStats, UpdateContainerResources (the cgroup changes),
+//! ReopenContainerLog, StopContainer honouring the grace period (a container trapping
+//! SIGTERM exits 0 in its grace, one ignoring it is killed when the grace ends),
+//! StopPodSandbox, RemovePodSandbox (the containers' cgroups go); and failures as the
+//! kubelet reads them: an image that is not there, a command the image lacks
+//! (StartError), OOM (OOMKilled, 137), a container that exits at once (its code).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::cri::{Cri, HANDLERS};
+use serde_json::{json, Value};
+
+const MIB: u64 = 1024 * 1024;
+
+fn read(dir: &std::path::Path, file: &str) -> String {
+    std::fs::read_to_string(dir.join(file))
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.join(file).display()))
+        .trim()
+        .to_string()
+}
+
+/// `value` of a CRI UInt64Value (JSON: {"value": "123"}), 0 when absent.
+fn u64_of(v: &Value) -> u64 {
+    match &v["value"] {
+        Value::String(s) => s.parse().unwrap_or(0),
+        Value::Number(n) => n.as_u64().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+/// The whole lifecycle of one pod with `handler`.
+fn lifecycle(cri: &mut Cri, handler: &str) {
+    let name = format!("life-{handler}");
+    let pod_cfg = cri.pod_config(&name, true);
+    let pod = cri.run_pod(&pod_cfg, handler);
+    let st = cri.call("PodSandboxStatus", json!({"pod_sandbox_id": pod}));
+    assert_eq!(st["status"]["state"], "SANDBOX_READY", "{handler}: {st}");
+    assert_eq!(st["status"]["runtime_handler"], handler, "{st}");
+
+    // A long-running container with limits, trapping SIGTERM (grace: 1 s of work).
+    let main = Cri::container(
+        "main",
+        &[
+            "sh",
+            "-c",
+            "trap 'echo got-term; sleep 1; echo bye; exit 0' TERM; \
+             i=0; while true; do echo tick $i; i=$((i+1)); sleep 0.2; done",
+        ],
+        json!({"linux": {"resources": {
+            "memory_limit_in_bytes": 64 * MIB, "cpu_period": 100000, "cpu_quota": 50000,
+            "cpu_shares": 512}}}),
+    );
+    let id = cri.create(&pod, &pod_cfg, main);
+    cri.call("StartContainer", json!({"container_id": id}));
+    let s = cri.wait_state(&id, "CONTAINER_RUNNING", Duration::from_secs(20));
+    assert_eq!(s["metadata"]["name"], "main", "{s}");
+
+    // Limits in the container's cgroup.
+    let pid = cri.host_pid(&id);
+    let mem = Cri::cgroup_dir(pid, "memory");
+    let cpu = Cri::cgroup_dir(pid, "cpu");
+    assert_eq!(
+        read(&mem, "memory.limit_in_bytes"),
+        (64 * MIB).to_string(),
+        "{handler}: {}",
+        mem.display()
+    );
+    assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "50000", "{handler}");
+    assert_eq!(read(&cpu, "cpu.shares"), "512", "{handler}");
+    // ... beneath our own cgroup, in the pod's cgroup parent.
+    let parent = cri.daemon.cgroup_parent(&name);
+    assert!(
+        mem.to_string_lossy().contains(&format!("/{parent}/")),
+        "{handler}: {} is not in the pod's cgroup parent {parent}",
+        mem.display()
+    );
+
+    // ExecSync: output and exit code.
+    let r = cri.call(
+        "ExecSync",
+        json!({"container_id": id, "cmd": ["sh", "-c", "echo out-$((6*7)); echo err >&2; exit 3"], "timeout": 20}),
+    );
+    assert_eq!(r["stdout"], "out-42\n", "{handler}: {r}");
+    assert_eq!(r["stderr"], "err\n", "{handler}: {r}");
+    assert_eq!(r["exit_code"], 3, "{handler}: {r}");
+
+    // Exec with a tty through the streaming server.
+    let r = cri.call(
+        "Exec",
+        json!({"container_id": id, "cmd": ["sh"], "tty": true, "stdin": true, "stdout": true}),
+    );
+    let url = r["url"].as_str().unwrap().to_string();
+    let out = cri
+        .client
+        .stream(&url, "tty; echo done-$((1+2)); exit 7\n", None, 20.0)
+        .unwrap_or_else(|e| panic!("{handler}: exec stream: {e}"));
+    let text = out["stdout"].as_str().unwrap_or("");
+    assert!(
+        text.contains("/dev/pts/"),
+        "{handler}: no tty in the exec: {out}"
+    );
+    assert!(text.contains("done-3"), "{handler}: {out}");
+    let causes = out["status"]["details"]["causes"].to_string();
+    assert!(
+        out["status"]["status"] == "Failure" && causes.contains("\"7\""),
+        "{handler}: the exec's exit code 7 is not in its status: {out}"
+    );
+
+    // ContainerStats and ListContainerStats.
+    let r = cri.call("ContainerStats", json!({"container_id": id}));
+    let ws = u64_of(&r["stats"]["memory"]["working_set_bytes"]);
+    assert!(ws > 0 && ws < 64 * MIB, "{handler}: working set {ws}: {r}");
+    assert!(
+        u64_of(&r["stats"]["cpu"]["usage_core_nano_seconds"]) > 0,
+        "{handler}: no CPU usage: {r}"
+    );
+    let r = cri.call(
+        "ListContainerStats",
+        json!({"filter": {"pod_sandbox_id": pod}}),
+    );
+    let ids: Vec<&str> = r["stats"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|s| s["attributes"]["id"].as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(ids, vec![id.as_str()], "{handler}: {r}");
+
+    // UpdateContainerResources: the cgroup follows.
+    cri.call(
+        "UpdateContainerResources",
+        json!({"container_id": id, "linux": {"memory_limit_in_bytes": 96 * MIB,
+            "cpu_period": 100000, "cpu_quota": 20000, "cpu_shares": 256}}),
+    );
+    assert_eq!(
+        read(&mem, "memory.limit_in_bytes"),
+        (96 * MIB).to_string(),
+        "{handler}"
+    );
+    assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "20000", "{handler}");
+    assert_eq!(read(&cpu, "cpu.shares"), "256", "{handler}");
+
+    // ReopenContainerLog: the log moved away, a new one is written.
+    let log = cri.log_file(&name, "main");
+    let first = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        first.contains(" stdout F tick 0"),
+        "{handler}: CRI log format: {first}"
+    );
+    let moved = log.with_extension("log.1");
+    std::fs::rename(&log, &moved).unwrap();
+    cri.call("ReopenContainerLog", json!({"container_id": id}));
+    let t = Instant::now();
+    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("tick")) {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{handler}: no new log after reopen"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // Attach to a container reading its stdin.
+    let attach_cfg = Cri::container("attach", &["sh"], json!({"stdin": true}));
+    let att = cri.create(&pod, &pod_cfg, attach_cfg);
+    cri.call("StartContainer", json!({"container_id": att}));
+    cri.wait_state(&att, "CONTAINER_RUNNING", Duration::from_secs(20));
+    let r = cri.call(
+        "Attach",
+        json!({"container_id": att, "stdin": true, "stdout": true, "stderr": true}),
+    );
+    let url = r["url"].as_str().unwrap().to_string();
+    let out = cri
+        .client
+        .stream(&url, "echo attached-$((2*3))\n", Some("attached-6"), 20.0)
+        .unwrap_or_else(|e| panic!("{handler}: attach stream: {e}"));
+    assert!(
+        out["stdout"].as_str().unwrap_or("").contains("attached-6"),
+        "{handler}: {out}"
+    );
+
+    // StopContainer honours the grace period: the trap runs (1 s) and exits 0.
+    let t = Instant::now();
+    cri.call("StopContainer", json!({"container_id": id, "timeout": 20}));
+    let took = t.elapsed();
+    let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(5));
+    assert_eq!(s["exit_code"], 0, "{handler}: {s}");
+    assert!(
+        took >= Duration::from_millis(900) && took < Duration::from_secs(15),
+        "{handler}: stop took {took:?}, the trap needs 1 s of its 20 s grace"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("got-term") && text.contains("bye"),
+        "{handler}: {text}"
+    );
+    // ... and one that ignores SIGTERM is killed when a 2 s grace ends.
+    let deaf = Cri::container(
+        "deaf",
+        &["sh", "-c", "trap '' TERM; while true; do sleep 0.2; done"],
+        json!({}),
+    );
+    let deaf = cri.create(&pod, &pod_cfg, deaf);
+    cri.call("StartContainer", json!({"container_id": deaf}));
+    cri.wait_state(&deaf, "CONTAINER_RUNNING", Duration::from_secs(20));
+    let t = Instant::now();
+    cri.call("StopContainer", json!({"container_id": deaf, "timeout": 2}));
+    let took = t.elapsed();
+    let s = cri.wait_state(&deaf, "CONTAINER_EXITED", Duration::from_secs(5));
+    assert_eq!(s["exit_code"], 137, "{handler}: {s}");
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(12),
+        "{handler}: stop took {took:?} with a 2 s grace"
+    );
+
+    // StopPodSandbox, RemovePodSandbox: gone, with the containers' cgroups.
+    cri.call("StopPodSandbox", json!({"pod_sandbox_id": pod}));
+    let st = cri.call("PodSandboxStatus", json!({"pod_sandbox_id": pod}));
+    assert_eq!(st["status"]["state"], "SANDBOX_NOTREADY", "{handler}: {st}");
+    cri.call("RemovePodSandbox", json!({"pod_sandbox_id": pod}));
+    let left = cri.call("ListPodSandbox", json!({"filter": {"id": pod}}));
+    assert!(
+        left["items"].as_array().is_none_or(|a| a.is_empty()),
+        "{left}"
+    );
+    let left = cri.call("ListContainers", json!({"filter": {"pod_sandbox_id": pod}}));
+    assert!(
+        left["containers"].as_array().is_none_or(|a| a.is_empty()),
+        "{left}"
+    );
+    let dirs = cri.daemon.pod_cgroup_dirs();
+    for c in [&pod, &id, &att, &deaf] {
+        assert!(
+            !dirs.iter().any(|d| d.ends_with(c)),
+            "{handler}: the cgroup of {c} is left: {dirs:?}"
+        );
+    }
+}
+
+/// A pod with its own network namespace: an address from the CNI bridge, on eth0.
+fn pod_network(cri: &mut Cri, handler: &str) {
+    let name = format!("net-{handler}");
+    let cfg = cri.pod_config(&name, false);
+    let pod = cri.run_pod(&cfg, handler);
+    let st = cri.call("PodSandboxStatus", json!({"pod_sandbox_id": pod}));
+    let ip = st["status"]["network"]["ip"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    assert!(
+        ip.starts_with("10.239.0."),
+        "{handler}: pod ip {ip:?}: {st}"
+    );
+    let c = Cri::container("net", &["sleep", "1000"], json!({}));
+    let id = cri.create(&pod, &cfg, c);
+    cri.call("StartContainer", json!({"container_id": id}));
+    let r = cri.call(
+        "ExecSync",
+        json!({"container_id": id, "cmd": ["ip", "-4", "addr", "show", "eth0"], "timeout": 20}),
+    );
+    assert!(
+        r["stdout"]
+            .as_str()
+            .unwrap_or("")
+            .contains(&format!("inet {ip}/")),
+        "{handler}: {r}"
+    );
+    cri.call("StopPodSandbox", json!({"pod_sandbox_id": pod}));
+    cri.call("RemovePodSandbox", json!({"pod_sandbox_id": pod}));
+}
+
+#[test]
+fn cri_pod_lifecycle_with_warren() {
+    let mut cri = Cri::start();
+    lifecycle(&mut cri, "warren");
+    pod_network(&mut cri, "warren");
+}
+
+#[test]
+fn cri_pod_lifecycle_with_runc() {
+    let mut cri = Cri::start();
+    lifecycle(&mut cri, "runc");
+    pod_network(&mut cri, "runc");
+}
+
+/// Failures as the kubelet reads them, both handlers in one daemon.
+#[test]
+fn cri_failures_are_reported_as_the_kubelet_expects() {
+    let mut cri = Cri::start();
+    for handler in HANDLERS {
+        let name = format!("fail-{handler}");
+        let cfg = cri.pod_config(&name, true);
+        let pod = cri.run_pod(&cfg, handler);
+
+        // An image that is not there: CreateContainer fails, naming it.
+        let c = json!({"metadata": {"name": "noimage"}, "image": {"image": "localhost/absent:1"},
+            "command": ["true"]});
+        let e = cri
+            .try_call(
+                "CreateContainer",
+                json!({"pod_sandbox_id": pod, "config": c, "sandbox_config": cfg}),
+            )
+            .expect_err("an absent image must fail");
+        assert!(e.details.contains("localhost/absent:1"), "{handler}: {e}");
+
+        // A command the image lacks: StartContainer fails, the status says StartError.
+        let c = Cri::container("nocmd", &["/no/such/binary"], json!({}));
+        let id = cri.create(&pod, &cfg, c);
+        let e = cri
+            .try_call("StartContainer", json!({"container_id": id}))
+            .expect_err("a missing binary must fail to start");
+        assert!(e.details.contains("/no/such/binary"), "{handler}: {e}");
+        let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(10));
+        assert_eq!(s["reason"], "StartError", "{handler}: {s}");
+
+        // OOM: 16 MiB limit, 64 MiB touched.
+        let c = Cri::container(
+            "oom",
+            &[
+                "sh",
+                "-c",
+                "sleep 0.5; dd if=/dev/zero of=/dev/null bs=64M count=1",
+            ],
+            json!({"linux": {"resources": {"memory_limit_in_bytes": 16 * MIB}}}),
+        );
+        let id = cri.create(&pod, &cfg, c);
+        cri.call("StartContainer", json!({"container_id": id}));
+        let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(20));
+        assert_eq!(
+            (&s["reason"], &s["exit_code"]),
+            (&json!("OOMKilled"), &json!(137)),
+            "{handler}: {s}\ncontainerd:\n{}",
+            cri.daemon.log()
+        );
+
+        // Exits at once: its code, reason Error; 0 is Completed.
+        for (code, reason) in [(3, "Error"), (0, "Completed")] {
+            let c = Cri::container(
+                &format!("exit{code}"),
+                &["sh", "-c", &format!("exit {code}")],
+                json!({}),
+            );
+            let id = cri.create(&pod, &cfg, c);
+            cri.call("StartContainer", json!({"container_id": id}));
+            let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(20));
+            let got = s["exit_code"].as_i64().unwrap_or(0);
+            assert_eq!(
+                (got, s["reason"].as_str()),
+                (code, Some(reason)),
+                "{handler}: {s}"
+            );
+        }
+        cri.call("StopPodSandbox", json!({"pod_sandbox_id": pod}));
+        cri.call("RemovePodSandbox", json!({"pod_sandbox_id": pod}));
+    }
+}
