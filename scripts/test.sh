@@ -3,9 +3,11 @@
 # need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
 # test, e2fsprogs for disk.max images, python3 for the bridge-filter escape test, python3-prometheus-client for the metrics test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
-# podman and containerd for the OCI runtime tests, with apt-get; cargo-fuzz with cargo
+# podman and containerd for the OCI runtime tests, containernetworking-plugins for the CRI
+# test, with apt-get; cargo-fuzz with cargo
 # install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
-# see below; socat and schemathesis, in a venv with pip, for the daemon's tests;
+# see below; socat and schemathesis, in a venv with pip, for the daemon's tests; the CRI
+# client (container-runtime-interface-api, grpcio, websocket-client) in a venv with pip;
 # chromium, nodejs and npm with apt-get and the dashboard's packages with npm ci), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
 # run (about a minute) of the parsers, then every unit
 # and integration test.
@@ -55,6 +57,9 @@ ls /usr/lib/postgresql/*/bin/pgbench >/dev/null 2>&1 || need+=(postgresql)
 with_recommends=()
 command -v podman >/dev/null 2>&1 || with_recommends+=(podman)
 command -v containerd >/dev/null 2>&1 || with_recommends+=(containerd)
+# tests/cri.rs and 'warren bench cri': the CNI bridge, host-local and loopback plugins
+# for pods with their own network namespace (used only inside containerd's own).
+[ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
 if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
     echo "scripts/test.sh: installing ${need[*]} ${with_recommends[*]} (apt-get)"
     apt-get update -qq
@@ -99,6 +104,15 @@ if [ ! -x "$st_venv/bin/schemathesis" ]; then
     dpkg -s python3-venv >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
     /usr/bin/python3 -m venv "$st_venv"
     "$st_venv/bin/pip" install -q schemathesis
+fi
+# tests/cri.rs and 'warren bench cri': the Kubernetes project's CRI stubs
+# (container-runtime-interface-api) with grpcio and websocket-client, in their own venv.
+cri_venv=/var/cache/warren-test/cri
+if ! "$cri_venv/bin/python3" -c 'import cri_api.v1, grpc, websocket' >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing the CRI client into $cri_venv (pip)"
+    dpkg -s python3-venv >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-venv >/dev/null
+    /usr/bin/python3 -m venv "$cri_venv"
+    "$cri_venv/bin/pip" install -q container-runtime-interface-api websocket-client
 fi
 command -v xz >/dev/null 2>&1 || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends xz-utils >/dev/null
 # The dashboard's npm packages (esbuild, xterm.js, uPlot, playwright-core), as locked.
