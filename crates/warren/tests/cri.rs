@@ -367,3 +367,51 @@ fn cri_failures_are_reported_as_the_kubelet_expects() {
         cri.call("RemovePodSandbox", json!({"pod_sandbox_id": pod}));
     }
 }
+
+/// `warren bench cri` runs both handlers and reports what it measured.
+#[test]
+fn bench_cri_measures_pods_per_handler() {
+    let env = common::Env::new();
+    let out = env.root().join("cri-bench");
+    let r = env.ok(&[
+        "bench",
+        "cri",
+        "--pods",
+        "2",
+        "--handlers",
+        "runc,warren",
+        "--json",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let v: Value = serde_json::from_str(&r.stdout).unwrap();
+    let steps = v["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 2, "{v}");
+    for (st, handler) in steps.iter().zip(["runc", "warren"]) {
+        assert_eq!(
+            (st["handler"].as_str(), st["pods"].as_u64()),
+            (Some(handler), Some(2)),
+            "{st}"
+        );
+        for k in [
+            "run_pod_sandbox_ms",
+            "create_container_ms",
+            "start_container_ms",
+            "teardown_ms",
+        ] {
+            assert!(
+                st[k]["median"].as_f64().unwrap() > 0.0,
+                "{handler} {k}: {st}"
+            );
+        }
+        // The runc shim runs once per pod (both handlers use it).
+        assert_eq!(st["shims"], 2, "{st}");
+        assert!(
+            st["shim_rss_kib_per_pod"].as_f64().unwrap() > 1024.0,
+            "{st}"
+        );
+    }
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("| warren | 2 | host |"), "{report}");
+    assert!(out.join("results.json").exists());
+}

@@ -548,6 +548,33 @@ pub enum ProfileCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
+    /// Pod density through the CRI: for each handler and N, a private containerd
+    /// starts N pods (RunPodSandbox, CreateContainer, StartContainer), measures their
+    /// latency and host memory (shims' RSS/PSS, host anon), tears them down; writes
+    /// results.json and report.md.
+    #[command(after_help = "Examples:
+  warren bench cri --pods 10,50
+  warren bench cri --pods 10 --handlers warren --pod-network --out /tmp/cri-bench
+
+Needs containerd, runc and containernetworking-plugins (apt-get) and the CRI client's
+venv (/var/cache/warren-test/cri; scripts/test.sh makes it; WARREN_CRI_PYTHON names
+another python3). containerd runs in its own mount, pid and network namespaces with its
+state in a temp dir; every pod, shim and cgroup goes when a step ends, also on failure.")]
+    Cri {
+        /// Pod counts, one step each (at most 300).
+        #[arg(long, default_value = "10")]
+        pods: String,
+        /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci).
+        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren"])]
+        handlers: Vec<String>,
+        /// Give each pod its own network namespace (a CNI bridge in containerd's
+        /// namespace) instead of the host network.
+        #[arg(long)]
+        pod_network: bool,
+        /// Where to write the results [default: bench/results/<date>-<hostname>-cri].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
     /// Snapshot, restore, export and import figures (SPEC.md, "Snapshots and export"),
     /// on scratch state roots of its own; run a release build.
     #[command(after_help = "Example: warren bench snapshot --repeat 20 --data-mib 100 --json")]

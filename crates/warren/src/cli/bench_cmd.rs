@@ -1,4 +1,4 @@
-//! `warren bench`: checking and resolving its flags; `bench metrics`.
+//! `warren bench`: checking and resolving its flags; `bench metrics`, `bench cri`.
 
 use super::*;
 
@@ -93,6 +93,47 @@ pub(super) fn metrics_bench(
         output::json(&results);
     } else {
         print!("{}", bench::metrics::markdown(&results));
+        println!("\nwritten to {}", dir.display());
+    }
+    Ok(())
+}
+
+/// `warren bench cri`: run, write the results, print the report (or the JSON).
+pub(super) fn cri_bench(
+    ctx: &Context,
+    json: bool,
+    pods: &str,
+    handlers: Vec<String>,
+    pod_network: bool,
+    out: Option<PathBuf>,
+) -> Result<()> {
+    let steps = bench::parse_steps(pods)?;
+    if let Some(n) = steps.iter().find(|n| **n > bench::cri::run::MAX_PODS) {
+        return Err(Error::Invalid(format!(
+            "--pods {n}: at most {} pods a step (kernel.pid_max is shared), e.g. --pods 10,50",
+            bench::cri::run::MAX_PODS
+        )));
+    }
+    let warren = std::env::current_exe()
+        .map_err(|e| Error::Invalid(format!("bench cri: cannot find warren's own binary: {e}")))?;
+    let opts = bench::cri::run::Options {
+        steps,
+        handlers,
+        pod_network,
+        warren,
+    };
+    let dir = out.unwrap_or_else(|| {
+        let mut d = bench::default_out(ctx).into_os_string();
+        d.push("-cri");
+        PathBuf::from(d)
+    });
+    let mut bars = output::Bars::new(json);
+    let results = bench::cri::run::run(ctx, &opts, &mut bars)?;
+    bench::cri::report::write(&dir, &results)?;
+    if json {
+        output::json(&results);
+    } else {
+        print!("{}", bench::cri::report::markdown(&results));
         println!("\nwritten to {}", dir.display());
     }
     Ok(())

@@ -554,6 +554,12 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Bench(BenchCmd::Cri {
+            pods,
+            handlers,
+            pod_network,
+            out,
+        }) => bench_cmd::cri_bench(&ctx, json, &pods, handlers, pod_network, out)?,
         Command::Bench(BenchCmd::Metrics {
             zones,
             scrapes,
