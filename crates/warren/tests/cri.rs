@@ -19,7 +19,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::cri::{Cri, HANDLERS};
+use common::cri::{handlers, Cri};
 use serde_json::{json, Value};
 
 const MIB: u64 = 1024 * 1024;
@@ -79,7 +79,9 @@ fn lifecycle(cri: &mut Cri, handler: &str) {
     );
     assert_eq!(read(&cpu, "cpu.cfs_quota_us"), "50000", "{handler}");
     assert_eq!(read(&cpu, "cpu.shares"), "512", "{handler}");
-    // ... beneath our own cgroup, in the pod's cgroup parent.
+    // ... in the pod's cgroup parent, beneath our own cgroup (as are containerd, the
+    // shims and every container).
+    cri.assert_processes_beneath_us();
     let parent = cri.daemon.cgroup_parent(&name);
     assert!(
         mem.to_string_lossy().contains(&format!("/{parent}/")),
@@ -300,7 +302,7 @@ fn cri_pod_lifecycle_with_runc() {
 #[test]
 fn cri_failures_are_reported_as_the_kubelet_expects() {
     let mut cri = Cri::start();
-    for handler in HANDLERS {
+    for handler in handlers() {
         let name = format!("fail-{handler}");
         let cfg = cri.pod_config(&name, true);
         let pod = cri.run_pod(&cfg, handler);

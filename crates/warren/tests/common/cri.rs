@@ -12,8 +12,13 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use warren::bench::cri::{CriClient, CriContainerd, CriError};
 
-/// The RuntimeClass handlers under test, side by side.
-pub const HANDLERS: &[&str] = &["runc", "warren"];
+/// The RuntimeClass handlers under test, side by side (the private containerd's).
+pub fn handlers() -> Vec<&'static str> {
+    warren::bench::cri::daemon::HANDLERS
+        .iter()
+        .map(|h| h.name)
+        .collect()
+}
 pub const BUSYBOX: &str = warren::bench::cri::image::BUSYBOX;
 
 /// A daemon, its client and the pods made through it. Fields drop in this order.
@@ -182,6 +187,27 @@ impl Cri {
             }
         }
         panic!("pid {pid} has no {controller} cgroup: {text}")
+    }
+
+    /// Every process of containerd's pid namespace (daemon, shims, runtimes' leftovers,
+    /// containers) is in our own cgroup or beneath it, in every hierarchy.
+    #[track_caller]
+    pub fn assert_processes_beneath_us(&self) {
+        let hiers = warren::bench::cgroups::own_hierarchies(std::path::Path::new("/proc")).unwrap();
+        let procs = self.daemon.processes();
+        assert!(
+            procs.len() >= 3,
+            "containerd, a shim and a container: {procs:?}"
+        );
+        for (pid, comm) in procs {
+            let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
+                continue;
+            };
+            warren::bench::cgroups::placed(&text, &hiers, true, &|h| {
+                format!("{}/", h.own_path.trim_end_matches('/'))
+            })
+            .unwrap_or_else(|e| panic!("pid {pid} ({comm}) is outside our cgroup: {e}"));
+        }
     }
 
     /// A pod's log file of container `name`.

@@ -10,8 +10,9 @@
 //! share that namespace. Its root, state, socket, CNI config and the container logs
 //! are in the caller's directory.
 //!
-//! Two RuntimeClass handlers, both the runc v2 shim: `runc` (Debian's runc) and
-//! `warren` (BinaryName = warren-oci, a symlink to the warren binary). containerd's
+//! The RuntimeClass handlers are the rows of [`HANDLERS`], today both the runc v2
+//! shim: `runc` (Debian's runc) and `warren` (BinaryName = warren-oci, a symlink to
+//! the warren binary). containerd's
 //! environment holds `WARREN_OCI_CGROUP_NEST=1`; pods are given cgroup parents
 //! relative to the runtime's own cgroup ([`CriContainerd::cgroup_parent`]), so both
 //! runtimes make their cgroups beneath the caller's own. `restrict_oom_score_adj`
@@ -39,6 +40,7 @@ pub struct CriContainerd {
     prefix: String,
 }
 
+/// containerd's config.toml for a daemon in `p`.
 fn config(p: &Path, warren_oci: &Path) -> String {
     let cri = r#"plugins."io.containerd.grpc.v1.cri""#;
     format!(
@@ -64,24 +66,69 @@ disabled_plugins = ["io.containerd.internal.v1.opt",
   [{cri}.containerd]
     snapshotter = "native"
     default_runtime_name = "runc"
-    [{cri}.containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-      [{cri}.containerd.runtimes.runc.options]
-        BinaryName = "runc"
-        Root = "{p}/runc-root"
-    [{cri}.containerd.runtimes.warren]
-      runtime_type = "io.containerd.runc.v2"
-      [{cri}.containerd.runtimes.warren.options]
-        BinaryName = "{oci}"
-        Root = "{p}/oci-root"
-  [{cri}.cni]
+{runtimes}  [{cri}.cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "{p}/cni"
 "#,
         p = p.display(),
-        oci = warren_oci.display(),
         pause = super::image::PAUSE,
+        runtimes = HANDLERS
+            .iter()
+            .map(|h| h.toml(p, warren_oci))
+            .collect::<String>(),
     )
+}
+
+/// A RuntimeClass handler of the private containerd: a row of [`HANDLERS`].
+#[derive(Debug, Clone, Copy)]
+pub struct Handler {
+    /// The handler's name (a RuntimeClass's `handler`, the CRI's `runtime_handler`).
+    pub name: &'static str,
+    /// containerd's `runtime_type`: the shim (`io.containerd.runc.v2` is
+    /// `containerd-shim-runc-v2` on PATH).
+    pub runtime_type: &'static str,
+    /// The runc shim's BinaryName: a program on PATH, or [`WARREN_OCI`] for the
+    /// symlink to the warren binary.
+    pub binary: &'static str,
+}
+
+/// Stands for the warren-oci symlink in [`Handler::binary`].
+pub const WARREN_OCI: &str = "<warren-oci>";
+
+/// The handlers, side by side. Another shim (warren's own) is one more row.
+pub const HANDLERS: &[Handler] = &[
+    Handler {
+        name: "runc",
+        runtime_type: "io.containerd.runc.v2",
+        binary: "runc",
+    },
+    Handler {
+        name: "warren",
+        runtime_type: "io.containerd.runc.v2",
+        binary: WARREN_OCI,
+    },
+];
+
+impl Handler {
+    /// Its `[...containerd.runtimes.<name>]` table; the runtime's state under `p`.
+    fn toml(&self, p: &Path, warren_oci: &Path) -> String {
+        let t = format!(
+            r#"plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{}"#,
+            self.name
+        );
+        let binary = if self.binary == WARREN_OCI {
+            warren_oci.display().to_string()
+        } else {
+            self.binary.to_string()
+        };
+        format!(
+            "    [{t}]\n      runtime_type = \"{}\"\n      [{t}.options]\n        \
+             BinaryName = \"{binary}\"\n        Root = \"{}/{}-root\"\n",
+            self.runtime_type,
+            p.display(),
+            self.name
+        )
+    }
 }
 
 fn cni_config(p: &Path) -> String {
@@ -319,5 +366,27 @@ impl Drop for CriContainerd {
             let _ = std::fs::remove_dir(h.own.join(crate::oci::cgroup::GROUP));
         }
         let _ = std::io::stderr().flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_has_a_runtime_table_per_handler() {
+        let c = config(Path::new("/t"), Path::new("/t/warren-oci"));
+        let v: toml::Value = toml::from_str(&c).unwrap();
+        let cri = &v["plugins"]["io.containerd.grpc.v1.cri"];
+        assert_eq!(cri["restrict_oom_score_adj"].as_bool(), Some(true));
+        let rt = &cri["containerd"]["runtimes"];
+        for h in HANDLERS {
+            assert_eq!(rt[h.name]["runtime_type"].as_str(), Some(h.runtime_type));
+        }
+        assert_eq!(
+            rt["warren"]["options"]["BinaryName"].as_str(),
+            Some("/t/warren-oci")
+        );
+        assert_eq!(rt["runc"]["options"]["Root"].as_str(), Some("/t/runc-root"));
     }
 }

@@ -55,3 +55,53 @@ pub fn markdown(r: &CriResults) -> String {
 pub fn write(dir: &Path, r: &CriResults) -> Result<()> {
     crate::bench::write_files(dir, r, [("report.md", markdown(r))])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::cri::run::CriStep;
+    use crate::bench::Machine;
+    use crate::measure::{summarize, MemPerZone};
+
+    #[test]
+    fn one_row_per_handler_and_step() {
+        let step = |handler: &str, pods: usize| CriStep {
+            handler: handler.into(),
+            pods,
+            pod_network: false,
+            run_pod_sandbox_ms: summarize(&[90.0, 110.0]),
+            create_container_ms: summarize(&[40.0]),
+            start_container_ms: summarize(&[50.0]),
+            teardown_ms: summarize(&[100.0]),
+            teardown_total_ms: 1000.0,
+            shims: pods as u64,
+            shim_rss_kib_per_pod: 13400.0,
+            shim_pss_kib_per_pod: 3000.0,
+            containerd_rss_growth_kib_per_pod: 400.0,
+            host_per_pod: MemPerZone::default(),
+            loadavg: "1.00 1.00 1.00".into(),
+        };
+        let r = CriResults {
+            schema_version: 1,
+            date: "2026-12-04T00:00:00Z".into(),
+            machine: Machine {
+                hostname: "h".into(),
+                kernel: "6.1".into(),
+                cpus: 2,
+                mem_total_mib: 1024.0,
+                cgroup_version: "v1".into(),
+                storage_backend: "overlay".into(),
+                loadavg_at_start: "1.00".into(),
+            },
+            containerd_version: "containerd 1.6.20".into(),
+            steps: vec![step("runc", 10), step("warren", 10)],
+        };
+        let md = markdown(&r);
+        assert!(
+            md.contains("| runc | 10 | host | 100.0 / 110.0 | 40.0 / 40.0 |"),
+            "{md}"
+        );
+        assert!(md.contains("| warren | 10 | host |"), "{md}");
+        assert!(md.contains("13400 | 3000 | 400 |"), "{md}");
+    }
+}

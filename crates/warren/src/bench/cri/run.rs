@@ -25,8 +25,6 @@ use crate::measure::{mem_per_zone, mem_sample, summarize, MemPerZone, Progress, 
 use crate::stat::readers::{smaps_total, Smaps};
 use crate::zone::Context;
 
-/// The handlers the bench knows (the private containerd's RuntimeClasses).
-pub const HANDLERS: &[&str] = &["runc", "warren"];
 /// Most pods one step may start (kernel.pid_max is shared with everything else).
 pub const MAX_PODS: usize = 300;
 
