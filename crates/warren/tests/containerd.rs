@@ -7,7 +7,8 @@
 //! directory under /run/containerd, so the daemon runs in a private mount namespace
 //! with a fresh tmpfs on /run, and in a private pid namespace so that killing the
 //! daemon (the namespace's init) ends every shim and container it started. The
-//! image is an OCI image layout made here from busybox-static, imported with
+//! image is an OCI image archive made from busybox-static (by
+//! `warren::bench::cri::image`, which the CRI test uses too), imported with
 //! `ctr images import`. cgroups stay beneath the test's own cgroup: containerd and
 //! the shims inherit it, and containerd's environment holds WARREN_OCI_CGROUP_NEST=1,
 //! which the shims pass on to warren-oci, so it makes the container's cgroups beneath
@@ -20,102 +21,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{require_busybox, require_root, WARREN};
+use common::{require_root, WARREN};
 
-const IMAGE: &str = "localhost/warren-bb:test";
+/// The busybox image of the archive `warren::bench::cri::image` builds (the CRI test's).
+const IMAGE: &str = warren::bench::cri::image::BUSYBOX;
 /// The containerd namespace; `ctr` makes cgroupsPath `/<namespace>/<id>`, which
 /// warren-oci, nesting, makes as `warren-oci/<namespace>/<id>` beneath its own cgroup.
 const NS: &str = "warrentest";
-
-fn sha256(path: &Path) -> String {
-    let o = Command::new("sha256sum").arg(path).output().unwrap();
-    assert!(o.status.success(), "sha256sum {}", path.display());
-    String::from_utf8_lossy(&o.stdout)
-        .split_whitespace()
-        .next()
-        .unwrap()
-        .to_string()
-}
-
-/// Moves `file` into `blobs/sha256/` of the layout: (digest, size).
-fn add_blob(layout: &Path, file: &Path) -> (String, u64) {
-    let digest = sha256(file);
-    let size = std::fs::metadata(file).unwrap().len();
-    std::fs::rename(file, layout.join("blobs/sha256").join(&digest)).unwrap();
-    (format!("sha256:{digest}"), size)
-}
-
-/// An OCI image archive (image layout in a tar) of a busybox root, named [`IMAGE`].
-fn busybox_image(dir: &Path) -> PathBuf {
-    let rootfs = dir.join("image-root");
-    std::fs::create_dir_all(rootfs.join("bin")).unwrap();
-    std::fs::copy(require_busybox(), rootfs.join("bin/busybox")).unwrap();
-    for x in ["sh", "echo", "cat", "sleep", "id", "true", "grep"] {
-        std::os::unix::fs::symlink("busybox", rootfs.join("bin").join(x)).unwrap();
-    }
-    for d in ["proc", "dev", "sys", "tmp", "etc"] {
-        std::fs::create_dir_all(rootfs.join(d)).unwrap();
-    }
-    let layout = dir.join("image-layout");
-    std::fs::create_dir_all(layout.join("blobs/sha256")).unwrap();
-    let tar = |args: &[&str]| {
-        let o = Command::new("tar").args(args).output().unwrap();
-        assert!(o.status.success(), "tar {args:?}: {:?}", o);
-    };
-    let layer = dir.join("layer.tar");
-    tar(&[
-        "--numeric-owner",
-        "--owner=0",
-        "--group=0",
-        "-C",
-        rootfs.to_str().unwrap(),
-        "-cf",
-        layer.to_str().unwrap(),
-        ".",
-    ]);
-    let (layer_digest, layer_size) = add_blob(&layout, &layer);
-    let json = |name: &str, v: serde_json::Value| {
-        let p = dir.join(name);
-        std::fs::write(&p, v.to_string()).unwrap();
-        p
-    };
-    let config = json(
-        "config.json",
-        serde_json::json!({"architecture": "amd64", "os": "linux", "config": {"Cmd": ["sh"]},
-            "rootfs": {"type": "layers", "diff_ids": [layer_digest]}}),
-    );
-    let (config_digest, config_size) = add_blob(&layout, &config);
-    let manifest = json(
-        "manifest.json",
-        serde_json::json!({"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-            "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config_size},
-            "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": layer_size}]}),
-    );
-    let (manifest_digest, manifest_size) = add_blob(&layout, &manifest);
-    std::fs::write(
-        layout.join("index.json"),
-        serde_json::json!({"schemaVersion": 2, "manifests": [{
-            "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": manifest_digest, "size": manifest_size,
-            "annotations": {"io.containerd.image.name": IMAGE, "org.opencontainers.image.ref.name": "test"},
-            "platform": {"architecture": "amd64", "os": "linux"}}]})
-        .to_string(),
-    )
-    .unwrap();
-    std::fs::write(
-        layout.join("oci-layout"),
-        r#"{"imageLayoutVersion":"1.0.0"}"#,
-    )
-    .unwrap();
-    let archive = dir.join("image.tar");
-    tar(&[
-        "-C",
-        layout.to_str().unwrap(),
-        "-cf",
-        archive.to_str().unwrap(),
-        ".",
-    ]);
-    archive
-}
 
 /// The cgroup directories on this host for a path `warren-oci/<leaf>` made beneath
 /// this process's own cgroup (one per mounted hierarchy).
@@ -399,7 +311,7 @@ impl Drop for Containerd {
 #[test]
 fn ctr_runs_tasks_through_warren_oci() {
     let mut c = Containerd::start();
-    let image = busybox_image(c.path());
+    let image = warren::bench::cri::image::build(c.path()).unwrap_or_else(|e| panic!("{e}"));
     let out = c.ctr_ok(&[
         "images",
         "import",
