@@ -12,7 +12,8 @@
 //! ReopenContainerLog, StopContainer honouring the grace period (a container trapping
 //! SIGTERM exits 0 in its grace, one ignoring it is killed when the grace ends),
 //! StopPodSandbox, RemovePodSandbox (the containers' cgroups go); and failures as the
-//! kubelet reads them: an image that is not there, a command the image lacks
+//! kubelet reads them: an image that is not there, an image config without a command,
+//! a command the image lacks
 //! (StartError), OOM (OOMKilled, 137), a container that exits at once (its code).
 
 mod common;
@@ -317,6 +318,18 @@ fn cri_failures_are_reported_as_the_kubelet_expects() {
             )
             .expect_err("an absent image must fail");
         assert!(e.details.contains("localhost/absent:1"), "{handler}: {e}");
+
+        // A bad image config (neither Entrypoint nor Cmd) and no command in the
+        // container's: CreateContainer fails saying so.
+        let c = json!({"metadata": {"name": "badcfg"},
+            "image": {"image": warren::bench::cri::image::NO_COMMAND}});
+        let e = cri
+            .try_call(
+                "CreateContainer",
+                json!({"pod_sandbox_id": pod, "config": c, "sandbox_config": cfg}),
+            )
+            .expect_err("an image without a command must fail");
+        assert!(e.details.contains("no command specified"), "{handler}: {e}");
 
         // A command the image lacks: StartContainer fails, the status says StartError.
         let c = Cri::container("nocmd", &["/no/such/binary"], json!({}));

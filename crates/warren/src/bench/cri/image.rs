@@ -1,8 +1,9 @@
-//! The two images a CRI run needs, built here from the host's static busybox (no
-//! registry): an OCI image archive (an image layout in a tar, for `ctr images import`)
-//! holding a busybox image and a pause image. The pause image is the same one-layer
-//! busybox root whose entrypoint is `busybox sleep 2147483647`: a sandbox's init only
-//! has to hold the pod's namespaces, and containerd stops it with SIGKILL.
+//! The images a CRI run needs, built here from the host's static busybox (no registry):
+//! one OCI image archive (an image layout in a tar, for `ctr images import`) holding a
+//! busybox image, a pause image and a broken image whose config has no command. The
+//! pause image is the same one-layer busybox root whose entrypoint is `busybox sleep
+//! 2147483647`: a sandbox's init only has to hold the pod's namespaces, and containerd
+//! stops it with SIGKILL.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +16,8 @@ use crate::bench::system::Failure;
 pub const BUSYBOX: &str = "localhost/warren-cri-busybox:test";
 /// The pause image's name (the CRI plugin's `sandbox_image`).
 pub const PAUSE: &str = "localhost/warren-cri-pause:test";
+/// A broken image: the busybox layer, but a config with neither Entrypoint nor Cmd.
+pub const NO_COMMAND: &str = "localhost/warren-cri-nocmd:test";
 
 /// Applets linked in the busybox root.
 const APPLETS: &[&str] = &[
@@ -61,7 +64,7 @@ fn layer(busybox: &Path) -> Result<Vec<u8>, Failure> {
     b.into_inner().map_err(io)
 }
 
-/// Writes `<dir>/cri-images.tar` (both images) and returns its path.
+/// Writes `<dir>/cri-images.tar` (the three images) and returns its path.
 pub fn build(dir: &Path) -> Result<PathBuf, Failure> {
     let busybox = crate::storage::template::find_static_busybox()?;
     let layer = layer(&busybox)?;
@@ -75,6 +78,7 @@ pub fn build(dir: &Path) -> Result<PathBuf, Failure> {
             json!(["/bin/busybox", "sleep", "2147483647"]),
             json!(null),
         ),
+        (NO_COMMAND, json!(null), json!(null)),
     ] {
         let config = json!({"architecture": "amd64", "os": "linux",
             "config": {"Entrypoint": entry, "Cmd": cmd, "Env": ["PATH=/bin"]},
@@ -119,4 +123,47 @@ pub fn build(dir: &Path) -> Result<PathBuf, Failure> {
     t.into_inner()
         .map_err(|e| Failure::Failed(format!("{}: {e}", path.display())))?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_archive_names_every_image_and_holds_every_blob() {
+        let dir = std::env::temp_dir().join(format!("warren-cri-image-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let tar_path = build(&dir).unwrap();
+        let mut a = tar::Archive::new(std::fs::File::open(&tar_path).unwrap());
+        let mut names = Vec::new();
+        let mut index = String::new();
+        for e in a.entries().unwrap() {
+            let mut e = e.unwrap();
+            let p = e.path().unwrap().to_string_lossy().into_owned();
+            if p == "index.json" {
+                std::io::Read::read_to_string(&mut e, &mut index).unwrap();
+            }
+            names.push(p);
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        let index: serde_json::Value = serde_json::from_str(&index).unwrap();
+        let refs: Vec<&str> = index["manifests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                m["annotations"]["io.containerd.image.name"]
+                    .as_str()
+                    .unwrap()
+            })
+            .collect();
+        assert_eq!(refs, [BUSYBOX, PAUSE, NO_COMMAND]);
+        for m in index["manifests"].as_array().unwrap() {
+            let d = m["digest"]
+                .as_str()
+                .unwrap()
+                .replace("sha256:", "blobs/sha256/");
+            assert!(names.contains(&d), "{d} not in {names:?}");
+        }
+    }
 }
