@@ -227,6 +227,5 @@ impl Drop for Cri {
                 .client
                 .call_timed("RemovePodSandbox", json!({"pod_sandbox_id": id}));
         }
-        let _ = self.dir.path();
     }
 }
