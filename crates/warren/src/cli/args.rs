@@ -732,6 +732,10 @@ pub struct MetricsArgs {
     /// Leave the doctor's verdicts out.
     #[arg(long)]
     pub no_doctor: bool,
+    /// Print only the doctor's verdicts, as JSON (internal: the daemon runs this in a
+    /// child for its /metrics, as its threads must not fork the doctor's checks).
+    #[arg(long, hide = true, conflicts_with_all = ["no_doctor", "format"])]
+    pub doctor_row: bool,
     /// The agent's config (TOML), for what it watches and its triggers [default: its
     /// defaults].
     #[arg(long, value_name = "FILE")]

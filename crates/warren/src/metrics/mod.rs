@@ -44,7 +44,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use collect::collect;
+pub use collect::{collect, doctor_row};
 pub use encode::{encode, encode_as, Format};
 
 use crate::agent::AgentConfig;
@@ -73,7 +73,9 @@ pub struct Options {
     pub agent: AgentConfig,
     /// The density the doctor's verdicts are judged against (`warren doctor --zones`).
     pub doctor_zones: u64,
-    /// Run the doctor's checks at all (they are the slowest part of a cold scrape).
+    /// Run the doctor's checks in this process (they are the slowest part of a cold
+    /// scrape, and one forks). Off, a scrape shows the verdicts given to
+    /// [`Scraper::supply_doctor`], if any.
     pub doctor: bool,
 }
 
@@ -136,8 +138,10 @@ pub struct AgentRow {
     pub last_action_s: Vec<(String, f64)>,
 }
 
-/// The doctor's verdicts against a planned density.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// The doctor's verdicts against a planned density. Its JSON form is what
+/// `warren metrics --doctor-row` prints for a daemon (which must not fork the
+/// doctor's user-namespace check itself) to hand to [`Scraper::supply_doctor`].
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct DoctorRow {
     pub plan_zones: u64,
     pub findings: Vec<Finding>,
@@ -153,6 +157,8 @@ pub struct Snapshot {
     pub host_pressure: Option<Pressure>,
     pub agent: AgentRow,
     pub doctor: Option<DoctorRow>,
+    /// How old the doctor's verdicts are, in seconds (0 when this scrape ran it).
+    pub doctor_age_seconds: Option<f64>,
     /// How long collecting took.
     pub collect_seconds: f64,
 }
@@ -208,6 +214,13 @@ impl Scraper {
             doctor: None,
             rates: crate::agent::sample::Rates::new(window),
         }
+    }
+
+    /// Verdicts the doctor gave elsewhere, at `at` (a daemon runs the doctor in a
+    /// child process: [`Options::doctor`] is off there). Scrapes show the latest
+    /// supplied row and its age until another is supplied.
+    pub fn supply_doctor(&mut self, row: DoctorRow, at: Instant) {
+        self.doctor = Some((at, row));
     }
 
     /// One scrape's text in `format`.
