@@ -19,6 +19,7 @@ pub mod command;
 pub mod crun;
 pub mod lxc;
 pub mod metrics;
+pub mod metrics_daemon;
 pub mod oci;
 pub mod podman;
 pub mod report;
