@@ -26,8 +26,10 @@
 //! One scrape is one pass over the zones: for each, its three small state files (no
 //! lock is taken: this is a reading verb, as `warren list`) and about ten cgroup
 //! files; no process is spawned per zone and nothing is walked but a zone's private
-//! layer (cached). SPEC.md, "Metrics scrape", has the measured cost for 10, 100 and 300
-//! zones (`warren bench metrics`).
+//! layer (cached); a zone's processes are counted in one `cgroup.procs` (the pids
+//! controller's), never one per v1 hierarchy. SPEC.md, "Metrics scrape", has the
+//! measured cost for 10 to 1,000 zones (`warren bench metrics`, `--daemon` for the
+//! daemon's own `/metrics` and RSS).
 //!
 //! # Names
 //!
