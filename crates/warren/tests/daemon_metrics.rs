@@ -141,3 +141,78 @@ fn the_daemons_metrics_carry_the_doctors_verdicts_as_warren_metrics_does() {
         "{v}"
     );
 }
+
+/// Processes whose command line names `needle` (a daemon left behind would).
+fn processes_naming(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle) && c.contains("warren-daemon"))
+        .collect()
+}
+
+#[test]
+fn bench_metrics_with_a_daemon_times_its_scrapes_reads_its_memory_and_stops_it() {
+    common::require_busybox();
+    let env = Env::new();
+    let out = env.root().join("bench-out");
+    let exe = daemon_client::daemon_exe();
+    env.ok(&[
+        "bench",
+        "metrics",
+        "--zones",
+        "3",
+        "--scrapes",
+        "3",
+        "--daemon",
+        exe.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
+    let d = &r["steps"][0]["daemon"];
+    assert!(d["first_ms"].as_f64().is_some_and(|m| m > 0.0), "{r}");
+    assert!(
+        d["warm_ms"]["median"].as_f64().is_some_and(|m| m > 0.0),
+        "{r}"
+    );
+    // A daemon is a few MiB resident, not nothing and not a runaway.
+    let rss = d["rss_kib"].as_u64().unwrap();
+    assert!((1024..512 * 1024).contains(&rss), "RSS {rss} KiB: {r}");
+    assert!(d["peak_rss_kib"].as_u64().unwrap() >= rss, "{r}");
+    // Its answer carried the step's zones, as the in-process scrape did.
+    assert!(d["bytes"].as_u64().unwrap() > 1000, "{r}");
+    let report = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(report.contains("The daemon's own `/metrics`"), "{report}");
+    // The daemon is gone, and so are the zones.
+    let root = env.root().to_string_lossy().into_owned();
+    assert!(
+        processes_naming(&root).is_empty(),
+        "a daemon is left: {:?}",
+        processes_naming(&root)
+    );
+    assert_eq!(
+        std::fs::read_dir(env.root().join("zones")).unwrap().count(),
+        0
+    );
+    // A daemon that cannot start fails the bench, naming the option and the fix.
+    env.run(&[
+        "bench",
+        "metrics",
+        "--zones",
+        "1",
+        "--daemon",
+        "/nonexistent/warren-daemon",
+        "--out",
+        out.to_str().unwrap(),
+    ])
+    .fails(5, "--daemon /nonexistent/warren-daemon");
+    assert_eq!(
+        std::fs::read_dir(env.root().join("zones")).unwrap().count(),
+        0
+    );
+}

@@ -85,6 +85,12 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             "--scrapes must be at least 1, e.g. --scrapes 20".into(),
         ));
     }
+    if let Some(exe) = opts.daemon.as_ref().filter(|e| !e.is_file()) {
+        return Err(Error::Invalid(format!(
+            "--daemon {}: no such file; give the warren-daemon built with this warren (e.g. target/release/warren-daemon)",
+            exe.display()
+        )));
+    }
     super::cleanup(ctx)?;
     let date = super::now_rfc3339();
     let machine = super::machine(ctx)?;
