@@ -46,6 +46,31 @@ struct Runs {
     running: bool,
 }
 
+/// Why a run of the doctor gave no verdicts (logged; the older verdicts stay).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The CLI could not be started.
+    #[error("starting {} (install the warren CLI beside warren-daemon): {source}", exe.display())]
+    Start {
+        exe: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("'warren metrics --doctor-row' did not finish within {} s and was killed", TIMEOUT.as_secs())]
+    Timeout,
+    #[error("waiting for 'warren metrics --doctor-row': {0}")]
+    Wait(#[source] std::io::Error),
+    #[error("'warren metrics --doctor-row' ended with {status}: {stderr}")]
+    Failed {
+        status: std::process::ExitStatus,
+        stderr: String,
+    },
+    #[error(
+        "'warren metrics --doctor-row' printed no verdicts ({0}); is the CLI the daemon's version?"
+    )]
+    Output(#[source] serde_json::Error),
+}
+
 /// Whether to start a run now. Pure.
 fn due(now: Instant, last_ok: Option<Instant>, started: Option<Instant>, running: bool) -> bool {
     let old = |t: Option<Instant>, d: Duration| t.is_none_or(|t| now.duration_since(t) >= d);
@@ -123,7 +148,7 @@ impl Verdicts {
     }
 
     /// One run of `warren metrics --doctor-row` in a child.
-    async fn run(&self) -> Result<DoctorRow, String> {
+    async fn run(&self) -> Result<DoctorRow, RunError> {
         let child = tokio::process::Command::new(&self.cli_exe)
             .arg("--root")
             .arg(&self.root)
@@ -134,31 +159,21 @@ impl Verdicts {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| {
-                format!(
-                    "starting {} (install the warren CLI beside warren-daemon): {e}",
-                    self.cli_exe.display()
-                )
+            .map_err(|source| RunError::Start {
+                exe: self.cli_exe.clone(),
+                source,
             })?;
         let out = tokio::time::timeout(TIMEOUT, child.wait_with_output())
             .await
-            .map_err(|_| {
-                format!(
-                    "'warren metrics --doctor-row' did not finish within {} s and was killed",
-                    TIMEOUT.as_secs()
-                )
-            })?
-            .map_err(|e| format!("waiting for 'warren metrics --doctor-row': {e}"))?;
+            .map_err(|_| RunError::Timeout)?
+            .map_err(RunError::Wait)?;
         if !out.status.success() {
-            return Err(format!(
-                "'warren metrics --doctor-row' ended with {}: {}",
-                out.status,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            return Err(RunError::Failed {
+                status: out.status,
+                stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
+            });
         }
-        serde_json::from_slice(&out.stdout).map_err(|e| {
-            format!("'warren metrics --doctor-row' printed no verdicts ({e}); is the CLI the daemon's version?")
-        })
+        serde_json::from_slice(&out.stdout).map_err(RunError::Output)
     }
 }
 
@@ -180,5 +195,57 @@ mod tests {
         // Fresh verdicts are kept for REFRESH.
         assert!(!due(at(30), Some(at(1)), Some(t0), false));
         assert!(due(at(61), Some(at(1)), Some(t0), false));
+    }
+
+    /// A stand-in for the CLI: a script that prints `out` and exits `code`.
+    fn fake_cli(dir: &std::path::Path, out: &str, code: i32) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let p = dir.join(format!("warren-{code}"));
+        std::fs::write(&p, format!("#!/bin/sh\necho '{out}'\nexit {code}\n")).unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        p
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_run_is_kept_a_failed_one_keeps_nothing_and_says_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = fake_cli(dir.path(), r#"{"plan_zones":7,"findings":[]}"#, 0);
+        let v = Verdicts::new(
+            good,
+            dir.path().into(),
+            7,
+            tokio::runtime::Handle::current(),
+        );
+        assert!(v.latest().is_none());
+        v.kick();
+        // A second kick while the first runs starts nothing.
+        v.kick();
+        let t = Instant::now();
+        while v.latest().is_none() {
+            assert!(t.elapsed() < Duration::from_secs(10), "no verdicts");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(v.latest().unwrap().1.plan_zones, 7);
+        let bad = fake_cli(dir.path(), "not json", 0);
+        let w = Verdicts::new(bad, dir.path().into(), 7, tokio::runtime::Handle::current());
+        let e = w.run().await.unwrap_err();
+        assert!(matches!(e, RunError::Output(_)), "{e}");
+        assert!(e.to_string().contains("daemon's version"), "{e}");
+        let failing = fake_cli(dir.path(), "", 3);
+        let f = Verdicts::new(
+            failing,
+            dir.path().into(),
+            7,
+            tokio::runtime::Handle::current(),
+        );
+        assert!(matches!(f.run().await, Err(RunError::Failed { .. })));
+        let none = Verdicts::new(
+            dir.path().join("absent"),
+            dir.path().into(),
+            7,
+            tokio::runtime::Handle::current(),
+        );
+        let e = none.run().await.unwrap_err();
+        assert!(e.to_string().contains("install the warren CLI"), "{e}");
     }
 }
