@@ -15,6 +15,7 @@
 //! - [`tls`]: the TCP+TLS listener; [`trust`]: its trust store and tokens;
 //!   [`remote`]: the client side (`warren remote`, `warren --remote NAME VERB`).
 //! - [`ui`]: the web dashboard and its loopback listener; [`ws`]: its terminal.
+//! - [`verdicts`]: the doctor's verdicts for `/metrics`, run in a child.
 
 #![forbid(unsafe_code)]
 #![allow(
@@ -34,6 +35,7 @@ pub mod state;
 pub mod tls;
 pub mod trust;
 pub mod ui;
+pub mod verdicts;
 pub mod ws;
 
 pub use state::{App, MetricsRenderer};

@@ -118,6 +118,13 @@ fn serve(opts: Opts) -> Result<(), String> {
             listeners.push(l);
         }
         let opts_oci_root = opts.oci_root.clone();
+        let verdicts = warren_daemon::verdicts::Verdicts::new(
+            cli_exe.clone(),
+            opts.root.clone(),
+            DOCTOR_ZONES,
+            tokio::runtime::Handle::current(),
+        );
+        tokio::spawn(verdicts.clone().keep_fresh());
         let app = Arc::new(App {
             root: opts.root,
             oci_root: opts.oci_root,
@@ -125,7 +132,7 @@ fn serve(opts: Opts) -> Result<(), String> {
             cli_exe,
             lock_wait: Duration::from_secs(opts.lock_wait),
             ops: Default::default(),
-            metrics: Some(metrics_renderer(&opts_oci_root)),
+            metrics: Some(metrics_renderer(&opts_oci_root, verdicts.clone())),
         });
         let root = app.root.clone();
         let router = api::router(app);
@@ -167,18 +174,31 @@ fn serve(opts: Opts) -> Result<(), String> {
     })
 }
 
+/// The density the doctor's verdicts in `/metrics` are judged against (as `warren
+/// metrics`' default).
+const DOCTOR_ZONES: u64 = 1000;
+
 /// `/metrics`: one kept [`warren::metrics::Scraper`] (disk walks and swap rates reused
-/// between scrapes), one scrape at a time. The doctor's verdicts are left out here:
-/// its user-namespace check forks, which a multi-threaded process must not do (the
-/// `warren metrics` command, single-threaded, has them; docs/metrics.md).
-fn metrics_renderer(oci_root: &std::path::Path) -> warren_daemon::state::MetricsRenderer {
+/// between scrapes), one scrape at a time. The doctor's verdicts come from a child
+/// process ([`warren_daemon::verdicts`]: its user-namespace check forks, which this
+/// multi-threaded process must not); a scrape asks for a fresh run when they are old
+/// and shows the latest it has, never waiting for one.
+fn metrics_renderer(
+    oci_root: &std::path::Path,
+    verdicts: Arc<warren_daemon::verdicts::Verdicts>,
+) -> warren_daemon::state::MetricsRenderer {
     let scraper = std::sync::Mutex::new(warren::metrics::Scraper::new(warren::metrics::Options {
         oci_root: Some(oci_root.to_path_buf()),
         doctor: false,
+        doctor_zones: DOCTOR_ZONES,
         ..Default::default()
     }));
     Arc::new(move |ctx, format| {
+        verdicts.kick();
         let mut s = scraper.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((at, row)) = verdicts.latest() {
+            s.supply_doctor(row, at);
+        }
         s.render(ctx, format)
     })
 }

@@ -7,7 +7,10 @@
 //! ([`crate::trust`]): read-write, read-only (GET only), or nothing but
 //! `POST /1.0/certificates {"secret"}` (the trust flow), every other request answered
 //! 403 `forbidden` with the structured error. A client without a certificate is refused
-//! in the handshake. Trusted requests reach the same router as the unix socket's.
+//! in the handshake. Trusted requests reach the same router as the unix socket's,
+//! the dashboard and its terminal's WebSocket included (upgrades are served; the
+//! terminal needs a read-write certificate); a request whose `Origin` is another site
+//! is refused (a browser sends its certificate wherever a page points it).
 
 use std::convert::Infallible;
 use std::io;
@@ -250,6 +253,7 @@ async fn handle(
         *req.method(),
         axum::http::Method::GET | axum::http::Method::HEAD
     );
+    let cross = crate::ui::cross_site(req.headers());
     match role {
         None => Ok(forbidden(format!(
             "client certificate {fp} is not trusted; on the server, run 'warren remote trust-token' and give the token to 'warren remote add NAME URL --token TOKEN'"
@@ -257,12 +261,21 @@ async fn handle(
         Some((name, Role::ReadOnly)) if !read => Ok(forbidden(format!(
             "client certificate '{name}' ({fp}) is read-only: it may only GET; ask for a read-write token ('warren remote trust-token' without --read-only)"
         ))),
-        Some(_) => {
-            // The unix socket's access layer sees an allowed peer: the certificate's
-            // role was judged above.
+        // A browser holding the certificate sends it wherever a page points it: a
+        // page of another site is refused (as on the dashboard's HTTP listener).
+        Some((name, _)) if cross.is_some() => Ok(forbidden(format!(
+            "client certificate '{name}': {}; open the dashboard at this daemon's own https:// address",
+            cross.unwrap_or_default()
+        ))),
+        Some((_, role)) => {
+            // The access layer (and the terminal, which needs read-write even for its
+            // GET upgrade) sees the certificate's role.
             req.extensions_mut().insert(Access {
                 uid: 0,
-                level: Level::ReadWrite,
+                level: match role {
+                    Role::ReadWrite => Level::ReadWrite,
+                    Role::ReadOnly => Level::ReadOnly,
+                },
             });
             router.oneshot(req).await
         }
@@ -308,8 +321,10 @@ pub async fn serve(l: HttpsListener, router: Router) {
             let svc = hyper::service::service_fn(move |req| {
                 handle(root.clone(), fp.clone(), router.clone(), req)
             });
+            // Upgrades on: the dashboard's terminal is a WebSocket (`ws`).
             let _ = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(tls), svc)
+                .with_upgrades()
                 .await;
         });
     }

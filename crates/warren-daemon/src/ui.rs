@@ -122,6 +122,22 @@ fn loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
+/// Why a request must be refused as cross-site: it carries an `Origin` (a browser
+/// says which page sent it) that is not the host it was sent to (its `Host`), i.e. a
+/// page elsewhere using the browser's credentials for this daemon (the token cookie,
+/// or on the TLS listener a client certificate the browser holds), by a form, a fetch
+/// or a WebSocket. A request without `Origin` (curl, the CLI, a same-origin GET)
+/// passes. Pure.
+pub fn cross_site(headers: &HeaderMap) -> Option<String> {
+    let get = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok());
+    let origin = get(header::ORIGIN)?;
+    let host = get(header::HOST).unwrap_or("");
+    let from = origin.split_once("://").map_or(origin, |(_, r)| r);
+    (from != host).then(|| {
+        format!("Origin {origin:?} is not this dashboard ({host}); cross-site requests are refused")
+    })
+}
+
 /// Judge one request of the HTTP listener against `token`. Pure.
 pub fn judge(headers: &HeaderMap, uri: &Uri, token: &str) -> Verdict {
     let get = |h: header::HeaderName| headers.get(h).and_then(|v| v.to_str().ok());
@@ -134,14 +150,8 @@ pub fn judge(headers: &HeaderMap, uri: &Uri, token: &str) -> Verdict {
             format!("Host {host:?} is not a loopback name; open the dashboard at http://127.0.0.1:PORT/"),
         );
     }
-    if let Some(origin) = get(header::ORIGIN) {
-        let from = origin.split_once("://").map_or(origin, |(_, r)| r);
-        if from != host {
-            return Verdict::Refuse(
-                403,
-                format!("Origin {origin:?} is not this dashboard ({host}); cross-site requests are refused"),
-            );
-        }
+    if let Some(why) = cross_site(headers) {
+        return Verdict::Refuse(403, why);
     }
     let from_cookie = get(header::COOKIE).and_then(|c| {
         c.split(';')

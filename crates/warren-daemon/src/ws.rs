@@ -5,7 +5,8 @@
 //! `{"resize":[cols,rows]}`) sets the pty's size and the kernel sends SIGWINCH to the
 //! login, which passes the size on to the zone's own pty. The daemon's own terminal is
 //! never involved. Binary messages are keystrokes; output is sent as binary messages.
-//! Only read-write peers (root, or a dashboard token holder) may open one.
+//! Only read-write peers (root, a dashboard token holder, or a read-write client
+//! certificate on the TLS listener, `tls`) may open one.
 
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
@@ -50,7 +51,7 @@ pub async fn terminal(
         return ApiError::new(
             403,
             "forbidden",
-            format!("zone '{zone}': the terminal runs 'warren login', which needs a read-write peer; connect as root (or with the dashboard's token)"),
+            format!("zone '{zone}': the terminal runs 'warren login', which needs a read-write peer; connect as root, with the dashboard's token, or over TLS with a read-write client certificate ('warren remote trust-token' without --read-only)"),
         )
         .into_response();
     }

@@ -265,3 +265,171 @@ fn a_read_only_certificate_may_get_but_not_post() {
     assert!(v["message"].as_str().unwrap().contains("read-only"), "{v}");
     client(&env, &ro, &["--remote", "srv", "halt", "any"]).fails(8, "read-only");
 }
+
+/// A minimal WebSocket client over TLS with a client certificate (Debian's python3
+/// and its ssl module: nothing to install). argv: host port path cert key origin
+/// typed want. Prints the HTTP status line; on 101 types `typed` as a binary
+/// message, reads the terminal's output until `want` appears (exit 0) or 30 s pass
+/// (exit 1), then types `exit`. Exit 2: no 101 (the status line and body printed).
+const WS_CLIENT: &str = r#"
+import base64, os, socket, ssl, struct, sys, time
+host, port, path, cert, key, origin, typed, want = sys.argv[1:9]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+ctx.check_hostname = False
+ctx.verify_mode = ssl.CERT_NONE
+if cert:
+    ctx.load_cert_chain(cert, key)
+s = ctx.wrap_socket(socket.create_connection((host, int(port)), timeout=30))
+k = base64.b64encode(os.urandom(16)).decode()
+req = f"GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {k}\r\nSec-WebSocket-Version: 13\r\n"
+if origin:
+    req += f"Origin: {origin}\r\n"
+s.sendall((req + "\r\n").encode())
+buf = b""
+while b"\r\n\r\n" not in buf:
+    c = s.recv(4096)
+    if not c:
+        break
+    buf += c
+head, _, rest = buf.partition(b"\r\n\r\n")
+print(head.split(b"\r\n")[0].decode(), flush=True)
+if b" 101 " not in head.split(b"\r\n")[0]:
+    length = [int(l.split(b":")[1]) for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")]
+    while length and len(rest) < length[0]:
+        c = s.recv(65536)
+        if not c:
+            break
+        rest += c
+    print(rest.decode(errors="replace"))
+    sys.exit(2)
+def send(data):
+    mask = os.urandom(4)
+    n = len(data)
+    hdr = bytes([0x82]) + (bytes([0x80 | n]) if n < 126 else bytes([0x80 | 126]) + struct.pack(">H", n))
+    s.sendall(hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(data)))
+def frames(data):
+    out = b""
+    while len(data) >= 2:
+        n = data[1] & 0x7F
+        off = 2
+        if n == 126:
+            if len(data) < 4: break
+            n, off = struct.unpack(">H", data[2:4])[0], 4
+        elif n == 127:
+            if len(data) < 10: break
+            n, off = struct.unpack(">Q", data[2:10])[0], 10
+        if len(data) < off + n: break
+        out += data[off:off + n]
+        data = data[off + n:]
+    return out, data
+time.sleep(0.5)
+send(typed.encode())
+seen, pending, end = b"", rest, time.time() + 30
+while want.encode() not in seen and time.time() < end:
+    got, pending = frames(pending)
+    seen += got
+    if want.encode() in seen:
+        break
+    try:
+        c = s.recv(65536)
+    except socket.timeout:
+        continue
+    if not c:
+        break
+    pending += c
+print(seen.decode(errors="replace"))
+send(b"exit\n")
+sys.exit(0 if want.encode() in seen else 1)
+"#;
+
+/// The terminal's WebSocket over TLS as `cfg`'s certificate (or none): (exit code of
+/// the client, what it printed).
+fn ws_terminal(url: &str, cfg: Option<&Path>, zone: &str, origin: &str) -> (i32, String) {
+    let addr = url.strip_prefix("https://").unwrap();
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let (cert, key) = cfg.map_or((String::new(), String::new()), |d| {
+        (
+            d.join("client.crt").display().to_string(),
+            d.join("client.key").display().to_string(),
+        )
+    });
+    let o = Command::new("/usr/bin/python3")
+        .args(["-c", WS_CLIENT, host, port])
+        .arg(format!("/ui/terminal/{zone}?cols=100&rows=30"))
+        .args([&cert, &key, origin, "echo tls-$((6*7))-ok\n", "tls-42-ok"])
+        .output()
+        .expect("this test needs Debian's /usr/bin/python3 (its ssl module)");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    (o.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn the_dashboard_and_its_terminal_work_over_tls_for_a_read_write_certificate_only() {
+    require_busybox();
+    let env = Env::new();
+    env.ok(&["template", "create", "bb", "--busybox"]);
+    env.ok(&["create", "tt1", "--template", "bb"]);
+    env.ok(&["install", "tt1"]);
+    env.ok(&["boot", "tt1"]);
+    let s = start(&env);
+    let rw = cfg(&env, "browser");
+    let t = token(&env, &["--name", "browser"]);
+    client(&env, &rw, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    // The page itself is served over TLS to a trusted certificate.
+    let (rc, status, body) = curl(&s.url, Some(&rw), "GET", "/");
+    assert_eq!((rc, status), (0, 200), "{body}");
+    assert!(
+        body.contains("<html") || body.contains("<!doctype"),
+        "{body}"
+    );
+    // The terminal: a command typed in runs in the zone, its output comes back.
+    let (code, out) = ws_terminal(&s.url, Some(&rw), "tt1", "");
+    assert_eq!(code, 0, "the terminal over TLS: {out}");
+    assert!(out.starts_with("HTTP/1.1 101"), "{out}");
+    // From the dashboard's own page (its Origin is this host) too.
+    let (code, out) = ws_terminal(&s.url, Some(&rw), "tt1", &s.url);
+    assert_eq!(code, 0, "the terminal with the page's own Origin: {out}");
+    // A page of another site, in a browser holding the certificate: refused.
+    let (code, out) = ws_terminal(&s.url, Some(&rw), "tt1", "https://evil.example");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains(" 403 ") && out.contains("cross-site"), "{out}");
+    // An untrusted certificate: refused before any login runs.
+    let stranger = cfg(&env, "stranger");
+    let fp = token(&env, &[]).split_once(':').unwrap().0.to_string();
+    client(
+        &env,
+        &stranger,
+        &[
+            "remote",
+            "add",
+            "srv",
+            &s.url,
+            "--token",
+            &format!("{fp}:{}", "0".repeat(64)),
+        ],
+    )
+    .fails(8, "unknown or was already used");
+    let (code, out) = ws_terminal(&s.url, Some(&stranger), "tt1", "");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(" 403 ") && out.contains("not trusted"),
+        "{out}"
+    );
+    // A read-only certificate may GET the page but not open a terminal.
+    let ro = cfg(&env, "viewer");
+    let t = token(&env, &["--name", "viewer", "--read-only"]);
+    client(&env, &ro, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    let (rc, status, body) = curl(&s.url, Some(&ro), "GET", "/");
+    assert_eq!((rc, status), (0, 200), "{body}");
+    let (code, out) = ws_terminal(&s.url, Some(&ro), "tt1", "");
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains(" 403 ") && out.contains("read-write"), "{out}");
+    // No certificate at all: the handshake fails.
+    let (code, out) = ws_terminal(&s.url, None, "tt1", "");
+    assert!(code != 0 && !out.contains("HTTP/1.1"), "{out}");
+    env.ok(&["halt", "tt1"]);
+}

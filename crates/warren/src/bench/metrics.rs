@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::metrics_daemon::{self, DaemonStep};
 use super::system::System;
 use super::zones::{Base, Zones};
 use super::{Machine, Templates, PREFIX};
@@ -31,6 +32,9 @@ pub struct Options {
     pub steps: Vec<usize>,
     /// Warm scrapes per step (at least 1).
     pub scrapes: usize,
+    /// Also time this `warren-daemon`'s `/metrics` and read its memory in each step
+    /// ([`super::metrics_daemon`]).
+    pub daemon: Option<std::path::PathBuf>,
 }
 
 /// One step.
@@ -53,6 +57,9 @@ pub struct MetricsStep {
     pub samples: usize,
     /// /proc/loadavg when the step's scrapes ran (the host is shared: numbers are noisy).
     pub loadavg: String,
+    /// The daemon's own `/metrics` and memory over the same zones (`--daemon`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub daemon: Option<DaemonStep>,
 }
 
 /// `results.json`.
@@ -78,6 +85,12 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             "--scrapes must be at least 1, e.g. --scrapes 20".into(),
         ));
     }
+    if let Some(exe) = opts.daemon.as_ref().filter(|e| !e.is_file()) {
+        return Err(Error::Invalid(format!(
+            "--daemon {}: no such file; give the warren-daemon built with this warren (e.g. target/release/warren-daemon)",
+            exe.display()
+        )));
+    }
     super::cleanup(ctx)?;
     let date = super::now_rfc3339();
     let machine = super::machine(ctx)?;
@@ -91,7 +104,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     }
     let mut steps = Vec::new();
     for &n in &opts.steps {
-        steps.push(step(ctx, &tname, n, opts.scrapes, progress)?);
+        steps.push(step(ctx, &tname, n, opts, progress)?);
     }
     progress.done();
     drop(templates);
@@ -110,9 +123,10 @@ fn step(
     ctx: &Context,
     template: &str,
     n: usize,
-    scrapes: usize,
+    o: &Options,
     progress: &mut dyn Progress,
 ) -> Result<MetricsStep> {
+    let scrapes = o.scrapes;
     let base = Base {
         template: template.into(),
         sets: Vec::new(),
@@ -152,6 +166,15 @@ fn step(
         .zip(cpu0)
         .map(|(b, a)| b.saturating_sub(a) as f64 / 1e6 / scrapes as f64);
     let warm_ms = measure::summarize(&warm);
+    let daemon = match &o.daemon {
+        Some(exe) => {
+            progress.phase(&format!("N={n} daemon"), 1);
+            let d = metrics_daemon::measure(ctx, exe, scrapes)?;
+            progress.step();
+            Some(d)
+        }
+        None => None,
+    };
     zones.cleanup()?;
     Ok(MetricsStep {
         zones: n,
@@ -162,6 +185,7 @@ fn step(
         bytes: text.len(),
         samples: text.lines().filter(|l| !l.starts_with('#')).count(),
         loadavg,
+        daemon,
     })
 }
 
@@ -216,6 +240,26 @@ pub fn markdown(r: &MetricsResults) -> String {
             st.loadavg
         ));
     }
+    if r.steps.iter().any(|st| st.daemon.is_some()) {
+        s.push_str("\nThe daemon's own `/metrics` over the same zones (unix socket, request to last byte) and its memory after the scrapes:\n\n");
+        s.push_str("| zones | first scrape ms | warm median ms | warm p99 ms | RSS MiB | peak RSS MiB | bytes |\n");
+        s.push_str("|---:|---:|---:|---:|---:|---:|---:|\n");
+        let mib = |k: Option<u64>| k.map_or("-".into(), |k| format!("{:.1}", k as f64 / 1024.0));
+        for st in &r.steps {
+            if let Some(d) = &st.daemon {
+                s.push_str(&format!(
+                    "| {} | {:.1} | {:.1} | {:.1} | {} | {} | {} |\n",
+                    st.zones,
+                    d.first_ms,
+                    d.warm_ms.median,
+                    d.warm_ms.p99,
+                    mib(d.rss_kib),
+                    mib(d.peak_rss_kib),
+                    d.bytes
+                ));
+            }
+        }
+    }
     if let Some(x) = r.extrapolated_warm_ms_at_1000 {
         s.push_str(&format!(
             "\nExtrapolated warm scrape at 1,000 zones: {x:.0} ms (budget {BUDGET_MS_AT_1000:.0} ms), linear from the smallest and largest steps.\n"
@@ -252,6 +296,7 @@ mod tests {
             bytes: 0,
             samples: 0,
             loadavg: String::new(),
+            daemon: None,
         }
     }
 

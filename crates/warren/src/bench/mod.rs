@@ -20,6 +20,7 @@ pub mod cri;
 pub mod crun;
 pub mod lxc;
 pub mod metrics;
+pub mod metrics_daemon;
 pub mod oci;
 pub mod podman;
 pub mod report;

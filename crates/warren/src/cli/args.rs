@@ -633,6 +633,7 @@ cgroup, checked the same way.")]
     #[command(after_help = "Examples:
   warren bench metrics --zones 10,100,300
   warren bench metrics --zones 1000 --scrapes 50 --out /tmp/metrics-bench
+  warren bench metrics --zones 10,1000 --daemon target/release/warren-daemon
 
 Zones are made from the bench's busybox template and removed after each step, also on failure.
 Keep N within what the host's kernel.pid_max allows for everything else running on it.")]
@@ -643,6 +644,10 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
         /// Warm scrapes timed per step.
         #[arg(long, default_value_t = 20)]
         scrapes: usize,
+        /// Also start this warren-daemon on the bench's root in each step, time its
+        /// /metrics and read its memory (RSS), e.g. target/release/warren-daemon.
+        #[arg(long, value_name = "EXE")]
+        daemon: Option<PathBuf>,
         /// Where to write the results [default: bench/results/<date>-<hostname>-metrics].
         #[arg(long)]
         out: Option<PathBuf>,
@@ -759,6 +764,10 @@ pub struct MetricsArgs {
     /// Leave the doctor's verdicts out.
     #[arg(long)]
     pub no_doctor: bool,
+    /// Print only the doctor's verdicts, as JSON (internal: the daemon runs this in a
+    /// child for its /metrics, as its threads must not fork the doctor's checks).
+    #[arg(long, hide = true, conflicts_with_all = ["no_doctor", "format"])]
+    pub doctor_row: bool,
     /// The agent's config (TOML), for what it watches and its triggers [default: its
     /// defaults].
     #[arg(long, value_name = "FILE")]

@@ -76,10 +76,12 @@ pub(super) fn metrics_bench(
     zones: &str,
     scrapes: usize,
     out: Option<PathBuf>,
+    daemon: Option<PathBuf>,
 ) -> Result<()> {
     let opts = bench::metrics::Options {
         steps: bench::parse_steps(zones)?,
         scrapes,
+        daemon,
     };
     let dir = out.unwrap_or_else(|| {
         let mut d = bench::default_out(ctx).into_os_string();

@@ -9,6 +9,10 @@ pub(super) fn metrics_cmd(ctx: &Context, oci_root: &Path, a: MetricsArgs) -> Res
             "--doctor-zones must be at least 1: give the density to judge the host against, e.g. --doctor-zones 1000".into(),
         ));
     }
+    if a.doctor_row {
+        output::json(&metrics::doctor_row(ctx, a.doctor_zones));
+        return Ok(());
+    }
     let agent = match &a.agent_config {
         None => crate::agent::AgentConfig::defaults(),
         Some(p) => crate::agent::config::load_file(p, "--agent-config")?,

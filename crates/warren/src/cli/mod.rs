@@ -564,7 +564,8 @@ fn run(cli: Cli) -> Result<i32> {
             zones,
             scrapes,
             out,
-        }) => bench_cmd::metrics_bench(&ctx, json, &zones, scrapes, out)?,
+            daemon,
+        }) => bench_cmd::metrics_bench(&ctx, json, &zones, scrapes, out, daemon)?,
         Command::Bench(BenchCmd::Scale {
             workload,
             zones,

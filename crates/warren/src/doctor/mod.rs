@@ -59,7 +59,7 @@ pub mod probe;
 pub mod snapshot;
 pub mod thp;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 pub use admit::{admit, AdmitSnapshot};
 pub use assess::assess;
@@ -199,7 +199,7 @@ impl Plan {
 }
 
 /// How a limit compares with the plan's need.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     Ok,
@@ -231,7 +231,7 @@ impl std::fmt::Display for Verdict {
 }
 
 /// A limit's value now.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Current {
     Value(u64),
@@ -242,7 +242,7 @@ pub enum Current {
 }
 
 /// What the numbers count, for printing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Unit {
     Count,
@@ -250,7 +250,7 @@ pub enum Unit {
 }
 
 /// What to do about a limit.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Fix {
     /// Raise a sysctl (`warren doctor --fix` does it).
@@ -269,7 +269,7 @@ impl std::fmt::Display for Fix {
 }
 
 /// One limit, checked against the plan. The JSON form is the API object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {
     /// The sysctl key, or a name such as "RLIMIT_NOFILE" or "memory".
     pub limit: String,
@@ -280,7 +280,7 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<Fix>,
     /// How the need was counted, or why the limit matters (or does not).
-    #[serde(skip_serializing_if = "String::is_empty")]
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
 }
 

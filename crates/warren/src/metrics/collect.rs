@@ -33,7 +33,14 @@ pub fn collect(ctx: &Context, s: &mut Scraper) -> Result<Snapshot> {
     let meminfo = stats::meminfo(&ctx.host.proc);
     let g = |k: &str| meminfo.get(k).copied();
     let agent = agent_row(ctx, s);
-    let doctor = s.opts.doctor.then(|| doctor_row(ctx, s));
+    let doctor = if s.opts.doctor {
+        cached_doctor_row(ctx, s);
+        s.doctor.as_ref()
+    } else {
+        s.doctor.as_ref()
+    };
+    let doctor_age_seconds = doctor.map(|(at, _)| at.elapsed().as_secs_f64());
+    let doctor = doctor.map(|(_, row)| row.clone());
     Ok(Snapshot {
         zones,
         host: stat::memstat::host_memory(&meminfo),
@@ -42,6 +49,7 @@ pub fn collect(ctx: &Context, s: &mut Scraper) -> Result<Snapshot> {
         host_pressure: readers::host_pressure(&ctx.host.proc),
         agent,
         doctor,
+        doctor_age_seconds,
         collect_seconds: started.elapsed().as_secs_f64(),
     })
 }
@@ -202,28 +210,30 @@ fn agent_row(ctx: &Context, s: &mut Scraper) -> AgentRow {
     }
 }
 
-/// The doctor's verdicts for the planned density, reused for [`DOCTOR_REFRESH`]. The
-/// delegation check is read-only here (a scrape prepares nothing).
-fn doctor_row(ctx: &Context, s: &mut Scraper) -> DoctorRow {
-    if let Some((at, row)) = &s.doctor {
-        if at.elapsed() < DOCTOR_REFRESH {
-            return row.clone();
-        }
+/// The doctor's verdicts kept in `s`, run again when older than [`DOCTOR_REFRESH`].
+fn cached_doctor_row(ctx: &Context, s: &mut Scraper) {
+    if s.doctor
+        .as_ref()
+        .is_some_and(|(at, _)| at.elapsed() < DOCTOR_REFRESH)
+    {
+        return;
     }
-    let plan = doctor::Plan::new(
-        s.opts.doctor_zones.max(1),
-        1,
-        None,
-        0,
-        doctor::NetPlan::None,
-    )
-    .expect("a plan of at least one zone with one process each is valid");
+    let row = doctor_row(ctx, s.opts.doctor_zones);
+    s.doctor = Some((Instant::now(), row));
+}
+
+/// The doctor's verdicts for a planned density of `zones` (at least 1) zones of one
+/// process each, as `warren doctor --zones N` judges them, the cgroup delegation
+/// check read-only (a scrape prepares nothing). One check forks a throwaway user
+/// namespace: call it from a single-threaded process (a daemon runs `warren metrics
+/// --doctor-row` in a child).
+pub fn doctor_row(ctx: &Context, zones: u64) -> DoctorRow {
+    let plan = doctor::Plan::new(zones.max(1), 1, None, 0, doctor::NetPlan::None)
+        .expect("a plan of at least one zone with one process each is valid");
     let mut findings = doctor::assess(&doctor::read_snapshot(ctx), &plan);
     findings.extend(doctor::host_findings(ctx, false));
-    let row = DoctorRow {
+    DoctorRow {
         plan_zones: plan.zones,
         findings,
-    };
-    s.doctor = Some((Instant::now(), row.clone()));
-    row
+    }
 }

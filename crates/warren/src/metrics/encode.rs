@@ -355,6 +355,12 @@ fn host_families(s: &Snapshot) -> Vec<Family> {
             }
         }
     }
+    let mut age = Family::gauge(
+        "doctor_age",
+        Some(Seconds),
+        "How old the doctor's verdicts shown are (the daemon runs the doctor in a child every minute; an age far past that means its runs fail: see the daemon's log).",
+    );
+    age.push(vec![], f(s.doctor_age_seconds));
     let mut took = Family::gauge(
         "metrics_collect_duration",
         Some(Seconds),
@@ -363,7 +369,7 @@ fn host_families(s: &Snapshot) -> Vec<Family> {
     took.push(vec![], Some(V::F(s.collect_seconds)));
     vec![
         total, mem, kernel, avail, swap_total, swap_free, psi, pages, signal, trigger, actions,
-        last, check, plan, took,
+        last, check, plan, age, took,
     ]
 }
 

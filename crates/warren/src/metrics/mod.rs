@@ -26,8 +26,10 @@
 //! One scrape is one pass over the zones: for each, its three small state files (no
 //! lock is taken: this is a reading verb, as `warren list`) and about ten cgroup
 //! files; no process is spawned per zone and nothing is walked but a zone's private
-//! layer (cached). SPEC.md, "Metrics scrape", has the measured cost for 10, 100 and 300
-//! zones (`warren bench metrics`).
+//! layer (cached); a zone's processes are counted in one `cgroup.procs` (the pids
+//! controller's), never one per v1 hierarchy. SPEC.md, "Metrics scrape", has the
+//! measured cost for 10 to 1,000 zones (`warren bench metrics`, `--daemon` for the
+//! daemon's own `/metrics` and RSS).
 //!
 //! # Names
 //!
@@ -44,7 +46,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-pub use collect::collect;
+pub use collect::{collect, doctor_row};
 pub use encode::{encode, encode_as, Format};
 
 use crate::agent::AgentConfig;
@@ -73,7 +75,9 @@ pub struct Options {
     pub agent: AgentConfig,
     /// The density the doctor's verdicts are judged against (`warren doctor --zones`).
     pub doctor_zones: u64,
-    /// Run the doctor's checks at all (they are the slowest part of a cold scrape).
+    /// Run the doctor's checks in this process (they are the slowest part of a cold
+    /// scrape, and one forks). Off, a scrape shows the verdicts given to
+    /// [`Scraper::supply_doctor`], if any.
     pub doctor: bool,
 }
 
@@ -136,8 +140,10 @@ pub struct AgentRow {
     pub last_action_s: Vec<(String, f64)>,
 }
 
-/// The doctor's verdicts against a planned density.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// The doctor's verdicts against a planned density. Its JSON form is what
+/// `warren metrics --doctor-row` prints for a daemon (which must not fork the
+/// doctor's user-namespace check itself) to hand to [`Scraper::supply_doctor`].
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
 pub struct DoctorRow {
     pub plan_zones: u64,
     pub findings: Vec<Finding>,
@@ -153,6 +159,8 @@ pub struct Snapshot {
     pub host_pressure: Option<Pressure>,
     pub agent: AgentRow,
     pub doctor: Option<DoctorRow>,
+    /// How old the doctor's verdicts are, in seconds (0 when this scrape ran it).
+    pub doctor_age_seconds: Option<f64>,
     /// How long collecting took.
     pub collect_seconds: f64,
 }
@@ -208,6 +216,13 @@ impl Scraper {
             doctor: None,
             rates: crate::agent::sample::Rates::new(window),
         }
+    }
+
+    /// Verdicts the doctor gave elsewhere, at `at` (a daemon runs the doctor in a
+    /// child process: [`Options::doctor`] is off there). Scrapes show the latest
+    /// supplied row and its age until another is supplied.
+    pub fn supply_doctor(&mut self, row: DoctorRow, at: Instant) {
+        self.doctor = Some((at, row));
     }
 
     /// One scrape's text in `format`.

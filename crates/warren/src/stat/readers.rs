@@ -113,9 +113,15 @@ pub fn zone_cpu_ns(set: &CgroupSet) -> Option<u64> {
 }
 
 /// Processes (cgroup.procs), tasks (pids.current: processes and threads) and the cap on
-/// tasks (pids.max; `None` when "max" or absent).
+/// tasks (pids.max; `None` when "max" or absent). The processes are counted in the
+/// pids controller's directory, where every process of the zone is (one file, not
+/// one per v1 hierarchy: a scrape reads this for each of 1,000 zones); without that
+/// controller, in all of the zone's cgroups.
 pub fn zone_pids(set: &CgroupSet) -> (Option<u64>, Option<u64>, Option<u64>) {
-    let procs = set.pids().ok().map(|p| p.len() as u64);
+    let procs = match set.read("pids", "cgroup.procs") {
+        Some(text) => Some(text.lines().filter(|l| !l.trim().is_empty()).count() as u64),
+        None => set.pids().ok().map(|p| p.len() as u64),
+    };
     let tasks = read_u64(set, "pids", "pids.current");
     let max = read_u64(set, "pids", "pids.max");
     (procs, tasks, max)
@@ -165,6 +171,10 @@ pub fn parse_pressure(text: &str) -> Option<Pressure> {
 
 /// The zone's own memory PSI (v2 memory.pressure; v1 kernels do not have it per cgroup).
 pub fn zone_pressure(set: &CgroupSet) -> Option<Pressure> {
+    // v1 has no per-cgroup PSI: not even a failed open per zone.
+    if set.version == CgroupVersion::V1 {
+        return None;
+    }
     parse_pressure(&set.read("memory", "memory.pressure")?)
 }
 

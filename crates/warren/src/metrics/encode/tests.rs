@@ -104,6 +104,7 @@ fn fixture() -> Snapshot {
                 note: String::new(),
             }],
         }),
+        doctor_age_seconds: Some(12.5),
         collect_seconds: 0.004,
     }
 }
@@ -176,6 +177,7 @@ fn host_agent_and_doctor_families() {
         "warren_agent_actions_total{action=\"evict\",outcome=\"failed\"} 1",
         "warren_agent_last_action_time_seconds{action=\"evict\"} 1700000100.0",
         "warren_doctor_plan_zones 1000",
+        "warren_doctor_age_seconds 12.5",
         // The check's name is escaped, not cut.
         "warren_doctor_check{check=\"cgroup delegation \\\"memory\\\"\",verdict=\"will_fail\"} 1",
         "warren_doctor_check{check=\"cgroup delegation \\\"memory\\\"\",verdict=\"ok\"} 0",
@@ -191,6 +193,7 @@ fn each_family_is_described_once_and_empty_ones_are_left_out() {
     let mut s = fixture();
     s.zones.clear();
     s.doctor = None;
+    s.doctor_age_seconds = None;
     s.agent.actions.clear();
     s.agent.last_action_s.clear();
     let text = encode(&s);
