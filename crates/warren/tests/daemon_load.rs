@@ -211,11 +211,13 @@ fn schemathesis_finds_no_server_error() {
     let out = std::process::Command::new(&st)
         .args(["run", &format!("{base}/1.0/openapi.json"), "--url", &base])
         .args(["--checks", "not_a_server_error"])
-        // A stream that never ends; 501 by design until metrics are plugged in; and
-        // templates copied from host paths that fuzzing would invent.
+        // A stream that never ends; 501 by design until metrics are plugged in;
+        // templates copied from host paths that fuzzing would invent; and the bench,
+        // which would boot real zones for minutes (tests/daemon_verbs.rs runs it).
         .args(["--exclude-operation-id", "events"])
         .args(["--exclude-operation-id", "metrics"])
         .args(["--exclude-operation-id", "createTemplate"])
+        .args(["--exclude-operation-id", "bench"])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args([
             "--max-examples",

@@ -272,6 +272,7 @@ fn bench_runs_as_an_operation_and_a_cancel_leaves_nothing_behind() {
     });
     let o = d.json("GET", &url, None, 200);
     assert_eq!(o["status"], "cancelled", "{o}");
+    eprintln!("cancelled bench: {o}");
     assert!(o["results"][0]["zones_removed"].as_u64().unwrap() >= 1, "{o}");
     let list: Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
     let left: Vec<&Value> = list
