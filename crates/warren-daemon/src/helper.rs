@@ -432,7 +432,16 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
                 compare: Vec::new(),
                 via_oci: false,
             };
-            let results = warren::bench::run(ctx, &opts, &mut LineProgress::default())?;
+            // SIGTERM (a cancel) stops it after its current step, and its own guards
+            // remove what it made.
+            let mut lines = LineProgress::default();
+            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
+            let results = warren::bench::run(ctx, &opts, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(warren::bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let results = results?;
             if let Some(dir) = out {
                 warren::bench::write(&dir, &results)?;
             }
@@ -503,8 +512,12 @@ fn bench_cleanup(ctx: &Context, pid: u32) -> warren::Result<Value> {
     }
     let scratch = ctx.layout.root().join(format!(".bench-{pid}"));
     if scratch.exists() {
-        std::fs::remove_dir_all(&scratch)
-            .ctx(|| format!("removing the bench's scratch directory {}", scratch.display()))?;
+        std::fs::remove_dir_all(&scratch).ctx(|| {
+            format!(
+                "removing the bench's scratch directory {}",
+                scratch.display()
+            )
+        })?;
     }
     Ok(json!({ "zones_removed": zones, "templates_removed": templates }))
 }

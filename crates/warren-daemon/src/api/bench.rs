@@ -4,11 +4,13 @@
 //! (`{"progress":{"phase","pos","len"}}`) that the operation shows, then the results
 //! (`results.json`'s object) that become the operation's result.
 //!
-//! A cancel (`DELETE /1.0/operations/{id}`) does not wait for the bench's next step:
-//! the helper is killed (SIGKILL, by its pid), then a second helper removes what the
-//! bench had made (its `warren-bench-*` zones, their cgroups with them, its templates,
-//! its scratch directory), as the bench's own guards would have had it ended. One
-//! bench runs at a time: its zones' names are fixed.
+//! A cancel (`DELETE /1.0/operations/{id}`) sends the helper SIGTERM, by its pid: the
+//! bench stops after its current step and its own guards remove what it made, as
+//! `warren bench` does on Ctrl-C (`warren::bench::interrupt`). A helper that has not
+//! ended within a minute is killed (SIGKILL), and in every case a second helper then
+//! removes whatever is left (`warren-bench-*` zones, their cgroups with them, the
+//! bench's templates, its scratch directory). One bench runs at a time: its zones'
+//! names are fixed.
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -129,6 +131,21 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
     Ok(super::operations::accepted(&id))
 }
 
+/// How long a bench has, after SIGTERM, to finish its step and remove what it made.
+const GRACE: Duration = Duration::from_secs(60);
+
+/// Stop the bench helper: SIGTERM (it ends after its current step, its guards
+/// cleaning up), then SIGKILL if it has not ended within [`GRACE`].
+async fn stop(child: &mut tokio::process::Child, pid: u32) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = warren_sys::proc::kill(p, warren_sys::libc::SIGTERM);
+    }
+    if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
 /// Run the bench helper for operation `id`: progress as it comes, the result at the
 /// end, or on cancel the kill and the cleanup.
 async fn run(app: &Shared, id: &str, verb: Verb) {
@@ -164,10 +181,9 @@ async fn run(app: &Shared, id: &str, verb: Verb) {
     if let Err(e) = stdin.write_all(&body).await {
         let _ = child.start_kill();
         let _ = child.wait().await;
-        return app.ops.finish_zone(
-            id,
-            Err(failed(format!("did not take its request ({e})"))),
-        );
+        return app
+            .ops
+            .finish_zone(id, Err(failed(format!("did not take its request ({e})"))));
     }
     drop(stdin);
     let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
@@ -186,8 +202,9 @@ async fn run(app: &Shared, id: &str, verb: Verb) {
             },
             _ = tick.tick() => {
                 if app.ops.cancelling(id) {
-                    let _ = child.start_kill();
-                    let _ = child.wait().await;
+                    stop(&mut child, pid).await;
+                    // Its guards have removed what it made; this removes what a
+                    // killed one left (and finds nothing otherwise).
                     let cleanup = app.verb(Verb::BenchCleanup { pid }).await;
                     return app.ops.stopped(id, cleanup);
                 }

@@ -3,8 +3,8 @@
 //! document is checked against ([`ROUTES`]), and [`read_whole_body`], which reads every
 //! request's body before it is routed.
 
-mod host;
 mod bench;
+mod host;
 mod operations;
 mod snapshots;
 mod zones;
@@ -204,8 +204,11 @@ async fn read_whole_body(req: Request, next: axum::middleware::Next) -> Response
             {
                 too_large().into_response()
             } else {
-                ApiError::invalid("body", format!("reading the request body: {e}; send it whole"))
-                    .into_response()
+                ApiError::invalid(
+                    "body",
+                    format!("reading the request body: {e}; send it whole"),
+                )
+                .into_response()
             }
         }
     }

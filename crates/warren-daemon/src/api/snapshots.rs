@@ -24,10 +24,7 @@ use crate::state::Shared;
 
 pub fn routes() -> Router<Shared> {
     Router::new()
-        .route(
-            "/1.0/zones/{zone}/snapshots",
-            get(list).post(create),
-        )
+        .route("/1.0/zones/{zone}/snapshots", get(list).post(create))
         .route(
             "/1.0/zones/{zone}/snapshots/{snap}",
             get(show).delete(delete),
@@ -94,7 +91,10 @@ async fn show(
             zone::snapshot::list(ctx, Some(&z))?
                 .into_iter()
                 .find(|s| s.meta.name == snap)
-                .ok_or(warren::Error::NoSuchSnapshot { zone: z, name: snap })
+                .ok_or(warren::Error::NoSuchSnapshot {
+                    zone: z,
+                    name: snap,
+                })
         })
         .await?;
     Ok(Json(

@@ -17,6 +17,7 @@ pub mod breakdown;
 pub mod cgroups;
 pub mod command;
 pub mod crun;
+pub mod interrupt;
 pub mod lxc;
 pub mod metrics;
 pub mod oci;
