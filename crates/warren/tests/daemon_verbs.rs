@@ -37,6 +37,30 @@ fn exec(d: &Daemon, zone: &str, script: &str) -> (i64, String) {
     )
 }
 
+/// POST `file` as an `application/octet-stream` body to `path`; the answer as JSON.
+fn upload(d: &Daemon, file: &Path, path: &str) -> Value {
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "120", "--unix-socket"])
+        .arg(&d.socket)
+        .args([
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/octet-stream",
+            "--data-binary",
+        ])
+        .arg(format!("@{}", file.display()))
+        .arg(format!("http://warren{path}"))
+        .output()
+        .expect("curl runs (apt-get install curl)");
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "POST {path}: not JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    })
+}
+
 /// Wait for the operation a 202 answered, and return it ended.
 fn ended(d: &Daemon, started: &Value, limit: Duration) -> Value {
     let url = started["operation"].as_str().unwrap().to_string();
@@ -247,6 +271,48 @@ fn export_then_import_makes_a_zone_that_boots_and_templates_come_from_zones() {
         (Some("failure"), Some("conflict")),
         "{o}"
     );
+    // The same archive sent as the body: spooled, imported, the spool removed.
+    let up = upload(&d, &file, "/1.0/import/upload?name=dx4");
+    let o = ended(&d, &up, Duration::from_secs(120));
+    assert_eq!(o["status"], "success", "{o}");
+    assert_eq!(env.state("dx4"), "installed");
+    d.json("POST", "/1.0/zones/dx4/boot", None, 200);
+    assert_eq!(exec(&d, "dx4", "cat /etc/marker"), (0, "kept\n".into()));
+    d.json(
+        "POST",
+        "/1.0/zones/dx4/halt",
+        Some(r#"{"timeout_s":5}"#),
+        200,
+    );
+    let spooled: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".upload"))
+        .collect();
+    assert!(
+        spooled.is_empty(),
+        "the uploaded archive was removed: {spooled:?}"
+    );
+    let empty = env.root().join("empty");
+    std::fs::write(&empty, b"").unwrap();
+    let e = upload(&d, &empty, "/1.0/import/upload");
+    assert_eq!(
+        (e["code"].as_str(), e["field"].as_str()),
+        (Some("invalid_input"), Some("body")),
+        "{e}"
+    );
+    let junk = env.root().join("junk");
+    std::fs::write(&junk, b"not an archive").unwrap();
+    let o = ended(
+        &d,
+        &upload(&d, &junk, "/1.0/import/upload?name=dx5"),
+        Duration::from_secs(60),
+    );
+    assert_eq!(
+        (o["status"].as_str(), o["errors"][0]["code"].as_str()),
+        (Some("failure"), Some("invalid_input")),
+        "{o}"
+    );
     // Paths: relative is refused, a missing archive is 404.
     let e = d.json(
         "POST",
@@ -436,6 +502,10 @@ fn a_body_that_comes_after_its_headers_still_gets_the_answer() {
         ("OPTIONS", "/1.0/operations", 405),
         ("PUT", "/1.0/zones", 405),
         ("POST", "/1.0/no-such-path", 404),
+        // The upload route reads its body itself: its early refusals too.
+        ("PATCH", "/1.0/import/upload", 405),
+        ("POST", "/1.0/import/upload?name=Bad_Name", 400),
+        ("POST", "/1.0/import/upload?bogus=1", 400),
     ];
     // Over the unix socket: the late body, then a second request on the connection.
     for (method, path, want) in cases {

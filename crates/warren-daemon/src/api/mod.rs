@@ -3,6 +3,7 @@
 //! document is checked against ([`ROUTES`]), and [`read_whole_body`], which reads every
 //! request's body before it is routed.
 
+mod archives;
 mod bench;
 mod host;
 mod operations;
@@ -49,6 +50,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/1.0/zones/{zone}/snapshots/{snap}/restore"),
     ("post", "/1.0/zones/{zone}/export"),
     ("post", "/1.0/import"),
+    ("post", "/1.0/import/upload"),
     ("post", "/1.0/zones/{zone}/uninstall"),
     ("post", "/1.0/zones/{zone}/rename"),
     ("get", "/1.0/zones/{zone}/config"),
@@ -189,8 +191,13 @@ async fn root(axum::extract::State(app): axum::extract::State<Shared>) -> Respon
 /// socket the close comes with unread bytes, so the peer's next write fails; through
 /// a TCP bridge (socat) that failure ends the bridged connection, and the client sees
 /// it closed without a response (`daemon_unread_body`'s test shows both). A body
-/// larger than the limit is answered 413 without being read, as before.
+/// larger than the limit is answered 413 without being read, as before. The archive
+/// upload (`archives::UPLOAD_PATH`) is left to its handler, which streams it.
 async fn read_whole_body(req: Request, next: axum::middleware::Next) -> Response {
+    if req.method() == axum::http::Method::POST && req.uri().path() == archives::UPLOAD_PATH {
+        // An archive, streamed to a file by its handler, which reads it to its end.
+        return next.run(req).await;
+    }
     let (parts, body) = req.into_parts();
     match axum::body::to_bytes(body, MAX_BODY).await {
         Ok(bytes) => {
@@ -223,6 +230,7 @@ pub fn router(app: Shared) -> Router {
         .merge(zones::routes())
         .merge(host::routes())
         .merge(snapshots::routes())
+        .merge(archives::routes())
         .merge(bench::routes())
         .route(
             "/1.0/operations",

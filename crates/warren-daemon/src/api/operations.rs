@@ -180,6 +180,17 @@ pub(super) fn accepted(id: &str) -> Response {
 /// One long verb (`name`: export, import) on `subject` as an operation of one zone;
 /// its result object is the operation's only result.
 pub(super) fn one(app: &Shared, name: &str, subject: &str, verb: Verb) -> Response {
+    one_then(app, name, subject, verb, || ())
+}
+
+/// [`one`], then `after` once the verb has ended (an uploaded archive is removed).
+pub(super) fn one_then(
+    app: &Shared,
+    name: &str,
+    subject: &str,
+    verb: Verb,
+    after: impl FnOnce() + Send + 'static,
+) -> Response {
     let id = app.ops.start(name, 1);
     let (task_app, task_id, subject) = (app.clone(), id.clone(), subject.to_string());
     tokio::spawn(async move {
@@ -188,6 +199,7 @@ pub(super) fn one(app: &Shared, name: &str, subject: &str, verb: Verb) -> Respon
             task_app.ops.finish_zone(&task_id, r);
         }
         task_app.ops.finish(&task_id);
+        after();
     });
     accepted(&id)
 }

@@ -1,11 +1,6 @@
-//! `/1.0/zones/{zone}/snapshots[/{snap}]`, `/1.0/zones/{zone}/export` and
-//! `/1.0/import`: the verbs of docs/snapshots.md. Listing reads the library on a
-//! blocking thread; create, restore and delete run in the helper like every changing
-//! verb; export and import can take minutes, so they are operations ([`super::operations::one`])
-//! that write and read archives at host paths the caller names (root only, as every
-//! changing request).
-
-use std::path::PathBuf;
+//! `/1.0/zones/{zone}/snapshots[/{snap}]`: the snapshot verbs of docs/snapshots.md.
+//! Listing reads the library on a blocking thread; create, restore and delete run in
+//! the helper like every changing verb. Export and import are in [`super::archives`].
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -17,7 +12,7 @@ use serde_json::Value;
 use warren::zone;
 
 use super::zones::checked;
-use super::{Body, MaybeBody};
+use super::MaybeBody;
 use crate::error::{ApiError, ApiResult};
 use crate::helper::Verb;
 use crate::state::Shared;
@@ -30,8 +25,6 @@ pub fn routes() -> Router<Shared> {
             get(show).delete(delete),
         )
         .route("/1.0/zones/{zone}/snapshots/{snap}/restore", post(restore))
-        .route("/1.0/zones/{zone}/export", post(export))
-        .route("/1.0/import", post(import))
 }
 
 /// A snapshot name the library would refuse, refused before a process is started
@@ -48,22 +41,6 @@ pub(super) fn checked_snapshot(zone: &str, name: &str) -> ApiResult<()> {
             Err(e)
         }
     }
-}
-
-/// A host path in a body: absolute, so it does not depend on the daemon's cwd.
-fn absolute(zone: Option<&str>, field: &str, p: &std::path::Path) -> ApiResult<()> {
-    if p.is_absolute() {
-        return Ok(());
-    }
-    let mut e = ApiError::invalid(
-        field,
-        format!(
-            "\"{field}\" {:?} is relative; give an absolute path on the daemon's host",
-            p.display().to_string()
-        ),
-    );
-    e.zone = zone.map(str::to_string);
-    Err(e)
 }
 
 async fn list(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
@@ -155,79 +132,4 @@ async fn delete(
         })
         .await?,
     ))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ExportBody {
-    /// Where to write the archive on the daemon's host (absolute; replaced if it exists).
-    path: PathBuf,
-    /// Put the template's root in the archive too (`--with-template`).
-    #[serde(default)]
-    with_template: bool,
-    /// Export this snapshot instead of the zone's current layer (`--snapshot`).
-    snapshot: Option<String>,
-}
-
-/// `warren export`: an operation (202) whose result is the export report.
-async fn export(
-    State(app): State<Shared>,
-    Path(z): Path<String>,
-    Body(b): Body<ExportBody>,
-) -> ApiResult<Response> {
-    checked(&z)?;
-    absolute(Some(&z), "path", &b.path)?;
-    if let Some(s) = &b.snapshot {
-        checked_snapshot(&z, s)?;
-    }
-    let verb = Verb::Export {
-        zone: z.clone(),
-        file: b.path,
-        with_template: b.with_template,
-        snapshot: b.snapshot,
-    };
-    Ok(super::operations::one(&app, "export", &z, verb))
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ImportBody {
-    /// The archive 'warren export' wrote, on the daemon's host (absolute).
-    path: PathBuf,
-    /// The new zone's name; none: the name in the archive.
-    name: Option<String>,
-    /// Make the template from the archive when this host lacks it (`--with-template`).
-    #[serde(default)]
-    with_template: bool,
-}
-
-/// `warren import`: an operation (202) whose result is the import report.
-async fn import(State(app): State<Shared>, Body(b): Body<ImportBody>) -> ApiResult<Response> {
-    if let Some(n) = &b.name {
-        checked(n)?;
-    }
-    absolute(b.name.as_deref(), "path", &b.path)?;
-    if !b.path.is_file() {
-        let mut e = ApiError::new(
-            404,
-            "not_found",
-            format!(
-                "import {}: no such archive; give the path of a file 'warren export' wrote",
-                b.path.display()
-            ),
-        );
-        e.field = Some("path".into());
-        e.zone = b.name.clone();
-        return Err(e);
-    }
-    let subject = b
-        .name
-        .clone()
-        .unwrap_or_else(|| b.path.display().to_string());
-    let verb = Verb::Import {
-        file: b.path,
-        zone: b.name,
-        with_template: b.with_template,
-    };
-    Ok(super::operations::one(&app, "import", &subject, verb))
 }
