@@ -4,6 +4,9 @@
 //! regression test of schemathesis's "closed without response": a request whose body
 //! arrives after its headers still gets its answer.
 
+#[path = "oci_image/build.rs"]
+#[allow(dead_code)]
+mod build;
 mod common;
 mod daemon_client;
 
@@ -375,6 +378,56 @@ fn export_then_import_makes_a_zone_that_boots_and_templates_come_from_zones() {
         404,
     );
     assert_eq!(e["zone"], "nozone", "{e}");
+}
+
+#[test]
+fn templates_come_from_oci_archives_with_the_image_chosen() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let layer = build::tar_of(&[build::dir("etc/"), build::file("etc/from-oci", b"yes")]);
+    let opts = build::Opts {
+        refs: vec!["localhost/app:1".into(), "localhost/app:2".into()],
+        ..Default::default()
+    };
+    let layout = build::write(&env.root().join("img"), &[(layer, build::Comp::Gzip)], opts);
+    let archive = layout.to_tar();
+    // Two images: "image" chooses, as --image does, with the CLI's message.
+    let body = serde_json::json!({ "name": "ocit", "from": "oci", "path": archive });
+    let e = d.json("POST", "/1.0/templates", Some(&body.to_string()), 400);
+    assert!(
+        e["message"]
+            .as_str()
+            .unwrap()
+            .contains("choose one with --image"),
+        "{e}"
+    );
+    let body =
+        serde_json::json!({ "name": "ocit", "from": "oci", "path": archive, "image": "app:2" });
+    let t = d.json("POST", "/1.0/templates", Some(&body.to_string()), 201);
+    assert_eq!(t["name"], "ocit", "{t}");
+    let i = d.json("GET", "/1.0/templates/ocit", None, 200);
+    assert!(
+        i.to_string().contains("app:2"),
+        "the image is in the manifest: {i}"
+    );
+    let root = env.root().join("templates/ocit/root/etc/from-oci");
+    assert_eq!(std::fs::read_to_string(root).unwrap(), "yes");
+    // "image" without "from": "oci", and "oci" without a path, are refused up front.
+    let e = d.json(
+        "POST",
+        "/1.0/templates",
+        Some(r#"{"name":"t4","from":"busybox","image":"x"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "image", "{e}");
+    let e = d.json(
+        "POST",
+        "/1.0/templates",
+        Some(r#"{"name":"t5","from":"oci"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "path", "{e}");
+    d.json("DELETE", "/1.0/templates/ocit", None, 200);
 }
 
 /// The cgroup directories under this root's group whose names contain `needle`.
