@@ -216,6 +216,26 @@ fn snapshots_restore_files_and_suspend_resume_through_the_api() {
         404,
     );
     assert_eq!(e["field"], "snapshot", "{e}");
+    // The journal has the events the CLI's verbs write, in order.
+    let events: Value = serde_json::from_str(&env.ok(&["events", "--json"]).stdout).unwrap();
+    let actions: Vec<String> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["zone"] == "dv1")
+        .filter_map(|e| e["action"].as_str().map(str::to_string))
+        .collect();
+    let want = [
+        "snapshot-created",
+        "suspended",
+        "resumed",
+        "snapshot-restored",
+    ];
+    let mut at = actions.iter();
+    assert!(
+        want.iter().all(|w| at.any(|a| a == w)),
+        "the journal has {want:?} in order: {actions:?}"
+    );
     // Delete the snapshot: the list is empty for both.
     d.json("DELETE", "/1.0/zones/dv1/snapshots/s1", None, 200);
     assert_eq!(
