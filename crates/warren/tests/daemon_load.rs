@@ -199,7 +199,7 @@ fn schemathesis_finds_no_server_error() {
         .port();
     // socat's errors: a "Broken pipe" is a request whose body the daemon left unread
     // when it closed the connection (what once made schemathesis see a connection
-    // closed without a response; tests/daemon_verbs.rs has the focused test).
+    // closed without a response; tests/daemon_body.rs has the focused test).
     let socat_log = env.root().join("socat.log");
     let _bridge = ChildGuard(
         std::process::Command::new("socat")
