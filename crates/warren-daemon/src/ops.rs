@@ -229,6 +229,38 @@ mod tests {
     }
 
     #[test]
+    fn a_long_verb_shows_progress_and_a_stopped_one_ends_cancelled() {
+        let ops = Operations::default();
+        let id = ops.start("bench", 1);
+        assert!(ops.begin_zone(&id, "bench"));
+        ops.progress(
+            &id,
+            serde_json::json!({"phase": "warren N=10 boot", "pos": 3, "len": 10}),
+        );
+        assert_eq!(
+            ops.get(&id)
+                .and_then(|o| o.progress)
+                .map(|p| p["pos"].clone()),
+            Some(3.into())
+        );
+        assert!(!ops.cancelling(&id));
+        assert_eq!(ops.cancel(&id), Some(true));
+        assert!(ops.cancelling(&id));
+        ops.stopped(&id, Ok(serde_json::json!({"zones_removed": 4})));
+        ops.finish(&id);
+        let o = ops.get(&id).expect("kept");
+        assert_eq!(
+            (o.status, o.done, o.results.len()),
+            (Status::Cancelled, 0, 1)
+        );
+        assert_eq!(
+            ops.cancel(&id),
+            Some(false),
+            "an ended operation is not cancelled again"
+        );
+    }
+
+    #[test]
     fn a_failed_zone_makes_a_failed_operation() {
         let ops = Operations::default();
         let id = ops.start("halt", 1);
