@@ -96,6 +96,11 @@ fn snapshots_restore_files_and_suspend_resume_through_the_api() {
     let l = d.json("GET", "/1.0/zones/dv1/snapshots", None, 200);
     assert_eq!(l.as_array().map(Vec::len), Some(1), "{l}");
     assert_eq!(
+        d.json("GET", "/1.0/snapshots", None, 200),
+        l,
+        "one zone, one snapshot"
+    );
+    assert_eq!(
         d.json("GET", "/1.0/zones/dv1/snapshots/s1", None, 200)["name"],
         "s1"
     );

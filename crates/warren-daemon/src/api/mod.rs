@@ -43,6 +43,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/1.0/zones/{zone}/reboot"),
     ("post", "/1.0/zones/{zone}/suspend"),
     ("post", "/1.0/zones/{zone}/resume"),
+    ("get", "/1.0/snapshots"),
     ("get", "/1.0/zones/{zone}/snapshots"),
     ("post", "/1.0/zones/{zone}/snapshots"),
     ("get", "/1.0/zones/{zone}/snapshots/{snap}"),

@@ -19,6 +19,7 @@ use crate::state::Shared;
 
 pub fn routes() -> Router<Shared> {
     Router::new()
+        .route("/1.0/snapshots", get(list_all))
         .route("/1.0/zones/{zone}/snapshots", get(list).post(create))
         .route(
             "/1.0/zones/{zone}/snapshots/{snap}",
@@ -41,6 +42,14 @@ pub(super) fn checked_snapshot(zone: &str, name: &str) -> ApiResult<()> {
             Err(e)
         }
     }
+}
+
+/// `warren snapshot list --json`: every zone's snapshots.
+async fn list_all(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    let v = app.read(|ctx| zone::snapshot::list(ctx, None)).await?;
+    Ok(Json(
+        serde_json::to_value(v).expect("API objects serialise"),
+    ))
 }
 
 async fn list(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
