@@ -138,6 +138,23 @@ pub enum Verb {
     BenchCleanup {
         pid: u32,
     },
+    ProfileCreate {
+        name: String,
+        set: Vec<String>,
+    },
+    ProfileSet {
+        name: String,
+        set: Vec<String>,
+    },
+    ProfileUnset {
+        name: String,
+        keys: Vec<String>,
+    },
+    ProfileDelete {
+        name: String,
+    },
+    /// `warren gc` (it skips busy zones without waiting).
+    Gc,
 }
 
 /// Where a config change goes (`--live-only`, `--next-boot`).
@@ -192,6 +209,11 @@ impl Verb {
             | Verb::TemplatePublish { name, .. }
             | Verb::TemplateOci { name, .. } => name,
             Verb::Bench { .. } | Verb::BenchCleanup { .. } => "bench",
+            Verb::ProfileCreate { name, .. }
+            | Verb::ProfileSet { name, .. }
+            | Verb::ProfileUnset { name, .. }
+            | Verb::ProfileDelete { name } => name,
+            Verb::Gc => "gc",
         }
     }
 }
@@ -448,6 +470,19 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             to_json(&results)
         }
         Verb::BenchCleanup { pid } => bench_cleanup(ctx, pid)?,
+        Verb::ProfileCreate { name, set } => {
+            to_json(&warren::profile::create(&ctx.layout, &name, &set)?)
+        }
+        Verb::ProfileSet { name, set } => to_json(&warren::profile::set(&ctx.layout, &name, &set)?),
+        Verb::ProfileUnset { name, keys } => {
+            to_json(&warren::profile::unset(&ctx.layout, &name, &keys)?)
+        }
+        Verb::ProfileDelete { name } => {
+            warren::profile::delete(&ctx.layout, &name)?;
+            json!({ "profile": name, "verb": "delete", "changed": true })
+        }
+        // Bounded by the daemon's lock wait, as the CLI's gc by --wait.
+        Verb::Gc => to_json(&zone::gc(ctx)?),
     })
 }
 

@@ -453,6 +453,57 @@ fn templates_come_from_oci_archives_with_the_image_chosen() {
     d.json("DELETE", "/1.0/templates/ocit", None, 200);
 }
 
+#[test]
+fn profiles_and_gc_through_the_api() {
+    let env = Env::new();
+    zones(&env, &[]);
+    let d = Daemon::start(&env, &[]);
+    let body = r#"{"name":"small","set":["memory.max=64M"]}"#;
+    d.json("POST", "/1.0/profiles", Some(body), 201);
+    let e = d.json("POST", "/1.0/profiles", Some(body), 409);
+    assert_eq!(e["code"], "conflict", "{e}");
+    let cli: Value = serde_json::from_str(&env.ok(&["profile", "list", "--json"]).stdout).unwrap();
+    assert_eq!(d.json("GET", "/1.0/profiles", None, 200), cli);
+    d.json(
+        "PATCH",
+        "/1.0/profiles/small",
+        Some(r#"{"set":["max-processes=100"]}"#),
+        200,
+    );
+    d.json(
+        "PATCH",
+        "/1.0/profiles/small",
+        Some(r#"{"unset":["memory.max"]}"#),
+        200,
+    );
+    let p = d.json("GET", "/1.0/profiles/small", None, 200);
+    assert_eq!(p["config"]["max-processes"], 100, "{p}");
+    assert!(p["config"].get("memory.max").is_none(), "{p}");
+    // A zone made with it through the API has its keys.
+    d.json(
+        "POST",
+        "/1.0/zones",
+        Some(r#"{"name":"dp1","template":"bb","profiles":["small"]}"#),
+        201,
+    );
+    assert!(env
+        .ok(&["config", "get", "dp1", "max-processes"])
+        .stdout
+        .contains("100"));
+    d.json("DELETE", "/1.0/profiles/small", None, 200);
+    let e = d.json("GET", "/1.0/profiles/small", None, 404);
+    assert_eq!(e["code"], "not_found", "{e}");
+    let e = d.json("POST", "/1.0/profiles", Some(r#"{"name":"Bad_P"}"#), 400);
+    assert_eq!(e["field"], "profile name", "{e}");
+    let e = d.json("PATCH", "/1.0/profiles/small", Some("{}"), 400);
+    assert_eq!(e["field"], "set", "{e}");
+    // gc: its report, as the CLI's.
+    let g = d.json("POST", "/1.0/gc", None, 200);
+    for k in ["removed", "incomplete", "skipped", "repaired"] {
+        assert!(g[k].is_array(), "{k}: {g}");
+    }
+}
+
 /// The cgroup directories under this root's group whose names contain `needle`.
 fn cgroups_named(env: &Env, needle: &str) -> Vec<String> {
     fn walk(dir: &Path, needle: &str, out: &mut Vec<String>) {

@@ -7,6 +7,7 @@ mod archives;
 mod bench;
 mod host;
 mod operations;
+mod profiles;
 mod snapshots;
 mod zones;
 
@@ -65,6 +66,12 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/templates/{name}"),
     ("delete", "/1.0/templates/{name}"),
     ("post", "/1.0/bench"),
+    ("get", "/1.0/profiles"),
+    ("post", "/1.0/profiles"),
+    ("get", "/1.0/profiles/{name}"),
+    ("patch", "/1.0/profiles/{name}"),
+    ("delete", "/1.0/profiles/{name}"),
+    ("post", "/1.0/gc"),
     ("get", "/1.0/info"),
     ("get", "/1.0/stat"),
     ("get", "/1.0/memstat"),
@@ -233,6 +240,7 @@ pub fn router(app: Shared) -> Router {
         .merge(snapshots::routes())
         .merge(archives::routes())
         .merge(bench::routes())
+        .merge(profiles::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),
