@@ -155,6 +155,11 @@ pub enum Verb {
     },
     /// `warren gc` (it skips busy zones without waiting).
     Gc,
+    /// `warren proc-views [--refresh]`: it takes each zone's lock, and a refresh
+    /// enters zones' mount namespaces, so it runs here like a changing verb.
+    ProcViews {
+        refresh: bool,
+    },
 }
 
 /// Where a config change goes (`--live-only`, `--next-boot`).
@@ -214,6 +219,7 @@ impl Verb {
             | Verb::ProfileUnset { name, .. }
             | Verb::ProfileDelete { name } => name,
             Verb::Gc => "gc",
+            Verb::ProcViews { .. } => "proc-views",
         }
     }
 }
@@ -483,6 +489,7 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
         }
         // Bounded by the daemon's lock wait, as the CLI's gc by --wait.
         Verb::Gc => to_json(&zone::gc(ctx)?),
+        Verb::ProcViews { refresh } => to_json(&zone::proc_views(ctx, refresh)?),
     })
 }
 

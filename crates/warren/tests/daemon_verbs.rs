@@ -497,6 +497,21 @@ fn profiles_and_gc_through_the_api() {
     assert_eq!(e["field"], "profile name", "{e}");
     let e = d.json("PATCH", "/1.0/profiles/small", Some("{}"), 400);
     assert_eq!(e["field"], "set", "{e}");
+    // proc-views of a running zone, as the CLI's; a refresh answers the same rows.
+    d.json("POST", "/1.0/zones/dp1/install", None, 200);
+    d.json("POST", "/1.0/zones/dp1/boot", None, 200);
+    let v = d.json("GET", "/1.0/proc-views", None, 200);
+    let cli: Value = serde_json::from_str(&env.ok(&["proc-views", "--json"]).stdout).unwrap();
+    assert_eq!(v, cli, "the API's proc-views are the CLI's");
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "one running zone: {v}");
+    let r = d.json("POST", "/1.0/proc-views", None, 200);
+    assert_eq!(r.as_array().map(Vec::len), Some(1), "{r}");
+    d.json(
+        "POST",
+        "/1.0/zones/dp1/halt",
+        Some(r#"{"timeout_s":5}"#),
+        200,
+    );
     // gc: its report, as the CLI's.
     let g = d.json("POST", "/1.0/gc", None, 200);
     for k in ["removed", "incomplete", "skipped", "repaired"] {

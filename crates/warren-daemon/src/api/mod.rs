@@ -72,6 +72,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("patch", "/1.0/profiles/{name}"),
     ("delete", "/1.0/profiles/{name}"),
     ("post", "/1.0/gc"),
+    ("get", "/1.0/proc-views"),
+    ("post", "/1.0/proc-views"),
     ("get", "/1.0/info"),
     ("get", "/1.0/stat"),
     ("get", "/1.0/memstat"),

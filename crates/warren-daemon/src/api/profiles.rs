@@ -1,6 +1,8 @@
-//! `/1.0/profiles[/{name}]` and `/1.0/gc`: `warren profile ...` (named sets of config
-//! keys new zones start from, docs/cli.md) and `warren gc`. Reading calls the library
-//! on a blocking thread; changing runs in the helper, as every changing verb.
+//! `/1.0/profiles[/{name}]`, `/1.0/gc` and `/1.0/proc-views`: `warren profile ...`
+//! (named sets of config keys new zones start from, docs/cli.md), `warren gc` and
+//! `warren proc-views` (docs/proc-views.md). Reading calls the library on a blocking
+//! thread; changing runs in the helper, as every changing verb (and proc-views, which
+//! takes the zones' locks).
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -23,6 +25,7 @@ pub fn routes() -> Router<Shared> {
             get(show).patch(change).delete(delete),
         )
         .route("/1.0/gc", post(gc))
+        .route("/1.0/proc-views", get(proc_views).post(proc_views_refresh))
 }
 
 /// A profile name the library would refuse (`default` is the profile every new zone
@@ -121,4 +124,14 @@ async fn delete(State(app): State<Shared>, Path(name): Path<String>) -> ApiResul
 /// zones skipped, never waited for.
 async fn gc(State(app): State<Shared>) -> ApiResult<Json<Value>> {
     Ok(Json(app.verb(Verb::Gc).await?))
+}
+
+/// `warren proc-views --json`: each running zone's /proc views, wanted and attached.
+async fn proc_views(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(Json(app.verb(Verb::ProcViews { refresh: false }).await?))
+}
+
+/// `warren proc-views --refresh --json`: re-attach the views of running zones.
+async fn proc_views_refresh(State(app): State<Shared>) -> ApiResult<Json<Value>> {
+    Ok(Json(app.verb(Verb::ProcViews { refresh: true }).await?))
 }
