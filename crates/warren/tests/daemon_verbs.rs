@@ -10,6 +10,7 @@ mod common;
 mod daemon_client;
 
 use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use common::{require_busybox, Env};
@@ -107,6 +108,33 @@ fn snapshots_restore_files_and_suspend_resume_through_the_api() {
     // Change a file, then restore: the file is as it was at the snapshot.
     d.json("POST", "/1.0/zones/dv1/boot", None, 200);
     assert_eq!(exec(&d, "dv1", "echo changed > /etc/marker").0, 0);
+    // A file in and out through /files (warren cp), as the zone sees it.
+    let put = Command::new("curl")
+        .args(["-sS", "--unix-socket"])
+        .arg(&d.socket)
+        .args([
+            "-X",
+            "PUT",
+            "-H",
+            "content-type: application/octet-stream",
+            "--data-binary",
+            "hello from the API",
+        ])
+        .arg("http://warren/1.0/zones/dv1/files?path=/etc/greeting&mode=0640")
+        .output()
+        .unwrap();
+    let r: Value = serde_json::from_slice(&put.stdout).unwrap();
+    assert_eq!(r["direction"], "in", "{r}");
+    assert_eq!(
+        exec(&d, "dv1", "cat /etc/greeting; stat -c ' %a' /etc/greeting"),
+        (0, "hello from the API 640\n".into())
+    );
+    let (status, text) = d.curl("GET", "/1.0/zones/dv1/files?path=/etc/greeting", None);
+    assert_eq!((status, text.as_str()), (200, "hello from the API"));
+    let e = d.json("GET", "/1.0/zones/dv1/files?path=/no/such", None, 404);
+    assert_eq!(e["zone"], "dv1", "{e}");
+    let e = d.json("GET", "/1.0/zones/dv1/files?path=etc/x", None, 400);
+    assert_eq!(e["field"], "path", "{e}");
     // Suspend and resume, idempotent as the CLI.
     let sp = d.json("POST", "/1.0/zones/dv1/suspend", None, 200);
     assert_eq!(sp["changed"], true, "{sp}");

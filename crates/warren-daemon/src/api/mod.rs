@@ -5,6 +5,7 @@
 
 mod archives;
 mod bench;
+mod files;
 mod host;
 mod operations;
 mod profiles;
@@ -60,6 +61,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/zones/{zone}/config/{key}"),
     ("delete", "/1.0/zones/{zone}/config/{key}"),
     ("get", "/1.0/zones/{zone}/logs"),
+    ("get", "/1.0/zones/{zone}/files"),
+    ("put", "/1.0/zones/{zone}/files"),
     ("post", "/1.0/zones/{zone}/exec"),
     ("get", "/1.0/templates"),
     ("post", "/1.0/templates"),
@@ -243,6 +246,7 @@ pub fn router(app: Shared) -> Router {
         .merge(archives::routes())
         .merge(bench::routes())
         .merge(profiles::routes())
+        .merge(files::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),
