@@ -111,6 +111,7 @@ impl ApiError {
             Error::InvalidName { kind, .. } => (None, Some(format!("{kind} name"))),
             Error::NoSuchZone(z) | Error::ZoneExists(z) => (Some(z.clone()), None),
             Error::NoSuchTemplate(_) => (None, Some("template".into())),
+            Error::NoSuchSnapshot { zone, .. } => (Some(zone.clone()), Some("snapshot".into())),
             Error::WrongState { zone, .. } => (Some(zone.clone()), Some("state".into())),
             Error::HostLimit { zone, limit, .. } => (Some(zone.clone()), Some(limit.clone())),
             Error::BadConfigFile { zone, .. } => (Some(zone.clone()), Some("config".into())),

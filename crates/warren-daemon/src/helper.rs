@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use warren::error::IoContext;
 use warren::layout::{HostPaths, Layout};
 use warren::storage::template::{self, Source};
 use warren::zone::{self, ApplyTo, Context, Outcome};
@@ -37,6 +38,9 @@ pub enum Verb {
     Clone {
         source: String,
         zone: String,
+        /// Clone the source's snapshot of this name (`clone --snapshot`).
+        #[serde(default)]
+        snapshot: Option<String>,
     },
     Boot {
         zone: String,
@@ -79,6 +83,83 @@ pub enum Verb {
     TemplateDelete {
         name: String,
     },
+    /// `template create NAME --from-zone ZONE`.
+    TemplatePublish {
+        name: String,
+        zone: String,
+    },
+    /// `template create NAME --from-oci ARCHIVE [--image REF]`.
+    TemplateOci {
+        name: String,
+        archive: PathBuf,
+        image: Option<String>,
+    },
+    Suspend {
+        zone: String,
+    },
+    Resume {
+        zone: String,
+    },
+    SnapshotCreate {
+        zone: String,
+        name: Option<String>,
+    },
+    SnapshotRestore {
+        zone: String,
+        name: String,
+    },
+    SnapshotDelete {
+        zone: String,
+        name: String,
+    },
+    /// `export ZONE FILE [--with-template] [--snapshot NAME]`.
+    Export {
+        zone: String,
+        file: PathBuf,
+        with_template: bool,
+        snapshot: Option<String>,
+    },
+    /// `import FILE [NAME] [--with-template]`; `zone` is the name given, if any.
+    Import {
+        file: PathBuf,
+        zone: Option<String>,
+        with_template: bool,
+    },
+    /// `bench density --zones STEPS`: progress lines (`{"progress": ...}`) on stdout
+    /// before the reply, whose object is `results.json`'s.
+    Bench {
+        steps: Vec<usize>,
+        busybox: bool,
+        idle_ms: u64,
+        /// Also write results.json, report.md and the charts there (`--out`).
+        out: Option<PathBuf>,
+    },
+    /// Remove what a killed `bench` left: its zones, its templates, its scratch dir.
+    BenchCleanup {
+        pid: u32,
+    },
+    ProfileCreate {
+        name: String,
+        set: Vec<String>,
+    },
+    ProfileSet {
+        name: String,
+        set: Vec<String>,
+    },
+    ProfileUnset {
+        name: String,
+        keys: Vec<String>,
+    },
+    ProfileDelete {
+        name: String,
+    },
+    /// `warren gc` (it skips busy zones without waiting).
+    Gc,
+    /// `warren proc-views [--refresh]`: it takes each zone's lock, and a refresh
+    /// enters zones' mount namespaces, so it runs here like a changing verb.
+    ProcViews {
+        refresh: bool,
+    },
 }
 
 /// Where a config change goes (`--live-only`, `--next-boot`).
@@ -92,14 +173,18 @@ pub enum Apply {
 }
 
 /// The kinds of template the CLI makes (`--from host`, `--from-dir`, `--from-tar`,
-/// `--busybox`).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+/// `--busybox`, `--from-oci`, `--from-zone`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TemplateFrom {
     Host,
     Dir,
     Tar,
     Busybox,
+    /// An OCI image archive (`path`, and `image` to pick one of several).
+    Oci,
+    /// An installed zone's root (`zone`): the API sends [`Verb::TemplatePublish`].
+    Zone,
 }
 
 impl Verb {
@@ -116,8 +201,25 @@ impl Verb {
             | Verb::Delete { zone, .. }
             | Verb::Rename { zone, .. }
             | Verb::ConfigSet { zone, .. }
-            | Verb::ConfigUnset { zone, .. } => zone,
-            Verb::TemplateCreate { name, .. } | Verb::TemplateDelete { name } => name,
+            | Verb::ConfigUnset { zone, .. }
+            | Verb::Suspend { zone }
+            | Verb::Resume { zone }
+            | Verb::SnapshotCreate { zone, .. }
+            | Verb::SnapshotRestore { zone, .. }
+            | Verb::SnapshotDelete { zone, .. }
+            | Verb::Export { zone, .. } => zone,
+            Verb::Import { zone, .. } => zone.as_deref().unwrap_or(""),
+            Verb::TemplateCreate { name, .. }
+            | Verb::TemplateDelete { name }
+            | Verb::TemplatePublish { name, .. }
+            | Verb::TemplateOci { name, .. } => name,
+            Verb::Bench { .. } | Verb::BenchCleanup { .. } => "bench",
+            Verb::ProfileCreate { name, .. }
+            | Verb::ProfileSet { name, .. }
+            | Verb::ProfileUnset { name, .. }
+            | Verb::ProfileDelete { name } => name,
+            Verb::Gc => "gc",
+            Verb::ProcViews { .. } => "proc-views",
         }
     }
 }
@@ -206,10 +308,17 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             to_json(&cfg)
         }
         Verb::Install { zone: z } => result(&z, "install", &zone::install(ctx, &z)?),
-        Verb::Clone { source, zone: z } => {
-            zone::clone(ctx, &source, &z)?;
+        Verb::Clone {
+            source,
+            zone: z,
+            snapshot,
+        } => {
+            zone::clone_from(ctx, &source, &z, snapshot.as_deref())?;
             let mut v = result(&z, "clone", &Outcome::Done);
             v["source"] = json!(source);
+            if let Some(s) = snapshot {
+                v["snapshot"] = json!(s);
+            }
             v
         }
         Verb::Boot { zone: z, watch_ms } => {
@@ -258,9 +367,18 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
                 (TemplateFrom::Busybox, _) => Source::Busybox,
                 (TemplateFrom::Dir, Some(p)) => Source::Dir(p),
                 (TemplateFrom::Tar, Some(p)) => Source::Tar(p),
-                (TemplateFrom::Dir | TemplateFrom::Tar, None) => {
+                (TemplateFrom::Oci, Some(archive)) => Source::Oci {
+                    archive,
+                    image: None,
+                },
+                (TemplateFrom::Dir | TemplateFrom::Tar | TemplateFrom::Oci, None) => {
                     return Err(warren::Error::Invalid(
-                        "templates from a directory or a tarball need \"path\": the host path to copy from".into(),
+                        "templates from a directory, a tarball or an OCI archive need \"path\": the host path to copy from".into(),
+                    ))
+                }
+                (TemplateFrom::Zone, _) => {
+                    return Err(warren::Error::Invalid(
+                        "a template from a zone is the verb template_publish (\"zone\": the zone to publish)".into(),
                     ))
                 }
             };
@@ -271,7 +389,179 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             template::delete(&ctx.layout, &name)?;
             json!({ "template": name, "verb": "delete", "changed": true })
         }
+        Verb::TemplatePublish { name, zone: z } => {
+            to_json(&zone::publish::publish(ctx, &name, &z)?)
+        }
+        Verb::TemplateOci {
+            name,
+            archive,
+            image,
+        } => {
+            let (kind, _) = warren::storage::choose(ctx.layout.root(), &ctx.host.proc)?;
+            let source = Source::Oci { archive, image };
+            to_json(&template::create(&ctx.layout, &name, &source, kind)?)
+        }
+        Verb::Suspend { zone: z } => {
+            let (o, r) = zone::suspend(ctx, &z)?;
+            with_report(result(&z, "suspend", &o), &o, &r)
+        }
+        Verb::Resume { zone: z } => {
+            let (o, r) = zone::resume(ctx, &z)?;
+            with_report(result(&z, "resume", &o), &o, &r)
+        }
+        Verb::SnapshotCreate { zone: z, name } => {
+            to_json(&zone::snapshot::create(ctx, &z, name.as_deref())?)
+        }
+        Verb::SnapshotRestore { zone: z, name } => {
+            zone::snapshot::restore(ctx, &z, &name)?;
+            snapshot_result(&z, "snapshot-restore", &name)
+        }
+        Verb::SnapshotDelete { zone: z, name } => {
+            zone::snapshot::delete(ctx, &z, &name)?;
+            snapshot_result(&z, "snapshot-delete", &name)
+        }
+        Verb::Export {
+            zone: z,
+            file,
+            with_template,
+            snapshot,
+        } => to_json(&zone::archive::export(
+            ctx,
+            &z,
+            &file,
+            with_template,
+            snapshot.as_deref(),
+        )?),
+        Verb::Import {
+            file,
+            zone: z,
+            with_template,
+        } => to_json(&zone::archive::import(
+            ctx,
+            &file,
+            z.as_deref(),
+            with_template,
+        )?),
+        Verb::Bench {
+            steps,
+            busybox,
+            idle_ms,
+            out,
+        } => {
+            let opts = warren::bench::Options {
+                steps,
+                template: if busybox {
+                    warren::bench::TemplateKind::Busybox
+                } else {
+                    warren::bench::TemplateKind::Host
+                },
+                bridge: false,
+                idle: Duration::from_millis(idle_ms),
+                compare: Vec::new(),
+                via_oci: false,
+            };
+            // SIGTERM (a cancel) stops it after its current step, and its own guards
+            // remove what it made.
+            let mut lines = LineProgress::default();
+            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
+            let results = warren::bench::run(ctx, &opts, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(warren::bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let results = results?;
+            if let Some(dir) = out {
+                warren::bench::write(&dir, &results)?;
+            }
+            to_json(&results)
+        }
+        Verb::BenchCleanup { pid } => bench_cleanup(ctx, pid)?,
+        Verb::ProfileCreate { name, set } => {
+            to_json(&warren::profile::create(&ctx.layout, &name, &set)?)
+        }
+        Verb::ProfileSet { name, set } => to_json(&warren::profile::set(&ctx.layout, &name, &set)?),
+        Verb::ProfileUnset { name, keys } => {
+            to_json(&warren::profile::unset(&ctx.layout, &name, &keys)?)
+        }
+        Verb::ProfileDelete { name } => {
+            warren::profile::delete(&ctx.layout, &name)?;
+            json!({ "profile": name, "verb": "delete", "changed": true })
+        }
+        // Bounded by the daemon's lock wait, as the CLI's gc by --wait.
+        Verb::Gc => to_json(&zone::gc(ctx)?),
+        Verb::ProcViews { refresh } => to_json(&zone::proc_views(ctx, refresh)?),
     })
+}
+
+/// The CLI's `--json` row of suspend and resume: the verb result, and the report when
+/// it did something.
+fn with_report<R: Serialize>(mut v: Value, o: &Outcome, r: &R) -> Value {
+    if let (Outcome::Done, Value::Object(fields)) = (o, to_json(r)) {
+        v.as_object_mut()
+            .expect("a verb result is an object")
+            .extend(fields);
+    }
+    v
+}
+
+/// The CLI's `--json` result of snapshot restore and delete.
+fn snapshot_result(z: &str, verb: &str, name: &str) -> Value {
+    json!({ "zone": z, "verb": verb, "snapshot": name, "changed": true })
+}
+
+/// The bench's progress as lines on stdout, `{"progress":{"phase","pos","len"}}`,
+/// which the daemon shows in the operation.
+#[derive(Default)]
+struct LineProgress {
+    phase: String,
+    pos: u64,
+    len: u64,
+}
+
+impl LineProgress {
+    fn emit(&self) {
+        use std::io::Write;
+        let line = json!({ "progress": { "phase": self.phase, "pos": self.pos, "len": self.len } });
+        let mut out = std::io::stdout().lock();
+        // The daemon reads these as they come; a lost line only delays what it shows.
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+}
+
+impl warren::measure::Progress for LineProgress {
+    fn phase(&mut self, name: &str, len: u64) {
+        (self.phase, self.pos, self.len) = (name.to_string(), 0, len);
+        self.emit();
+    }
+    fn step(&mut self) {
+        self.pos += 1;
+        self.emit();
+    }
+    fn done(&mut self) {}
+}
+
+/// After a bench helper (pid `pid`) was killed: delete the zones and the templates the
+/// bench owns (`warren-bench-*`) and its scratch directory, as its own guards would
+/// have, had it not been killed.
+fn bench_cleanup(ctx: &Context, pid: u32) -> warren::Result<Value> {
+    let zones = warren::bench::cleanup(ctx)?;
+    let mut templates = Vec::new();
+    for m in template::list(&ctx.layout)? {
+        if m.name.starts_with(warren::bench::PREFIX) {
+            template::delete(&ctx.layout, &m.name)?;
+            templates.push(m.name);
+        }
+    }
+    let scratch = ctx.layout.root().join(format!(".bench-{pid}"));
+    if scratch.exists() {
+        std::fs::remove_dir_all(&scratch).ctx(|| {
+            format!(
+                "removing the bench's scratch directory {}",
+                scratch.display()
+            )
+        })?;
+    }
+    Ok(json!({ "zones_removed": zones, "templates_removed": templates }))
 }
 
 /// A library API object as JSON.

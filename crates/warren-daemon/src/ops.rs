@@ -1,7 +1,9 @@
-//! Asynchronous operations: a verb over many zones (boot, halt, reboot of many or
-//! all, clone of one zone into many) runs as a background task; `POST /1.0/operations`
-//! answers 202 with its URL, `GET` shows its progress and results, `DELETE` cancels it
-//! between zones (the zone being worked on finishes: a verb is never torn).
+//! Asynchronous operations: a verb over many zones (boot, halt, reboot, suspend,
+//! resume of many or all, clone of one zone into many) or one long verb (export,
+//! import, bench) runs as a background task; its `POST` answers 202 with its URL,
+//! `GET /1.0/operations/{id}` shows its progress and results, `DELETE` cancels it
+//! between zones (the zone being worked on finishes: a verb is never torn). The bench
+//! is the exception: a cancel kills it and removes what it made (`api::bench`).
 //!
 //! Operations live in the daemon's memory only: after a restart they are gone, but
 //! everything they did is in the zones' own state (and the journal).
@@ -49,6 +51,10 @@ pub struct Operation {
     pub errors: Vec<ApiError>,
     /// Whether a cancel was asked for.
     pub cancel_requested: bool,
+    /// Within the zone being worked on, where a long verb is (bench: its phase, and
+    /// the steps of the phase done of `len`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<Value>,
 }
 
 /// The operations of this daemon.
@@ -83,6 +89,7 @@ impl Operations {
                 results: Vec::new(),
                 errors: Vec::new(),
                 cancel_requested: false,
+                progress: None,
             },
         );
         let finished: Vec<u64> = map
@@ -152,6 +159,29 @@ impl Operations {
         });
     }
 
+    /// Where a long verb is (shown as `progress`).
+    pub fn progress(&self, id: &str, p: Value) {
+        self.with(id, |o| o.progress = Some(p));
+    }
+
+    /// Whether a cancel of `id` was asked for (a long verb polls it to stop itself).
+    pub fn cancelling(&self, id: &str) -> bool {
+        self.get(id).is_some_and(|o| o.cancel_requested)
+    }
+
+    /// A verb that was stopped in the middle (killed on cancel): the operation ends
+    /// cancelled, with what the cleanup did (or why it failed) among its results.
+    pub fn stopped(&self, id: &str, cleanup: Result<Value, ApiError>) {
+        self.with(id, |o| {
+            o.status = Status::Cancelled;
+            o.current = None;
+            match cleanup {
+                Ok(v) => o.results.push(v),
+                Err(e) => o.errors.push(e),
+            }
+        });
+    }
+
     /// Every zone done (unless cancelled on the way).
     pub fn finish(&self, id: &str) {
         self.with(id, |o| {
@@ -196,6 +226,38 @@ mod tests {
         assert_eq!((o.status, o.done, o.total), (Status::Cancelled, 1, 3));
         assert_eq!(ops.cancel(&id), Some(false));
         assert_eq!(ops.cancel("op-99"), None);
+    }
+
+    #[test]
+    fn a_long_verb_shows_progress_and_a_stopped_one_ends_cancelled() {
+        let ops = Operations::default();
+        let id = ops.start("bench", 1);
+        assert!(ops.begin_zone(&id, "bench"));
+        ops.progress(
+            &id,
+            serde_json::json!({"phase": "warren N=10 boot", "pos": 3, "len": 10}),
+        );
+        assert_eq!(
+            ops.get(&id)
+                .and_then(|o| o.progress)
+                .map(|p| p["pos"].clone()),
+            Some(3.into())
+        );
+        assert!(!ops.cancelling(&id));
+        assert_eq!(ops.cancel(&id), Some(true));
+        assert!(ops.cancelling(&id));
+        ops.stopped(&id, Ok(serde_json::json!({"zones_removed": 4})));
+        ops.finish(&id);
+        let o = ops.get(&id).expect("kept");
+        assert_eq!(
+            (o.status, o.done, o.results.len()),
+            (Status::Cancelled, 0, 1)
+        );
+        assert_eq!(
+            ops.cancel(&id),
+            Some(false),
+            "an ended operation is not cancelled again"
+        );
     }
 
     #[test]

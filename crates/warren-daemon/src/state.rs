@@ -207,7 +207,7 @@ const ALL: [warren::ExitCode; 13] = {
 };
 
 /// The HTTP status of an error code sent back by the helper.
-fn status_of_code(code: &str) -> u16 {
+pub(crate) fn status_of_code(code: &str) -> u16 {
     ALL.into_iter()
         .find(|c| crate::error::code_name(*c) == code)
         .map_or(500, crate::error::status_of)

@@ -49,6 +49,11 @@ pub trait Progress {
     fn phase(&mut self, name: &str, len: u64);
     fn step(&mut self);
     fn done(&mut self);
+    /// The signal that asked the work to stop, if one came (checked after each step;
+    /// the bench then ends with an error and its guards remove what it made).
+    fn interrupted(&mut self) -> Option<i32> {
+        None
+    }
 }
 
 pub struct NoProgress;

@@ -714,3 +714,100 @@ fn bad_scale_flags_are_refused() {
     env.run(&["bench", "scale", "--workload", "ftp"])
         .fails(2, "ftp");
 }
+
+/// `warren bench` stopped by SIGTERM (or Ctrl-C) mid-step: it ends after the step it is
+/// in, with an error, and its guards remove its zones, their cgroups, its template and
+/// its scratch directory (a signal's default action used to leave them running).
+#[test]
+fn density_stopped_by_a_signal_removes_what_it_made() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::require_busybox();
+    let env = Env::new();
+    let mut child = env
+        .cmd()
+        .args([
+            "bench",
+            "density",
+            "--zones",
+            "60",
+            "--template",
+            "busybox",
+            "--idle",
+            "30",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Reap<'a>(&'a mut std::process::Child);
+    impl Drop for Reap<'_> {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let pid = child.id() as i32;
+    let guard = Reap(&mut child);
+    // Wait until some of its zones exist, then signal it.
+    let zones = env.root().join("zones");
+    let t = std::time::Instant::now();
+    while std::fs::read_dir(&zones).map_or(0, |d| d.count()) < 5 {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(120),
+            "the bench made no zones in 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    warren_sys::proc::kill(pid, warren_sys::libc::SIGTERM).unwrap();
+    let out = guard.0.wait_with_output_ref();
+    assert_eq!(out.0.code(), Some(1), "it ends with an error: {}", out.1);
+    assert!(out.1.contains("interrupted by signal 15"), "{}", out.1);
+    drop(guard);
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "no zone left: {}", list.stdout);
+    fn bench_cgroups(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                if e.file_name().to_string_lossy().contains("warren-bench-") {
+                    out.push(e.path());
+                }
+                bench_cgroups(&e.path(), out);
+            }
+        }
+    }
+    let mut cgroups = Vec::new();
+    for g in env.group_dirs() {
+        bench_cgroups(&g, &mut cgroups);
+    }
+    assert!(cgroups.is_empty(), "no cgroup left: {cgroups:?}");
+    let left: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".bench"))
+        .collect();
+    assert!(left.is_empty(), "no scratch directory left: {left:?}");
+    assert_eq!(
+        std::fs::read_dir(env.root().join("templates"))
+            .unwrap()
+            .count(),
+        0,
+        "no template left"
+    );
+}
+
+/// Wait for a child whose stderr is piped, without moving it: (status, stderr).
+trait WaitRef {
+    fn wait_with_output_ref(&mut self) -> (std::process::ExitStatus, String);
+}
+
+impl WaitRef for std::process::Child {
+    fn wait_with_output_ref(&mut self) -> (std::process::ExitStatus, String) {
+        use std::io::Read;
+        let mut err = String::new();
+        if let Some(mut e) = self.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (self.wait().unwrap(), err)
+    }
+}

@@ -8,7 +8,7 @@ use std::time::Duration;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get};
+use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -21,7 +21,10 @@ use crate::state::{cli_error, Shared};
 pub fn routes() -> Router<Shared> {
     Router::new()
         .route("/1.0/templates", get(templates).post(template_create))
-        .route("/1.0/templates/{name}", delete(template_delete))
+        .route(
+            "/1.0/templates/{name}",
+            get(template_info).delete(template_delete),
+        )
         .route("/1.0/info", get(info))
         .route("/1.0/stat", get(stat))
         .route("/1.0/memstat", get(memstat))
@@ -46,8 +49,12 @@ async fn templates(State(app): State<Shared>) -> ApiResult<Json<Value>> {
 struct TemplateBody {
     name: String,
     from: TemplateFrom,
-    /// `dir` and `tar`: the host path to copy from.
+    /// `dir`, `tar` and `oci`: the host path to copy from.
     path: Option<PathBuf>,
+    /// `zone`: the installed zone whose root becomes the template (`--from-zone`).
+    zone: Option<String>,
+    /// `oci`: the image to take from an archive of several (`--image`).
+    image: Option<String>,
 }
 
 async fn template_create(
@@ -55,14 +62,56 @@ async fn template_create(
     Body(b): Body<TemplateBody>,
 ) -> ApiResult<Response> {
     warren::names::template(&b.name).map_err(ApiError::from)?;
-    let v = app
-        .verb(Verb::TemplateCreate {
+    if b.zone.is_some() != (b.from == TemplateFrom::Zone) {
+        return Err(ApiError::invalid(
+            "zone",
+            "\"zone\" goes with \"from\": \"zone\" and only with it: give both to make a template from a zone's root",
+        ));
+    }
+    if b.image.is_some() && b.from != TemplateFrom::Oci {
+        return Err(ApiError::invalid(
+            "image",
+            "\"image\" picks an image of an OCI archive: give it with \"from\": \"oci\"",
+        ));
+    }
+    let verb = match (b.from, b.zone) {
+        (TemplateFrom::Zone, Some(z)) => {
+            warren::names::zone(&z).map_err(|e| ApiError::from_warren(&e).about(&z))?;
+            Verb::TemplatePublish {
+                name: b.name,
+                zone: z,
+            }
+        }
+        (TemplateFrom::Oci, _) => Verb::TemplateOci {
             name: b.name,
-            from: b.from,
+            archive: b.path.ok_or_else(|| {
+                ApiError::invalid(
+                    "path",
+                    "a template from an OCI archive needs \"path\": the archive on the daemon's host",
+                )
+            })?,
+            image: b.image,
+        },
+        (from, _) => Verb::TemplateCreate {
+            name: b.name,
+            from,
             path: b.path,
-        })
-        .await?;
+        },
+    };
+    let v = app.verb(verb).await?;
     Ok((StatusCode::CREATED, Json(v)).into_response())
+}
+
+/// `warren template info NAME`: the template's manifest.
+async fn template_info(
+    State(app): State<Shared>,
+    Path(name): Path<String>,
+) -> ApiResult<Json<Value>> {
+    warren::names::template(&name).map_err(ApiError::from)?;
+    Ok(value(
+        app.read(move |ctx| warren::storage::template::load(&ctx.layout, &name))
+            .await?,
+    ))
 }
 
 async fn template_delete(

@@ -1,9 +1,15 @@
 //! The routes of API 1.0 and what they share: the JSON body extractor (size-limited,
 //! its failures as structured errors), the fallbacks, the route table that the OpenAPI
-//! document is checked against ([`ROUTES`]).
+//! document is checked against ([`ROUTES`]), and [`read_whole_body`], which reads every
+//! request's body before it is routed.
 
+mod archives;
+mod bench;
+mod files;
 mod host;
 mod operations;
+mod profiles;
+mod snapshots;
 mod zones;
 
 use axum::extract::rejection::JsonRejection;
@@ -37,6 +43,17 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("post", "/1.0/zones/{zone}/boot"),
     ("post", "/1.0/zones/{zone}/halt"),
     ("post", "/1.0/zones/{zone}/reboot"),
+    ("post", "/1.0/zones/{zone}/suspend"),
+    ("post", "/1.0/zones/{zone}/resume"),
+    ("get", "/1.0/snapshots"),
+    ("get", "/1.0/zones/{zone}/snapshots"),
+    ("post", "/1.0/zones/{zone}/snapshots"),
+    ("get", "/1.0/zones/{zone}/snapshots/{snap}"),
+    ("delete", "/1.0/zones/{zone}/snapshots/{snap}"),
+    ("post", "/1.0/zones/{zone}/snapshots/{snap}/restore"),
+    ("post", "/1.0/zones/{zone}/export"),
+    ("post", "/1.0/import"),
+    ("post", "/1.0/import/upload"),
     ("post", "/1.0/zones/{zone}/uninstall"),
     ("post", "/1.0/zones/{zone}/rename"),
     ("get", "/1.0/zones/{zone}/config"),
@@ -44,10 +61,22 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/zones/{zone}/config/{key}"),
     ("delete", "/1.0/zones/{zone}/config/{key}"),
     ("get", "/1.0/zones/{zone}/logs"),
+    ("get", "/1.0/zones/{zone}/files"),
+    ("put", "/1.0/zones/{zone}/files"),
     ("post", "/1.0/zones/{zone}/exec"),
     ("get", "/1.0/templates"),
     ("post", "/1.0/templates"),
+    ("get", "/1.0/templates/{name}"),
     ("delete", "/1.0/templates/{name}"),
+    ("post", "/1.0/bench"),
+    ("get", "/1.0/profiles"),
+    ("post", "/1.0/profiles"),
+    ("get", "/1.0/profiles/{name}"),
+    ("patch", "/1.0/profiles/{name}"),
+    ("delete", "/1.0/profiles/{name}"),
+    ("post", "/1.0/gc"),
+    ("get", "/1.0/proc-views"),
+    ("post", "/1.0/proc-views"),
     ("get", "/1.0/info"),
     ("get", "/1.0/stat"),
     ("get", "/1.0/memstat"),
@@ -164,6 +193,47 @@ async fn root(axum::extract::State(app): axum::extract::State<Shared>) -> Respon
     .into_response()
 }
 
+/// Read the request's whole body (up to [`MAX_BODY`]) before routing, so every
+/// answer — a 405 for a method a path does not take, a 404, an access refusal, a
+/// handler's error that came before its body — is sent on a connection whose request
+/// was read to its end.
+///
+/// Without it, hyper closes the connection after answering a request whose body the
+/// handler never read, unless that body had already arrived: a client that sends the
+/// headers and then the body (Python's http.client does) races the close. Over a unix
+/// socket the close comes with unread bytes, so the peer's next write fails; through
+/// a TCP bridge (socat) that failure ends the bridged connection, and the client sees
+/// it closed without a response (`daemon_unread_body`'s test shows both). A body
+/// larger than the limit is answered 413 without being read, as before. The archive
+/// upload (`archives::UPLOAD_PATH`) is left to its handler, which streams it.
+async fn read_whole_body(req: Request, next: axum::middleware::Next) -> Response {
+    if req.method() == axum::http::Method::POST && req.uri().path() == archives::UPLOAD_PATH {
+        // An archive, streamed to a file by its handler, which reads it to its end.
+        return next.run(req).await;
+    }
+    let (parts, body) = req.into_parts();
+    match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+                .await
+        }
+        Err(e) => {
+            // to_bytes fails on the limit or on a connection that broke mid-body.
+            if std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+            {
+                too_large().into_response()
+            } else {
+                ApiError::invalid(
+                    "body",
+                    format!("reading the request body: {e}; send it whole"),
+                )
+                .into_response()
+            }
+        }
+    }
+}
+
 /// The whole API over `app`, with the access layer (every request is judged by its
 /// connection's peer) and the body limit.
 pub fn router(app: Shared) -> Router {
@@ -172,6 +242,11 @@ pub fn router(app: Shared) -> Router {
         .route("/1.0/openapi.json", get(openapi))
         .merge(zones::routes())
         .merge(host::routes())
+        .merge(snapshots::routes())
+        .merge(archives::routes())
+        .merge(bench::routes())
+        .merge(profiles::routes())
+        .merge(files::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),
@@ -187,5 +262,6 @@ pub fn router(app: Shared) -> Router {
         .method_not_allowed_fallback(not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(crate::access::layer))
+        .layer(axum::middleware::from_fn(read_whole_body))
         .with_state(app)
 }

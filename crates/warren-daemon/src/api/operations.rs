@@ -1,5 +1,6 @@
 //! `/1.0/operations`: start a verb over many zones in the background, watch it,
-//! cancel it ([`crate::ops`]).
+//! cancel it ([`crate::ops`]); [`one`] makes the same kind of operation of a single
+//! long verb (export, import).
 
 use axum::extract::{Path, State};
 use axum::http::{header, StatusCode};
@@ -21,6 +22,8 @@ enum OpVerb {
     Halt,
     Reboot,
     Clone,
+    Suspend,
+    Resume,
 }
 
 #[derive(Deserialize)]
@@ -35,6 +38,10 @@ pub struct StartBody {
     all: bool,
     /// clone: the zone to clone.
     source: Option<String>,
+    /// clone: clone the source's snapshot of this name (`clone --snapshot`).
+    snapshot: Option<String>,
+    /// How many zones are worked on at once (`--jobs`; default 1, at most 64).
+    jobs: Option<usize>,
     /// halt, reboot: seconds between SIGTERM and the kill.
     timeout_s: Option<u64>,
     /// boot: how long to watch each new init (ms).
@@ -60,6 +67,18 @@ pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiRe
             "timeout_s is at most 3600 and watch_ms at most 60000",
         ));
     }
+    if b.jobs.is_some_and(|j| !(1..=64).contains(&j)) {
+        return Err(ApiError::invalid(
+            "jobs",
+            "jobs: give 1 to 64 zones at once",
+        ));
+    }
+    if b.snapshot.is_some() && b.verb != OpVerb::Clone {
+        return Err(ApiError::invalid(
+            "snapshot",
+            "\"snapshot\" is for clone only (the source's snapshot to clone)",
+        ));
+    }
     let source = match (b.verb, &b.source) {
         (OpVerb::Clone, None) => {
             return Err(ApiError::invalid(
@@ -73,10 +92,15 @@ pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiRe
     for z in b.zones.iter().chain(source.iter()) {
         warren::names::zone(z).map_err(|e| ApiError::from_warren(&e).about(z))?;
     }
+    if let (Some(src), Some(snap)) = (&source, &b.snapshot) {
+        super::snapshots::checked_snapshot(src, snap)?;
+    }
     let zones = if b.all {
         let want: fn(ZoneState) -> bool = match b.verb {
             OpVerb::Boot => |s| s == ZoneState::Installed,
-            _ => |s| s >= ZoneState::Ready,
+            OpVerb::Suspend => |s| s == ZoneState::Running,
+            OpVerb::Resume => |s| s == ZoneState::Suspended,
+            OpVerb::Halt | OpVerb::Reboot | OpVerb::Clone => |s| s >= ZoneState::Ready,
         };
         app.read(warren::zone::list)
             .await?
@@ -92,12 +116,20 @@ pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiRe
         OpVerb::Halt => "halt",
         OpVerb::Reboot => "reboot",
         OpVerb::Clone => "clone",
+        OpVerb::Suspend => "suspend",
+        OpVerb::Resume => "resume",
     };
     let id = app.ops.start(name, zones.len());
     let task_app = app.clone();
     let task_id = id.clone();
+    let jobs = b.jobs.unwrap_or(1);
     tokio::spawn(async move {
+        // Up to `jobs` helpers at once, each one verb on one zone under its locks.
+        let mut running = tokio::task::JoinSet::new();
         for z in zones {
+            while running.len() >= jobs {
+                running.join_next().await;
+            }
             if !task_app.ops.begin_zone(&task_id, &z) {
                 break;
             }
@@ -117,20 +149,59 @@ pub async fn start(State(app): State<Shared>, Body(b): Body<StartBody>) -> ApiRe
                 OpVerb::Clone => Verb::Clone {
                     source: source.clone().unwrap_or_default(),
                     zone: z,
+                    snapshot: b.snapshot.clone(),
                 },
+                OpVerb::Suspend => Verb::Suspend { zone: z },
+                OpVerb::Resume => Verb::Resume { zone: z },
             };
-            let r = task_app.verb(verb).await;
-            task_app.ops.finish_zone(&task_id, r);
+            let (app, id) = (task_app.clone(), task_id.clone());
+            running.spawn(async move {
+                let r = app.verb(verb).await;
+                app.ops.finish_zone(&id, r);
+            });
         }
+        while running.join_next().await.is_some() {}
         task_app.ops.finish(&task_id);
     });
+    Ok(accepted(&id))
+}
+
+/// 202 with the operation's id and URL (also in `Location`).
+pub(super) fn accepted(id: &str) -> Response {
     let url = format!("/1.0/operations/{id}");
-    Ok((
+    (
         StatusCode::ACCEPTED,
         [(header::LOCATION, url.clone())],
         Json(json!({ "id": id, "operation": url })),
     )
-        .into_response())
+        .into_response()
+}
+
+/// One long verb (`name`: export, import) on `subject` as an operation of one zone;
+/// its result object is the operation's only result.
+pub(super) fn one(app: &Shared, name: &str, subject: &str, verb: Verb) -> Response {
+    one_then(app, name, subject, verb, || ())
+}
+
+/// [`one`], then `after` once the verb has ended (an uploaded archive is removed).
+pub(super) fn one_then(
+    app: &Shared,
+    name: &str,
+    subject: &str,
+    verb: Verb,
+    after: impl FnOnce() + Send + 'static,
+) -> Response {
+    let id = app.ops.start(name, 1);
+    let (task_app, task_id, subject) = (app.clone(), id.clone(), subject.to_string());
+    tokio::spawn(async move {
+        if task_app.ops.begin_zone(&task_id, &subject) {
+            let r = task_app.verb(verb).await;
+            task_app.ops.finish_zone(&task_id, r);
+        }
+        task_app.ops.finish(&task_id);
+        after();
+    });
+    accepted(&id)
 }
 
 pub async fn list(State(app): State<Shared>) -> Json<Value> {

@@ -27,6 +27,8 @@ pub fn routes() -> Router<Shared> {
         .route("/1.0/zones/{zone}/boot", post(boot))
         .route("/1.0/zones/{zone}/halt", post(halt))
         .route("/1.0/zones/{zone}/reboot", post(reboot))
+        .route("/1.0/zones/{zone}/suspend", post(suspend))
+        .route("/1.0/zones/{zone}/resume", post(resume))
         .route("/1.0/zones/{zone}/uninstall", post(uninstall))
         .route("/1.0/zones/{zone}/rename", post(rename))
         .route(
@@ -42,7 +44,7 @@ pub fn routes() -> Router<Shared> {
 }
 
 /// A name the library would refuse anyway, refused before a process is started.
-fn checked(zone: &str) -> ApiResult<()> {
+pub(super) fn checked(zone: &str) -> ApiResult<()> {
     warren::names::zone(zone).map_err(|e| ApiError::from_warren(&e).about(zone))
 }
 
@@ -158,17 +160,29 @@ struct NameBody {
     name: String,
 }
 
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CloneBody {
+    name: String,
+    /// Clone this snapshot of the source instead of its current layer.
+    snapshot: Option<String>,
+}
+
 async fn clone(
     State(app): State<Shared>,
     Path(z): Path<String>,
-    Body(b): Body<NameBody>,
+    Body(b): Body<CloneBody>,
 ) -> ApiResult<Response> {
     checked(&z)?;
     checked(&b.name)?;
+    if let Some(s) = &b.snapshot {
+        super::snapshots::checked_snapshot(&z, s)?;
+    }
     let v = app
         .verb(Verb::Clone {
             source: z,
             zone: b.name,
+            snapshot: b.snapshot,
         })
         .await?;
     Ok((StatusCode::CREATED, Json(v)).into_response())
@@ -280,6 +294,18 @@ async fn reboot(
         })
         .await?,
     ))
+}
+
+/// `warren suspend ZONE`: freeze it and page its memory out (docs/suspend.md).
+async fn suspend(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
+    checked(&z)?;
+    Ok(Json(app.verb(Verb::Suspend { zone: z }).await?))
+}
+
+/// `warren resume ZONE`: thaw a suspended zone.
+async fn resume(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {
+    checked(&z)?;
+    Ok(Json(app.verb(Verb::Resume { zone: z }).await?))
 }
 
 async fn config_show(State(app): State<Shared>, Path(z): Path<String>) -> ApiResult<Json<Value>> {

@@ -18,6 +18,7 @@ pub mod cgroups;
 pub mod command;
 pub mod cri;
 pub mod crun;
+pub mod interrupt;
 pub mod lxc;
 pub mod metrics;
 pub mod metrics_daemon;

@@ -58,6 +58,9 @@ pub enum Failure {
     /// warren's own zones failed.
     #[error(transparent)]
     Warren(#[from] Error),
+    /// A signal (SIGINT, SIGTERM, SIGHUP) asked the bench to stop.
+    #[error("interrupted by signal {0}")]
+    Interrupted(i32),
 }
 
 impl Failure {
@@ -88,6 +91,7 @@ impl From<Failure> for Error {
     fn from(f: Failure) -> Error {
         match f {
             Failure::Warren(e) => e,
+            Failure::Interrupted(sig) => super::interrupt::stopped(sig),
             other => Error::Refused(other.to_string()),
         }
     }
@@ -213,6 +217,13 @@ pub struct Measured {
     pub delete_ms: Vec<f64>,
 }
 
+/// After a step: stop if a signal asked to ([`Progress::interrupted`]).
+fn go_on(progress: &mut dyn Progress) -> Result<(), Failure> {
+    progress
+        .interrupted()
+        .map_or(Ok(()), |sig| Err(Failure::Interrupted(sig)))
+}
+
 /// Call `verb` for containers `0..n`, each timed; `label` prefixes the progress phase.
 fn each(
     sys: &mut dyn System,
@@ -230,6 +241,7 @@ fn each(
                 sys.started(i)?;
             }
             progress.step();
+            go_on(progress)?;
         }
         return Ok(out.into_iter().map(|t| (t - overhead).max(0.0)).collect());
     }
@@ -247,6 +259,7 @@ fn each(
             sys.started(i)?;
         }
         progress.step();
+        go_on(progress)?;
     }
     Ok(out)
 }
@@ -273,6 +286,7 @@ pub fn measure(
     for _ in 0..secs {
         std::thread::sleep(idle / secs as u32);
         progress.step();
+        go_on(progress)?;
     }
     let cpu1 = sys.cpu().ns(proc_root);
     let idle_cpu_pct =

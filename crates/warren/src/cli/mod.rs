@@ -545,7 +545,13 @@ fn run(cli: Cli) -> Result<i32> {
             };
             let dir = out.unwrap_or_else(|| bench::default_out(&ctx));
             let mut bars = output::Bars::new(json);
-            let results = bench::run(&ctx, &opts, &mut bars)?;
+            let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+            let results = bench::run(&ctx, &opts, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let results = results?;
             bench::write(&dir, &results)?;
             if json {
                 output::json(&results);

@@ -1,0 +1,227 @@
+//! `POST /1.0/bench`: `warren bench density` as an operation. The bench runs in a
+//! helper process (the bench boots zones, so it needs a single-threaded process, as
+//! every changing verb: [`crate::helper`]); the helper writes its progress as lines
+//! (`{"progress":{"phase","pos","len"}}`) that the operation shows, then the results
+//! (`results.json`'s object) that become the operation's result.
+//!
+//! A cancel (`DELETE /1.0/operations/{id}`) sends the helper SIGTERM, by its pid: the
+//! bench stops after its current step and its own guards remove what it made, as
+//! `warren bench` does on Ctrl-C (`warren::bench::interrupt`). A helper that has not
+//! ended within a minute is killed (SIGKILL), and in every case a second helper then
+//! removes whatever is left (`warren-bench-*` zones, their cgroups with them, the
+//! bench's templates, its scratch directory). One bench runs at a time: its zones'
+//! names are fixed.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::post;
+use axum::Router;
+use serde::Deserialize;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::Body;
+use crate::error::{ApiError, ApiResult};
+use crate::helper::{Reply, Request, Verb};
+use crate::ops::Status;
+use crate::state::Shared;
+
+/// The largest step the API runs (the CLI takes more, under the operator's eye).
+const MAX_STEP: usize = 1000;
+
+pub fn routes() -> Router<Shared> {
+    Router::new().route("/1.0/bench", post(start))
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum BenchTemplate {
+    Host,
+    Busybox,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BenchBody {
+    /// The steps, as `--zones`: "1,10,100".
+    #[serde(default = "default_zones")]
+    zones: String,
+    /// The template zones are made from (`--template`).
+    #[serde(default = "default_template")]
+    template: BenchTemplate,
+    /// Seconds the booted zones sit idle before CPU and memory are read (`--idle`).
+    #[serde(default = "default_idle")]
+    idle_s: f64,
+    /// Also write results.json, report.md and the charts into this directory (`--out`).
+    out: Option<PathBuf>,
+}
+
+fn default_zones() -> String {
+    "1,10,100".into()
+}
+
+fn default_template() -> BenchTemplate {
+    BenchTemplate::Host
+}
+
+fn default_idle() -> f64 {
+    10.0
+}
+
+async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult<Response> {
+    let steps = warren::bench::parse_steps(&b.zones).map_err(|e| {
+        let mut a = ApiError::from_warren(&e);
+        a.field = Some("zones".into());
+        a
+    })?;
+    if let Some(big) = steps.iter().find(|n| **n > MAX_STEP) {
+        return Err(ApiError::invalid(
+            "zones",
+            format!("zones: a step of {big} zones; the API runs steps of at most {MAX_STEP} (run larger ones with 'warren bench density')"),
+        ));
+    }
+    if !(b.idle_s >= 0.0 && b.idle_s <= 3600.0) {
+        return Err(ApiError::invalid(
+            "idle_s",
+            format!(
+                "idle_s {}: give seconds between 0 and 3600, e.g. 1",
+                b.idle_s
+            ),
+        ));
+    }
+    if let Some(out) = b.out.as_ref().filter(|o| !o.is_absolute()) {
+        return Err(ApiError::invalid(
+            "out",
+            format!(
+                "out {:?} is relative; give an absolute directory on the daemon's host",
+                out.display().to_string()
+            ),
+        ));
+    }
+    if app
+        .ops
+        .list()
+        .iter()
+        .any(|o| o.verb == "bench" && o.status == Status::Running)
+    {
+        return Err(ApiError::new(
+            409,
+            "conflict",
+            "a bench is already running (its zones' names are fixed, so one runs at a time); wait for it or cancel it (GET /1.0/operations)",
+        ));
+    }
+    let verb = Verb::Bench {
+        steps,
+        busybox: b.template == BenchTemplate::Busybox,
+        idle_ms: (b.idle_s * 1000.0) as u64,
+        out: b.out,
+    };
+    let id = app.ops.start("bench", 1);
+    let task_id = id.clone();
+    tokio::spawn(async move {
+        if app.ops.begin_zone(&task_id, "bench") {
+            run(&app, &task_id, verb).await;
+        }
+        app.ops.finish(&task_id);
+    });
+    Ok(super::operations::accepted(&id))
+}
+
+/// How long a bench has, after SIGTERM, to finish its step and remove what it made.
+const GRACE: Duration = Duration::from_secs(60);
+
+/// Stop the bench helper: SIGTERM (it ends after its current step, its guards
+/// cleaning up), then SIGKILL if it has not ended within [`GRACE`].
+async fn stop(child: &mut tokio::process::Child, pid: u32) {
+    if let Ok(p) = i32::try_from(pid) {
+        let _ = warren_sys::proc::kill(p, warren_sys::libc::SIGTERM);
+    }
+    if tokio::time::timeout(GRACE, child.wait()).await.is_err() {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+    }
+}
+
+/// Run the bench helper for operation `id`: progress as it comes, the result at the
+/// end, or on cancel the kill and the cleanup.
+async fn run(app: &Shared, id: &str, verb: Verb) {
+    let failed = |what: String| {
+        ApiError::new(
+            500,
+            "system",
+            format!("the bench's helper process {what}; see the daemon's log"),
+        )
+    };
+    let req = Request {
+        root: app.root.clone(),
+        lock_wait_s: app.lock_wait.as_secs(),
+        verb,
+    };
+    let mut child = match tokio::process::Command::new(&app.helper_exe)
+        .arg("--helper")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return app
+                .ops
+                .finish_zone(id, Err(failed(format!("could not start ({e})"))))
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let body = serde_json::to_vec(&req).expect("requests serialise");
+    let mut stdin = child.stdin.take().expect("piped");
+    if let Err(e) = stdin.write_all(&body).await {
+        let _ = child.start_kill();
+        let _ = child.wait().await;
+        return app
+            .ops
+            .finish_zone(id, Err(failed(format!("did not take its request ({e})"))));
+    }
+    drop(stdin);
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut reply = None;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            line = lines.next_line() => match line {
+                Ok(Some(l)) => match serde_json::from_str::<Value>(&l) {
+                    Ok(mut v) if v.get("progress").is_some() => {
+                        app.ops.progress(id, v["progress"].take());
+                    }
+                    _ => reply = Some(l),
+                },
+                Ok(None) | Err(_) => break,
+            },
+            _ = tick.tick() => {
+                if app.ops.cancelling(id) {
+                    stop(&mut child, pid).await;
+                    // Its guards have removed what it made; this removes what a
+                    // killed one left (and finds nothing otherwise).
+                    let cleanup = app.verb(Verb::BenchCleanup { pid }).await;
+                    return app.ops.stopped(id, cleanup);
+                }
+            }
+        }
+    }
+    let status = child.wait().await;
+    let r = match reply.as_deref().map(str::trim).map(serde_json::from_str) {
+        Some(Ok(Reply::Ok(v))) => Ok(v),
+        Some(Ok(Reply::Err(mut e))) => {
+            e.status = crate::state::status_of_code(&e.code);
+            Err(e)
+        }
+        _ => Err(failed(format!(
+            "ended ({}) with no reply",
+            status.map_or_else(|e| e.to_string(), |s| s.to_string())
+        ))),
+    };
+    app.ops.finish_zone(id, r);
+}

@@ -1,0 +1,114 @@
+//! `POST /1.0/bench`: `warren bench density` as an operation against a real daemon on
+//! a temporary root: its result, its progress, one bench at a time, and a cancel that
+//! leaves no zone, template, cgroup or scratch directory behind.
+
+mod common;
+mod daemon_client;
+
+use std::path::Path;
+use std::time::Duration;
+
+use common::{require_busybox, Env};
+use daemon_client::{wait_for, Daemon};
+use serde_json::Value;
+
+/// Wait for the operation a 202 answered, and return it ended.
+fn ended(d: &Daemon, started: &Value, limit: Duration) -> Value {
+    let url = started["operation"].as_str().unwrap().to_string();
+    wait_for(limit, &format!("operation {url}"), || {
+        d.json("GET", &url, None, 200)["status"] != "running"
+    });
+    d.json("GET", &url, None, 200)
+}
+
+/// The cgroup directories under this root's group whose names contain `needle`.
+fn cgroups_named(env: &Env, needle: &str) -> Vec<String> {
+    fn walk(dir: &Path, needle: &str, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                let p = e.path();
+                if e.file_name().to_string_lossy().contains(needle) {
+                    out.push(p.display().to_string());
+                }
+                walk(&p, needle, out);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for g in env.group_dirs() {
+        walk(&g, needle, &mut out);
+    }
+    out
+}
+
+#[test]
+fn bench_runs_as_an_operation_and_a_cancel_leaves_nothing_behind() {
+    let env = Env::new();
+    require_busybox();
+    let d = Daemon::start(&env, &[]);
+    // One small step to its end: the results are the operation's.
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"zones":"2","template":"busybox","idle_s":0.2}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    let r = &o["results"][0];
+    assert_eq!(r["steps"], serde_json::json!([2]), "{o}");
+    assert_eq!(r["systems"][0]["name"], "warren", "{o}");
+    // A larger one, cancelled while its zones are being made.
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"zones":"60","template":"busybox","idle_s":5}"#),
+        202,
+    );
+    let url = op["operation"].as_str().unwrap().to_string();
+    let e = d.json("POST", "/1.0/bench", Some(r#"{"zones":"1"}"#), 409);
+    assert_eq!(e["code"], "conflict", "one bench at a time: {e}");
+    let mut seen = Value::Null;
+    wait_for(Duration::from_secs(120), "the bench's progress", || {
+        seen = d.json("GET", &url, None, 200);
+        seen["progress"]["pos"].as_u64().is_some_and(|p| p >= 5)
+    });
+    assert!(seen["progress"]["phase"].is_string(), "{seen}");
+    d.json("DELETE", &url, None, 202);
+    wait_for(Duration::from_secs(120), "the cancelled bench", || {
+        d.json("GET", &url, None, 200)["status"] != "running"
+    });
+    let o = d.json("GET", &url, None, 200);
+    assert_eq!(o["status"], "cancelled", "{o}");
+    eprintln!("cancelled bench: {o}");
+    // The bench's own guards removed its zones; the cleanup after it found the rest.
+    assert!(o["results"][0]["zones_removed"].is_u64(), "{o}");
+    let list: Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+    let left: Vec<&Value> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|z| z["name"].as_str().unwrap().starts_with("warren-bench-"))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "the cancel removed every bench zone: {left:?}"
+    );
+    assert!(
+        env.ok(&["template", "list", "--json"]).stdout.trim() == "[]",
+        "and its template"
+    );
+    let cg = cgroups_named(&env, "warren-bench-");
+    assert!(cg.is_empty(), "and their cgroups: {cg:?}");
+    let scratch: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(".bench"))
+        .collect();
+    assert!(scratch.is_empty(), "and its scratch directory: {scratch:?}");
+    // Bad input is refused before anything runs.
+    let e = d.json("POST", "/1.0/bench", Some(r#"{"zones":"1,x"}"#), 400);
+    assert_eq!(e["field"], "zones", "{e}");
+    let e = d.json("POST", "/1.0/bench", Some(r#"{"zones":"5000"}"#), 400);
+    assert_eq!(e["field"], "zones", "{e}");
+}
