@@ -10,7 +10,7 @@ pub(super) fn scale_options(
     memory_per_zone: &str,
     cpu_per_zone: Option<f64>,
     oversubscribe: Option<f64>,
-    agent: bool,
+    agent: Option<bench::scale::AgentPolicy>,
     duration: u64,
     clients: usize,
     pgbench_scale: u32,

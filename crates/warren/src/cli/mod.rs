@@ -566,6 +566,7 @@ fn run(cli: Cli) -> Result<i32> {
             cpu_per_zone,
             oversubscribe,
             agent,
+            agent_policy,
             duration,
             clients,
             pgbench_scale,
@@ -579,7 +580,8 @@ fn run(cli: Cli) -> Result<i32> {
                 &memory_per_zone,
                 cpu_per_zone,
                 oversubscribe,
-                agent,
+                (agent || agent_policy.is_some())
+                    .then(|| agent_policy.unwrap_or(bench::scale::AgentPolicy::Evict)),
                 duration,
                 clients,
                 pgbench_scale,
