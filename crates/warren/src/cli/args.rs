@@ -246,6 +246,10 @@ pub enum Command {
     Resume {
         #[command(flatten)]
         targets: Targets,
+        /// After the thaw, read the zone's swapped-out memory back while it runs
+        /// (process_madvise MADV_WILLNEED), so it is warm sooner.
+        #[arg(long)]
+        prefetch: bool,
     },
     /// Halt and boot zones again.
     Reboot {
@@ -668,6 +672,10 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// What the agent does under pressure (implies --agent; default: evict).
         #[arg(long, value_enum, value_name = "POLICY")]
         agent_policy: Option<crate::bench::scale::AgentPolicy>,
+        /// Each zone also holds this much anonymous memory beside its workload, every
+        /// page touched once a second (a working set that makes the budget bite).
+        #[arg(long, value_name = "SIZE")]
+        working_set: Option<String>,
         /// Seconds of the timed run per step.
         #[arg(long, default_value_t = 30)]
         duration: u64,

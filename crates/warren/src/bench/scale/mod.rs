@@ -33,7 +33,10 @@
 //! counts the agent's evictions and suspensions, the zones' OOM kills and the zones
 //! lost (neither running nor suspended when the time is up) — issue 19, item 4. The
 //! agent's `wake-on-connect` is off: the http load would wake a suspended zone at its
-//! next request and undo what is measured.
+//! next request and undo what is measured. PostgreSQL's own memory is mostly page
+//! cache, which the agent counts as available, so `--working-set SIZE` gives each zone
+//! SIZE of anonymous memory beside its workload (a python3 process touching every page
+//! once a second) for the budget to bite on.
 //!
 //! Everything the bench makes (zones, template, swap, budget, agent, scratch files,
 //! the bridge) is undone when a step ends, also on failure and on SIGINT, SIGTERM or
@@ -108,6 +111,8 @@ pub struct Options {
     pub oversubscribe_pct: Option<f64>,
     /// `--agent` / `--agent-policy`; `None`: no agent.
     pub agent: Option<AgentPolicy>,
+    /// `--working-set`: bytes of anonymous memory each zone holds and touches.
+    pub working_set: Option<u64>,
     pub duration: Duration,
     /// pgbench connections, or load-generator threads, per zone.
     pub clients: usize,
@@ -189,6 +194,7 @@ pub struct ScaleResults {
     pub oversubscribe_pct: Option<f64>,
     pub agent: bool,
     pub agent_policy: Option<AgentPolicy>,
+    pub working_set_mib: Option<f64>,
     pub duration_s: f64,
     pub clients_per_zone: usize,
     pub pgbench_scale: Option<u32>,
@@ -222,6 +228,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         oversubscribe_pct: opts.oversubscribe_pct,
         agent: opts.agent.is_some(),
         agent_policy: opts.agent,
+        working_set_mib: opts.working_set.map(|w| w as f64 / MIB),
         duration_s: opts.duration.as_secs_f64(),
         clients_per_zone: opts.clients,
         pgbench_scale: (opts.workload == Workload::Pgbench).then_some(opts.pgbench_scale),

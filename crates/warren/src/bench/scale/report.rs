@@ -30,8 +30,11 @@ pub fn markdown(r: &ScaleResults) -> String {
     let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
     let _ = writeln!(
         o,
-        "Per zone: memory.max {:.0} MiB, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
+        "Per zone: memory.max {:.0} MiB{}, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
         r.memory_per_zone_mib,
+        r.working_set_mib.map_or(String::new(), |w| format!(
+            ", a working set of {w:.0} MiB (anonymous, every page touched once a second) beside the workload"
+        )),
         r.cpu_per_zone
             .map_or("none".to_string(), |c| format!("{c} CPUs")),
         r.duration_s,

@@ -31,6 +31,15 @@ pub(super) fn host_mem(proc_root: &Path) -> (u64, u64, u64) {
     )
 }
 
+/// A python3 process that holds `bytes` of anonymous memory (one random page repeated:
+/// no page is zero, none compresses) and touches every page once a second, in the
+/// background.
+fn working_set_script(bytes: u64) -> String {
+    format!(
+        "nohup python3 -c '\nimport os, time\nb = bytearray(os.urandom(4096) * ({bytes} // 4096))\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255\n    time.sleep(1)\n' </dev/null >/dev/null 2>&1 &\necho started\n"
+    )
+}
+
 /// The zones of `names` that are neither running nor suspended (evicted, or dead).
 fn zones_lost(ctx: &Context, names: &[String]) -> Vec<String> {
     names
@@ -113,6 +122,7 @@ pub(super) fn run_step(
                     size,
                     file: None,
                     zram: false,
+                    zram_algorithm: None,
                     swappiness: 60,
                 },
             )?;
@@ -160,6 +170,11 @@ pub(super) fn run_step(
 
     progress.phase(&format!("N={n} setup"), 1);
     let t_setup = Instant::now();
+    if let Some(ws) = opts.working_set {
+        in_all_zones(ctx, &names, &logs, "working-set", &|_| {
+            working_set_script(ws)
+        })?;
+    }
     let run = match plan {
         Plan::Pgbench { bin } => {
             in_all_zones(ctx, &names, &logs, "setup", &|_| {
