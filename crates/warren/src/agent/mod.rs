@@ -65,7 +65,7 @@ pub mod decide;
 pub mod idle;
 pub mod sample;
 pub mod wake;
-pub mod wake_unix;
+pub mod wake_diag;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -392,16 +392,16 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
 struct Sleeper {
     name: String,
     pid: i32,
-    /// TCP/UDP through /proc/PID/net ([`wake`]): only zones with a network namespace
-    /// of their own that the host reaches (bridged); a host-network zone's
-    /// /proc/PID/net is the host's.
+    /// The fallback when `sockets` is `None`: TCP/UDP through /proc/PID/net
+    /// ([`wake`]), only for zones with a network namespace of their own that the host
+    /// reaches (bridged); a host-network zone's /proc/PID/net is the host's.
     inet: bool,
-    /// Its listening unix sockets ([`wake_unix`]), any network mode; `None`: it holds
-    /// no socket, or the watch could not be set up.
-    unix: Option<wake_unix::UnixWatch>,
+    /// Its sockets by sock_diag ([`wake_diag`]: unix, TCP, UDP), any network mode;
+    /// `None`: it holds no socket, or the watch could not be set up.
+    sockets: Option<wake_diag::SocketWatch>,
 }
 
-/// The suspended zones of `known` to watch, keeping the unix watches of `old` for the
+/// The suspended zones of `known` to watch, keeping the socket watches of `old` for the
 /// zones still there with the same init (their sockets are read only once).
 fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Sleeper> {
     known
@@ -409,13 +409,13 @@ fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Slee
         .filter(|k| k.suspended)
         .filter_map(|k| {
             let pid = k.init_pid?;
-            let unix = match old.iter().position(|s| s.name == k.name && s.pid == pid) {
-                Some(i) => old.swap_remove(i).unix,
-                None => match wake_unix::UnixWatch::new(&ctx.host.proc, pid, &k.cgroups) {
+            let sockets = match old.iter().position(|s| s.name == k.name && s.pid == pid) {
+                Some(i) => old.swap_remove(i).sockets,
+                None => match wake_diag::SocketWatch::new(&ctx.host.proc, pid, &k.cgroups) {
                     Ok(w) => w,
                     Err(e) => {
                         eprintln!(
-                            "warren: agent: zone '{}': its unix sockets are not watched: {e}",
+                            "warren: agent: zone '{}': its sockets are not watched by sock_diag ({e}); a bridged zone's are read from /proc/PID/net instead",
                             k.name
                         );
                         None
@@ -426,24 +426,20 @@ fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Slee
                 name: k.name,
                 pid,
                 inet: k.veth.is_some(),
-                unix,
+                sockets,
             })
         })
         .collect()
 }
 
-/// Resume each suspended zone that has a client waiting ([`wake`], [`wake_unix`]).
+/// Resume each suspended zone that has a client waiting ([`wake_diag`], or [`wake`]).
 fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
     sleeping.retain_mut(|z| {
-        let waiting = if z.inet && wake::pending(&ctx.host.proc, z.pid) {
-            "a TCP/UDP socket"
-        } else if z
-            .unix
-            .as_mut()
-            .is_some_and(|u| u.pending().unwrap_or(false))
-        {
-            "a unix socket"
-        } else {
+        let waiting = match z.sockets.as_mut() {
+            Some(w) => w.pending().ok().flatten(),
+            None => (z.inet && wake::pending(&ctx.host.proc, z.pid)).then_some("a TCP/UDP socket"),
+        };
+        let Some(waiting) = waiting else {
             return true;
         };
         let name = &z.name;

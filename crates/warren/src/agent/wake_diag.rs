@@ -1,19 +1,24 @@
-//! Waking a suspended zone on a unix-socket connection (issue 19, item 2; docs/suspend.md,
-//! "Wake on connection"). A client that connects to a suspended zone's listening unix
-//! stream socket — one in the zone's filesystem that a host client reaches through the
-//! zone's root, or one bind-mounted out — is queued by the kernel on the listener while
-//! the zone is frozen, as a TCP connection is in its backlog; the agent sees it and
-//! resumes the zone, which then accepts it.
+//! Waking a suspended zone when a client waits on one of its sockets, by `sock_diag`
+//! (issue 19, item 2; docs/suspend.md, "Wake on connection"). A client that connects
+//! to a suspended zone's listening TCP or unix stream socket is queued by the kernel on
+//! the listener while the zone is frozen (a unix socket in the zone's filesystem is
+//! reached from the host through the zone's root, or bind-mounted out); a datagram to
+//! its UDP socket waits in the receive queue. The agent sees it and resumes the zone,
+//! which then accepts it.
 //!
-//! The queues are not in /proc, so the agent asks the kernel with one `sock_diag`
-//! netlink dump (`SOCK_DIAG_BY_FAMILY`, `AF_UNIX`, listening sockets only,
-//! `UDIAG_SHOW_RQLEN`: for a listener the pending connections) in the zone's network
-//! namespace (a unix socket belongs to the namespace it was made in; the netlink socket
-//! is opened there once, as `net::netlink` does for links). The dump holds every
-//! listener of that namespace — for a host-network zone, the host's — so the zone's own
-//! are picked by inode: the sockets its processes hold (`/proc/PID/fd`, read once
-//! when the zone is first watched: a frozen zone makes no new ones). The encoding and
-//! parsing are pure and unit-tested.
+//! Per suspended zone and tick, five `sock_diag` netlink dumps (`SOCK_DIAG_BY_FAMILY`)
+//! on one netlink socket opened once in the zone's network namespace (a socket belongs
+//! to the namespace it was made in; as `net::netlink` does for links): listening unix
+//! sockets with `UDIAG_SHOW_RQLEN` (a listener's pending connections), listening TCP
+//! sockets over IPv4 and IPv6 (`idiag_rqueue`: the accept queue), and UDP sockets over
+//! both (`idiag_rqueue`: bytes waiting). A listener dump walks only the listening hash,
+//! where `/proc/PID/net/tcp` (the first version, [`super::wake`]) walks every socket of
+//! the host: at 900 suspended zones that made a sweep take seconds. The dumps hold
+//! every such socket of the namespace — for a host-network zone, the host's — so the
+//! zone's own are picked by inode: the sockets its processes hold (`/proc/PID/fd`, read
+//! once when the zone is first watched: a frozen zone makes no new ones). So
+//! host-network zones are watched too. The encoding and parsing are pure and
+//! unit-tested.
 
 use std::collections::HashSet;
 use std::fs::File;
@@ -31,6 +36,10 @@ const NLMSG_DONE: u16 = 3;
 const NLM_F_REQUEST: u16 = 1;
 const NLM_F_DUMP: u16 = 0x300;
 const AF_UNIX: u8 = 1;
+const AF_INET: u8 = 2;
+const AF_INET6: u8 = 10;
+const IPPROTO_TCP: u8 = 6;
+const IPPROTO_UDP: u8 = 17;
 /// `TCP_LISTEN`, the state a listening unix socket reports.
 const LISTEN: u8 = 10;
 const UDIAG_SHOW_RQLEN: u32 = 0x10;
@@ -54,6 +63,40 @@ pub fn request(seq: u32) -> Vec<u8> {
     b
 }
 
+/// The dumps of one sweep: (family, protocol). Protocol 0 with `AF_UNIX`.
+pub const DUMPS: [(u8, u8); 5] = [
+    (AF_UNIX, 0),
+    (AF_INET, IPPROTO_TCP),
+    (AF_INET6, IPPROTO_TCP),
+    (AF_INET, IPPROTO_UDP),
+    (AF_INET6, IPPROTO_UDP),
+];
+
+/// A `SOCK_DIAG_BY_FAMILY` dump request for the `family`/`protocol` sockets a wake
+/// cares about (pure): unix listeners ([`request`]), TCP listeners, or every UDP
+/// socket; `nlmsghdr` then `inet_diag_req_v2` (family, protocol, ext, pad, states, a
+/// zero `inet_diag_sockid`).
+pub fn request_for(family: u8, protocol: u8, seq: u32) -> Vec<u8> {
+    if family == AF_UNIX {
+        return request(seq);
+    }
+    let mut b = Vec::with_capacity(72);
+    b.extend_from_slice(&72u32.to_ne_bytes());
+    b.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    b.extend_from_slice(&(NLM_F_REQUEST | NLM_F_DUMP).to_ne_bytes());
+    b.extend_from_slice(&seq.to_ne_bytes());
+    b.extend_from_slice(&0u32.to_ne_bytes());
+    b.extend_from_slice(&[family, protocol, 0, 0]);
+    let states: u32 = if protocol == IPPROTO_TCP {
+        1 << LISTEN
+    } else {
+        u32::MAX
+    };
+    b.extend_from_slice(&states.to_ne_bytes());
+    b.extend_from_slice(&[0; 48]);
+    b
+}
+
 /// What one buffer of the dump's replies said.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Replies {
@@ -73,9 +116,52 @@ fn u32_at(b: &[u8], off: usize) -> Option<u32> {
     Some(u32::from_ne_bytes(b.get(off..off + 4)?.try_into().ok()?))
 }
 
-/// Parse one received buffer (pure): each listening socket's (inode, connections
-/// waiting) goes into `out`.
+/// Parse one received buffer of a unix dump (pure): each listening socket's (inode,
+/// connections waiting) goes into `out`.
 pub fn parse(buf: &[u8], seq: u32, out: &mut Vec<(u32, u32)>) -> Replies {
+    parse_with(buf, seq, out, unix_entry)
+}
+
+/// Parse one received buffer of a TCP or UDP dump (pure): each socket's (inode, queue)
+/// — a TCP listener's accept queue, a UDP socket's bytes waiting — goes into `out`.
+pub fn parse_inet(buf: &[u8], seq: u32, out: &mut Vec<(u32, u32)>) -> Replies {
+    parse_with(buf, seq, out, inet_entry)
+}
+
+/// `unix_diag_msg` (family, type, state, pad, ino, cookie[2]) and its attributes: a
+/// listener's (inode, pending connections).
+fn unix_entry(msg: &[u8]) -> Option<(u32, u32)> {
+    let (&state, ino) = (msg.get(18)?, u32_at(msg, 20)?);
+    let mut a = 32;
+    let mut rq = 0;
+    while a + 4 <= msg.len() {
+        let (Some(alen), Some(atype)) = (u16_at(msg, a), u16_at(msg, a + 2)) else {
+            break;
+        };
+        let alen = alen as usize;
+        if alen < 4 {
+            break;
+        }
+        if atype == UNIX_DIAG_RQLEN {
+            rq = u32_at(msg, a + 4).unwrap_or(0);
+        }
+        a += (alen + 3) & !3;
+    }
+    (state == LISTEN).then_some((ino, rq))
+}
+
+/// `inet_diag_msg`: family, state, timer, retrans, the 48-byte `inet_diag_sockid`,
+/// then expires, rqueue, wqueue, uid, inode.
+fn inet_entry(msg: &[u8]) -> Option<(u32, u32)> {
+    Some((u32_at(msg, 16 + 68)?, u32_at(msg, 16 + 56)?))
+}
+
+fn parse_with(
+    buf: &[u8],
+    seq: u32,
+    out: &mut Vec<(u32, u32)>,
+    entry: fn(&[u8]) -> Option<(u32, u32)>,
+) -> Replies {
     let mut off = 0;
     while off + 16 <= buf.len() {
         let (Some(len), Some(kind), Some(s)) =
@@ -102,30 +188,7 @@ pub fn parse(buf: &[u8], seq: u32, out: &mut Vec<(u32, u32)>) -> Replies {
                     Replies::Error(errno)
                 };
             }
-            SOCK_DIAG_BY_FAMILY => {
-                // unix_diag_msg: family, type, state, pad, ino, cookie[2]; then attributes.
-                let (Some(&state), Some(ino)) = (msg.get(18), u32_at(msg, 20)) else {
-                    continue;
-                };
-                let mut a = 32;
-                let mut rq = 0;
-                while a + 4 <= msg.len() {
-                    let (Some(alen), Some(atype)) = (u16_at(msg, a), u16_at(msg, a + 2)) else {
-                        break;
-                    };
-                    let alen = alen as usize;
-                    if alen < 4 {
-                        break;
-                    }
-                    if atype == UNIX_DIAG_RQLEN {
-                        rq = u32_at(msg, a + 4).unwrap_or(0);
-                    }
-                    a += (alen + 3) & !3;
-                }
-                if state == LISTEN {
-                    out.push((ino, rq));
-                }
-            }
+            SOCK_DIAG_BY_FAMILY => out.extend(entry(msg)),
             _ => {}
         }
     }
@@ -172,25 +235,25 @@ fn open_in(netns: &File) -> io::Result<Socket> {
     Ok(s)
 }
 
-/// One suspended zone's unix listeners, watched.
-pub struct UnixWatch {
+/// One suspended zone's sockets, watched.
+pub struct SocketWatch {
     sock: Socket,
     inodes: HashSet<u32>,
     seq: u32,
     buf: Vec<u8>,
 }
 
-impl UnixWatch {
+impl SocketWatch {
     /// Watch the zone whose init is `pid` and whose processes are in `cgroups`; `None`
     /// when its processes hold no socket at all.
-    pub fn new(proc_root: &Path, pid: i32, cgroups: &CgroupSet) -> io::Result<Option<UnixWatch>> {
+    pub fn new(proc_root: &Path, pid: i32, cgroups: &CgroupSet) -> io::Result<Option<SocketWatch>> {
         let pids = cgroups.pids().map_err(io::Error::other)?;
         let inodes = socket_inodes(proc_root, &pids);
         if inodes.is_empty() {
             return Ok(None);
         }
         let netns = File::open(proc_root.join(format!("{pid}/ns/net")))?;
-        Ok(Some(UnixWatch {
+        Ok(Some(SocketWatch {
             sock: open_in(&netns)?,
             inodes,
             seq: 0,
@@ -198,23 +261,42 @@ impl UnixWatch {
         }))
     }
 
-    /// Whether one of the zone's listening unix sockets has a connection waiting.
-    pub fn pending(&mut self) -> io::Result<bool> {
-        self.seq = self.seq.wrapping_add(1);
-        self.sock.send(&request(self.seq), 0)?;
-        let mut found = Vec::new();
-        loop {
-            self.buf.clear();
-            let n = self.sock.recv(&mut self.buf, 0)?;
-            match parse(&self.buf[..n.min(self.buf.len())], self.seq, &mut found) {
-                Replies::More if n > 0 => {}
-                Replies::More | Replies::Done => break,
-                Replies::Error(e) => return Err(io::Error::from_raw_os_error(e)),
+    /// Which kind of the zone's sockets has a client waiting, if one does: "a unix
+    /// socket", "a TCP socket" or "a UDP socket".
+    pub fn pending(&mut self) -> io::Result<Option<&'static str>> {
+        for (family, protocol) in DUMPS {
+            self.seq = self.seq.wrapping_add(1);
+            self.sock
+                .send(&request_for(family, protocol, self.seq), 0)?;
+            let mut found = Vec::new();
+            loop {
+                self.buf.clear();
+                let n = self.sock.recv(&mut self.buf, 0)?;
+                let got = &self.buf[..n.min(self.buf.len())];
+                let r = if family == AF_UNIX {
+                    parse(got, self.seq, &mut found)
+                } else {
+                    parse_inet(got, self.seq, &mut found)
+                };
+                match r {
+                    Replies::More if n > 0 => {}
+                    Replies::More | Replies::Done => break,
+                    // A protocol this kernel does not dump (e.g. no IPv6): nothing waits there.
+                    Replies::Error(_) => break,
+                }
+            }
+            if found
+                .iter()
+                .any(|(ino, rq)| *rq > 0 && self.inodes.contains(ino))
+            {
+                return Ok(Some(match protocol {
+                    0 => "a unix socket",
+                    IPPROTO_TCP => "a TCP socket",
+                    _ => "a UDP socket",
+                }));
             }
         }
-        Ok(found
-            .iter()
-            .any(|(ino, rq)| *rq > 0 && self.inodes.contains(ino)))
+        Ok(None)
     }
 }
 
@@ -248,6 +330,33 @@ mod tests {
             b.extend_from_slice(&128u32.to_ne_bytes());
         }
         b
+    }
+
+    fn inet(ino: u32, rq: u32) -> Vec<u8> {
+        let mut b = vec![AF_INET6, LISTEN, 0, 0];
+        b.extend_from_slice(&[0; 48]);
+        for v in [0u32, rq, 128, 0, ino] {
+            b.extend_from_slice(&v.to_ne_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn tcp_and_udp_requests_and_replies() {
+        let tcp = request_for(AF_INET6, IPPROTO_TCP, 9);
+        assert_eq!((tcp.len(), u32_at(&tcp, 0)), (72, Some(72)));
+        assert_eq!(&tcp[16..18], &[AF_INET6, IPPROTO_TCP]);
+        assert_eq!(u32_at(&tcp, 20), Some(1 << LISTEN));
+        assert_eq!(
+            u32_at(&request_for(AF_INET, IPPROTO_UDP, 9), 20),
+            Some(u32::MAX)
+        );
+        assert_eq!(request_for(AF_UNIX, 0, 9), request(9));
+        let mut buf = msg(SOCK_DIAG_BY_FAMILY, 9, &inet(500, 3));
+        buf.extend(msg(SOCK_DIAG_BY_FAMILY, 9, &inet(501, 0)));
+        let mut out = Vec::new();
+        assert_eq!(parse_inet(&buf, 9, &mut out), Replies::More);
+        assert_eq!(out, vec![(500, 3), (501, 0)]);
     }
 
     #[test]
