@@ -435,8 +435,17 @@ fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Slee
 /// Resume each suspended zone that has a client waiting ([`wake_diag`], or [`wake`]).
 fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
     sleeping.retain_mut(|z| {
-        let waiting = match z.sockets.as_mut() {
-            Some(w) => w.pending().ok().flatten(),
+        let waiting = match z.sockets.as_mut().map(|w| w.pending()) {
+            Some(Ok(w)) => w,
+            Some(Err(e)) => {
+                // Not silently deaf: from now on the /proc fallback (bridged zones).
+                eprintln!(
+                    "warren: agent: zone '{}': sock_diag failed ({e}); its sockets are read from /proc/PID/net from now on",
+                    z.name
+                );
+                z.sockets = None;
+                None
+            }
             None => (z.inet && wake::pending(&ctx.host.proc, z.pid)).then_some("a TCP/UDP socket"),
         };
         let Some(waiting) = waiting else {
