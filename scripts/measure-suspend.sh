@@ -6,6 +6,10 @@
 # (from swap) and a second touch (resident again), timed inside the zone. As root, in
 # a temporary state root; removes the zone and the swap on exit, also on failure.
 #   scripts/measure-suspend.sh [file|zram] [ROUNDS] [MIB] [path/to/warren]
+# Environment (docs/suspend.md, "Warm again"): ZRAM_ALG=lz4 (zram's compressor),
+# PAGE_CLUSTER=0 (vm.page-cluster for the run, restored on exit), PREFETCH=1 (resume
+# --prefetch). The last column, warm_ms, is thaw + prefetch + first touch: from the
+# resume to the whole working set resident again.
 set -euo pipefail
 KIND=${1:-file}
 ROUNDS=${2:-5}
@@ -16,7 +20,9 @@ command -v python3 >/dev/null || { echo "needs python3 (the zone's workload)" >&
 W=$(realpath "$W")
 TMP=$(mktemp -d /tmp/warren-suspend-XXXXXX)
 export WARREN_ROOT=$TMP/root WARREN_RUN_DIR=$TMP/run WARREN_OCI_ROOT=$TMP/oci
+OLD_PC=$(cat /proc/sys/vm/page-cluster)
 cleanup() {
+    echo "$OLD_PC" > /proc/sys/vm/page-cluster
     "$W" halt --all --timeout 1 >/dev/null 2>&1 || true
     "$W" delete --force m >/dev/null 2>&1 || true
     "$W" swap disable >/dev/null 2>&1 || true
@@ -24,8 +30,9 @@ cleanup() {
 }
 trap cleanup EXIT
 mkdir -p "$WARREN_ROOT"
+[ -n "${PAGE_CLUSTER:-}" ] && echo "$PAGE_CLUSTER" > /proc/sys/vm/page-cluster
 if [ "$KIND" = zram ]; then
-    "$W" swap enable --zram --size 1G >/dev/null
+    "$W" swap enable --zram --size 1G ${ZRAM_ALG:+--zram-algorithm "$ZRAM_ALG"} >/dev/null
 else
     "$W" swap enable --size 1G >/dev/null
 fi
@@ -65,20 +72,21 @@ touch_ms() { # N: let the process touch its pages once, print the time in ms
     python3 -c "print('%.1f' % (float(open('$ROOT/tmp/touch$1').read()) * 1000))"
 }
 n=0
-echo "# $(uname -r), $(nproc) CPUs, swap: $KIND, $MIB MiB; load: $(cut -d' ' -f1-3 /proc/loadavg) (shared machine: noisy)"
+echo "# $(uname -r), $(nproc) CPUs, swap: $KIND $(cat /sys/block/zram0/comp_algorithm 2>/dev/null | grep -o '\[[^]]*\]' || true), page-cluster $(cat /proc/sys/vm/page-cluster), prefetch ${PREFETCH:-0}, $MIB MiB; load: $(cut -d' ' -f1-3 /proc/loadavg) (shared machine: noisy)"
 echo "# a touch of every page while resident (the loop's own cost): $(touch_ms $n) ms"; n=$((n+1))
-printf '%-6s %9s %11s %12s %12s %11s %8s %14s %15s\n' round freeze_ms pageout_ms resident_MiB after_MiB swapped_MiB thaw_ms first_touch_ms second_touch_ms
+printf '%-6s %9s %11s %12s %12s %11s %8s %11s %14s %15s %8s\n' round freeze_ms pageout_ms resident_MiB after_MiB swapped_MiB thaw_ms prefetch_ms first_touch_ms second_touch_ms warm_ms
 for r in $(seq "$ROUNDS"); do
     s=$("$W" --json suspend m)
-    u=$("$W" --json resume m)
+    if [ "${PREFETCH:-0}" = 1 ]; then u=$("$W" --json resume --prefetch m); else u=$("$W" --json resume m); fi
     first=$(touch_ms $n); n=$((n+1))
     second=$(touch_ms $n); n=$((n+1))
     python3 - "$r" "$s" "$u" "$first" "$second" <<'EOF'
 import json, sys
 r, s, u, first, second = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
 mib = lambda b: b / (1 << 20)
-print('%-6s %9.2f %11.1f %12.1f %12.1f %11.1f %8.2f %14s %15s' % (
+pf = u.get('prefetch_ms') or 0.0
+print('%-6s %9.2f %11.1f %12.1f %12.1f %11.1f %8.2f %11.1f %14s %15s %8.1f' % (
     r, s['freeze_ms'], s['pageout_ms'], mib(s['resident_before']), mib(s['resident_after']),
-    mib(s['swapped']), u['thaw_ms'], first, second))
+    mib(s['swapped']), u['thaw_ms'], pf, first, second, u['thaw_ms'] + pf + float(first)))
 EOF
 done

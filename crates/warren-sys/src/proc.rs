@@ -89,6 +89,25 @@ pub fn process_madvise_pageout(
     pidfd: BorrowedFd<'_>,
     ranges: &[(usize, usize)],
 ) -> io::Result<u64> {
+    process_madvise(pidfd, ranges, libc::MADV_PAGEOUT)
+}
+
+/// `process_madvise(pidfd, ranges, MADV_WILLNEED, 0)`: ask the kernel to read the
+/// swapped-out pages of `ranges` back into the swap cache now (asynchronously for a
+/// disk, at once for zram), so the process's next touch of them is a minor fault.
+/// Batches and the return value as [`process_madvise_pageout`].
+pub fn process_madvise_willneed(
+    pidfd: BorrowedFd<'_>,
+    ranges: &[(usize, usize)],
+) -> io::Result<u64> {
+    process_madvise(pidfd, ranges, libc::MADV_WILLNEED)
+}
+
+fn process_madvise(
+    pidfd: BorrowedFd<'_>,
+    ranges: &[(usize, usize)],
+    advice: libc::c_int,
+) -> io::Result<u64> {
     let mut done = 0u64;
     for batch in ranges.chunks(MAX_IOV) {
         let iov: Vec<libc::iovec> = batch
@@ -109,7 +128,7 @@ pub fn process_madvise_pageout(
                 pidfd.as_raw_fd(),
                 iov.as_ptr(),
                 iov.len(),
-                libc::MADV_PAGEOUT,
+                advice,
                 0u32,
             )
         };

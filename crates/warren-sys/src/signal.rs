@@ -154,3 +154,52 @@ pub fn spawn_with_default_signals(
         _ => Ok(pid),
     }
 }
+
+/// The last signal [`catch`]'s handler saw (0: none since [`uncatch`]).
+static CAUGHT: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+extern "C" fn note_signal(sig: libc::c_int) {
+    // One atomic store: async-signal-safe.
+    CAUGHT.store(sig, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// Catch `sigs` with a handler that only notes the signal (read it with [`caught`]),
+/// so that a long command (e.g. `warren bench scale` on Ctrl-C) can stop at its next
+/// check and undo what it made instead of dying with it. SA_RESTART: interrupted
+/// system calls are restarted. Handlers are reset to the default by exec, so the
+/// children spawned meanwhile are not affected. Undo with [`uncatch`].
+pub fn catch(sigs: &[i32]) -> io::Result<()> {
+    for &sig in sigs {
+        let mut sa = std::mem::MaybeUninit::<libc::sigaction>::zeroed();
+        // SAFETY: a zeroed sigaction is a valid value (empty mask, no flags); we set the
+        // handler, a function that is async-signal-safe (one atomic store), and
+        // SA_RESTART; sigaction copies the struct and the old action is not wanted.
+        let rc = unsafe {
+            let p = sa.as_mut_ptr();
+            (*p).sa_sigaction = note_signal as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            (*p).sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut (*p).sa_mask);
+            libc::sigaction(sig, p, std::ptr::null_mut())
+        };
+        crate::cvt(rc)?;
+    }
+    Ok(())
+}
+
+/// The signal noted by [`catch`]'s handler, if one came (it stays noted until
+/// [`uncatch`], so every check on the way out sees it).
+pub fn caught() -> Option<i32> {
+    match CAUGHT.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Put `sigs` back to their default action (after [`catch`]).
+pub fn uncatch(sigs: &[i32]) {
+    for &sig in sigs {
+        // SAFETY: setting a standard disposition for a valid signal number.
+        unsafe { libc::signal(sig, libc::SIG_DFL) };
+    }
+    CAUGHT.store(0, std::sync::atomic::Ordering::SeqCst);
+}

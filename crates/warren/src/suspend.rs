@@ -54,7 +54,7 @@ pub fn pageout(set: &CgroupSet, proc_root: &Path) -> Pageout {
     match set.version {
         CgroupVersion::V2 => reclaim_v2(set),
         CgroupVersion::V1 => {
-            let mut out = madvise_all(set, proc_root);
+            let mut out = madvise_all(set, proc_root, Advice::Pageout);
             force_empty_v1(set, &mut out);
             out
         }
@@ -96,7 +96,20 @@ fn reclaim_v2(set: &CgroupSet) -> Pageout {
     out
 }
 
-fn madvise_all(set: &CgroupSet, proc_root: &Path) -> Pageout {
+/// Read a resumed zone's swapped-out memory back ahead of its touches:
+/// `process_madvise(MADV_WILLNEED)` over every process's private writable mappings
+/// (docs/suspend.md, "Warm again"). The zone runs meanwhile.
+pub fn prefetch(set: &CgroupSet, proc_root: &Path) -> Pageout {
+    madvise_all(set, proc_root, Advice::WillNeed)
+}
+
+#[derive(Clone, Copy)]
+enum Advice {
+    Pageout,
+    WillNeed,
+}
+
+fn madvise_all(set: &CgroupSet, proc_root: &Path, advice: Advice) -> Pageout {
     let mut out = Pageout::default();
     let pids = match set.pids() {
         Ok(p) => p,
@@ -128,7 +141,17 @@ fn madvise_all(set: &CgroupSet, proc_root: &Path) -> Pageout {
             continue;
         }
         use std::os::fd::AsFd;
-        match warren_sys::proc::process_madvise_pageout(fd.as_fd(), &ranges) {
+        let (result, name) = match advice {
+            Advice::Pageout => (
+                warren_sys::proc::process_madvise_pageout(fd.as_fd(), &ranges),
+                "MADV_PAGEOUT",
+            ),
+            Advice::WillNeed => (
+                warren_sys::proc::process_madvise_willneed(fd.as_fd(), &ranges),
+                "MADV_WILLNEED",
+            ),
+        };
+        match result {
             Ok(n) => {
                 out.processes += 1;
                 out.advised += n;
@@ -136,7 +159,7 @@ fn madvise_all(set: &CgroupSet, proc_root: &Path) -> Pageout {
             Err(e) if e.raw_os_error() == Some(warren_sys::libc::ESRCH) => {}
             Err(e) => out
                 .failed
-                .push((pid, format!("process_madvise(MADV_PAGEOUT): {e}"))),
+                .push((pid, format!("process_madvise({name}): {e}"))),
         }
     }
     out

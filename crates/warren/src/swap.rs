@@ -74,6 +74,8 @@ pub struct EnableOptions {
     pub size: u64,
     pub file: Option<PathBuf>,
     pub zram: bool,
+    /// zram's compressor (`comp_algorithm`); `None`: the kernel's default.
+    pub zram_algorithm: Option<String>,
     pub swappiness: u64,
 }
 
@@ -253,7 +255,7 @@ fn zram_dir(sys_root: &Path) -> PathBuf {
 }
 
 /// Set up /dev/zram0 (compressed RAM) as a swap device of `size` bytes.
-fn make_zram(sys_root: &Path, size: u64) -> Result<PathBuf> {
+fn make_zram(sys_root: &Path, size: u64, algorithm: Option<&str>) -> Result<PathBuf> {
     let dir = zram_dir(sys_root);
     if !dir.exists() {
         return Err(Error::Unsupported(format!(
@@ -268,6 +270,22 @@ fn make_zram(sys_root: &Path, size: u64) -> Result<PathBuf> {
             current.trim(),
             dir.display()
         )));
+    }
+    if let Some(alg) = algorithm {
+        // Only before disksize is set; the file lists the choices, the current in [].
+        let offered = fs::read_to_string(dir.join("comp_algorithm")).unwrap_or_default();
+        let names: Vec<&str> = offered
+            .split_whitespace()
+            .map(|a| a.trim_matches(|c| c == '[' || c == ']'))
+            .collect();
+        if !names.contains(&alg) {
+            return Err(Error::Invalid(format!(
+                "--zram-algorithm {alg:?}: this kernel's zram offers {}; pick one of them",
+                names.join(", ")
+            )));
+        }
+        fs::write(dir.join("comp_algorithm"), alg)
+            .ctx(|| format!("setting {}/comp_algorithm to {alg}", dir.display()))?;
     }
     fs::write(dir.join("disksize"), size.to_string())
         .ctx(|| format!("setting {}/disksize", dir.display()))?;
@@ -303,7 +321,10 @@ pub fn enable(
     let dir = layout.root().join("swap");
     fs::create_dir_all(&dir).ctx(|| format!("creating {}", dir.display()))?;
     let (kind, path) = if o.zram {
-        (SwapKind::Zram, make_zram(sys_root, o.size)?)
+        (
+            SwapKind::Zram,
+            make_zram(sys_root, o.size, o.zram_algorithm.as_deref())?,
+        )
     } else {
         let path = o.file.clone().unwrap_or_else(|| default_file(layout));
         make_file(&path, o.size)?;

@@ -592,10 +592,9 @@ fn a_connection_wakes_a_suspended_zone_and_is_answered() {
     );
     let evs = json(&env.ok(&["events", "--json", "--type", "agent"]));
     assert!(
-        evs.as_array()
-            .unwrap()
-            .iter()
-            .any(|e| e["action"] == "wake" && e["zone"] == "web"),
+        evs.as_array().unwrap().iter().any(|e| e["action"] == "wake"
+            && e["zone"] == "web"
+            && e["reason"] == "a client is waiting on a TCP socket"),
         "{evs}"
     );
 }

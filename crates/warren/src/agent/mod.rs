@@ -65,6 +65,7 @@ pub mod decide;
 pub mod idle;
 pub mod sample;
 pub mod wake;
+pub mod wake_diag;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -180,8 +181,8 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let mut last_action: Option<u64> = None;
     let mut idle: idle::Tracks = idle::Tracks::new();
     let mut idle_scanned: Option<Instant> = None;
-    // Suspended zones whose sockets are watched (`wake-on-connect`), by init pid.
-    let mut sleeping: Vec<(String, i32)> = Vec::new();
+    // Suspended zones whose sockets are watched (`wake-on-connect`).
+    let mut sleeping: Vec<Sleeper> = Vec::new();
     let mut sleeping_read: Option<Instant> = None;
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
@@ -371,15 +372,8 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             if sleeping_read.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.wake_scan_s))
             {
                 sleeping_read = Some(Instant::now());
-                sleeping = running_zones(ctx)?
-                    .0
-                    .into_iter()
-                    // Only zones with a network namespace of their own that the
-                    // host reaches (bridged): a host-network zone's /proc/PID/net is
-                    // the host's.
-                    .filter(|k| k.suspended && k.veth.is_some())
-                    .filter_map(|k| Some((k.name, k.init_pid?)))
-                    .collect();
+                let known = running_zones(ctx)?.0;
+                sleeping = sleepers(ctx, known, std::mem::take(&mut sleeping));
             }
             wake_waiting(ctx, o, &mut sleeping);
         }
@@ -394,12 +388,70 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     }
 }
 
-/// Resume each suspended zone that has a client waiting ([`wake`]).
-fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<(String, i32)>) {
-    sleeping.retain(|(name, pid)| {
-        if !wake::pending(&ctx.host.proc, *pid) {
+/// A suspended zone whose sockets the agent watches.
+struct Sleeper {
+    name: String,
+    pid: i32,
+    /// The fallback when `sockets` is `None`: TCP/UDP through /proc/PID/net
+    /// ([`wake`]), only for zones with a network namespace of their own that the host
+    /// reaches (bridged); a host-network zone's /proc/PID/net is the host's.
+    inet: bool,
+    /// Its sockets by sock_diag ([`wake_diag`]: unix, TCP, UDP), any network mode;
+    /// `None`: it holds no socket, or the watch could not be set up.
+    sockets: Option<wake_diag::SocketWatch>,
+}
+
+/// The suspended zones of `known` to watch, keeping the socket watches of `old` for the
+/// zones still there with the same init (their sockets are read only once).
+fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Sleeper> {
+    known
+        .into_iter()
+        .filter(|k| k.suspended)
+        .filter_map(|k| {
+            let pid = k.init_pid?;
+            let sockets = match old.iter().position(|s| s.name == k.name && s.pid == pid) {
+                Some(i) => old.swap_remove(i).sockets,
+                None => match wake_diag::SocketWatch::new(&ctx.host.proc, pid, &k.cgroups) {
+                    Ok(w) => w,
+                    Err(e) => {
+                        eprintln!(
+                            "warren: agent: zone '{}': its sockets are not watched by sock_diag ({e}); a bridged zone's are read from /proc/PID/net instead",
+                            k.name
+                        );
+                        None
+                    }
+                },
+            };
+            Some(Sleeper {
+                name: k.name,
+                pid,
+                inet: k.veth.is_some(),
+                sockets,
+            })
+        })
+        .collect()
+}
+
+/// Resume each suspended zone that has a client waiting ([`wake_diag`], or [`wake`]).
+fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
+    sleeping.retain_mut(|z| {
+        let waiting = match z.sockets.as_mut().map(|w| w.pending()) {
+            Some(Ok(w)) => w,
+            Some(Err(e)) => {
+                // Not silently deaf: from now on the /proc fallback (bridged zones).
+                eprintln!(
+                    "warren: agent: zone '{}': sock_diag failed ({e}); its sockets are read from /proc/PID/net from now on",
+                    z.name
+                );
+                z.sockets = None;
+                None
+            }
+            None => (z.inet && wake::pending(&ctx.host.proc, z.pid)).then_some("a TCP/UDP socket"),
+        };
+        let Some(waiting) = waiting else {
             return true;
-        }
+        };
+        let name = &z.name;
         let t = Instant::now();
         let r = zone::resume(ctx, name);
         let ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -407,7 +459,7 @@ fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<(String, i32)>
             time_ms: act::now_ms(),
             action: "wake".into(),
             zone: name.clone(),
-            reason: "a client is waiting on one of its sockets".into(),
+            reason: format!("a client is waiting on {waiting}"),
             priority: None,
             usage_bytes: None,
             request_bytes: None,
@@ -428,7 +480,9 @@ fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<(String, i32)>
             Ok(_) => log(
                 o.json,
                 serde_json::to_value(&e).unwrap_or_default(),
-                format!("agent: woke zone '{name}' in {ms:.1} ms: a client is waiting"),
+                format!(
+                    "agent: woke zone '{name}' in {ms:.1} ms: a client is waiting on {waiting}"
+                ),
             ),
             Err(err) => eprintln!("warren: agent: waking zone '{name}': {err}"),
         }

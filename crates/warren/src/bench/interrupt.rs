@@ -1,16 +1,12 @@
-//! Stopping a bench with a signal: SIGINT, SIGTERM and SIGHUP are blocked while the
-//! bench runs and taken after each of its steps ([`Progress::interrupted`]), so the
-//! step loop ends with an error and every guard of the bench (its zones, templates,
-//! scratch directory, the compared systems' stores) removes what it made, as after
-//! any failure. Without this, a signal's default action ended the process where it
-//! stood and left the bench's zones running.
-//!
-//! The mask is per thread and inherited by children: zones' inits reset theirs, and
-//! the commands the bench runs (crun, LXC, podman) are started by `std::process`,
-//! which resets the mask in the child.
+//! Stopping a bench with a signal: SIGINT, SIGTERM and SIGHUP are caught while the
+//! bench runs (a handler notes the signal) and checked after each of its steps
+//! ([`Progress::interrupted`]; `bench scale` also checks within its steps), so the bench
+//! ends with an error and every guard (its zones, templates, scratch directory, budget,
+//! swap, the compared systems' stores) removes what it made, as after any failure.
+//! Without this, a signal's default action ended the process where it stood and left
+//! the bench's zones running. One mechanism for every bench kind.
 
 use warren_sys::libc;
-use warren_sys::signal::{self, SavedMask};
 
 use crate::error::{IoContext, Result};
 use crate::measure::Progress;
@@ -18,27 +14,59 @@ use crate::measure::Progress;
 /// The signals that stop a bench.
 pub const STOP: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
-/// A progress that also reports a stop signal; the signals are blocked while it lives.
+/// [`STOP`] caught for the process while this lives: a handler only notes the signal
+/// (process-wide, whichever thread it lands on), [`signal`] reads it, and the default
+/// actions are back on drop. Handlers are reset by exec, so the commands and zones the
+/// bench starts meanwhile are unaffected.
+pub struct Caught(());
+
+impl Caught {
+    pub fn new() -> Result<Caught> {
+        warren_sys::signal::catch(&STOP)
+            .ctx(|| "catching SIGINT, SIGTERM and SIGHUP for the bench's cleanup".into())?;
+        Ok(Caught(()))
+    }
+}
+
+impl Drop for Caught {
+    fn drop(&mut self) {
+        warren_sys::signal::uncatch(&STOP);
+    }
+}
+
+/// The stop signal that came since [`Caught::new`], if one did.
+pub fn signal() -> Option<i32> {
+    warren_sys::signal::caught()
+}
+
+/// `SIGINT`, `SIGTERM` or `SIGHUP`.
+pub fn name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGINT => "SIGINT",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGHUP => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+/// A progress that also reports a stop signal; the signals are caught while it lives.
 pub struct Interruptible<'a> {
     inner: &'a mut dyn Progress,
-    mask: SavedMask,
-    got: Option<i32>,
+    _caught: Caught,
 }
 
 impl<'a> Interruptible<'a> {
-    /// Block [`STOP`] (in this thread: the bench's) until this is dropped.
+    /// Catch [`STOP`] until this is dropped.
     pub fn new(inner: &'a mut dyn Progress) -> Result<Interruptible<'a>> {
-        let mask = signal::block(&STOP).ctx(|| "blocking SIGINT, SIGTERM and SIGHUP".into())?;
         Ok(Interruptible {
             inner,
-            mask,
-            got: None,
+            _caught: Caught::new()?,
         })
     }
 
-    /// The signal that stopped the bench, if one came (also one still pending).
+    /// The signal that stopped the bench, if one came.
     pub fn signal(&mut self) -> Option<i32> {
-        self.interrupted()
+        signal()
     }
 }
 
@@ -53,18 +81,7 @@ impl Progress for Interruptible<'_> {
         self.inner.done();
     }
     fn interrupted(&mut self) -> Option<i32> {
-        if self.got.is_none() {
-            self.got = signal::take(&STOP);
-        }
-        self.got
-    }
-}
-
-impl Drop for Interruptible<'_> {
-    fn drop(&mut self) {
-        // A signal taken is no longer pending; a second one (a second Ctrl-C) is
-        // delivered here with its default action.
-        let _ = signal::restore(&self.mask);
+        signal()
     }
 }
 

@@ -246,6 +246,10 @@ pub enum Command {
     Resume {
         #[command(flatten)]
         targets: Targets,
+        /// After the thaw, read the zone's swapped-out memory back while it runs
+        /// (process_madvise MADV_WILLNEED), so it is warm sooner.
+        #[arg(long)]
+        prefetch: bool,
     },
     /// Halt and boot zones again.
     Reboot {
@@ -660,6 +664,7 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
   warren bench scale --workload pgbench --zones 1,2,4,8
   warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
   warren bench scale --workload http --zones 1,2,4 --duration 10
+  warren bench scale --workload pgbench --zones 4,8 --memory-per-zone 256M --oversubscribe 25 --agent-policy both
 
 --oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
 set as the memory limit of this state root's zone group cgroup (restored afterwards), so
@@ -667,6 +672,12 @@ the zones' caps add up to PCT % more than B; B must fit in the host's MemAvailab
 PCT > 0 and no swap on the host, warren's swap file of N x memory-per-zone - B is enabled
 for each step and removed after it. Without it, oversubscription is reported against the
 host's MemAvailable.
+
+--agent-policy evict runs the agent with suspend-first = false (it halts zones under
+pressure), suspend with suspend-first = true (it suspends them; the bench resumes them
+when the step's time is up), both runs each step twice, evict then suspend, and reports
+evictions, suspensions, OOM kills and zones lost side by side. Ctrl-C (SIGINT, SIGTERM,
+SIGHUP) stops the bench at its next check and removes everything it made.
 
 pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
 in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
@@ -690,6 +701,13 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// Run `warren agent` (watching the zones' group) during each step; count evictions.
         #[arg(long)]
         agent: bool,
+        /// What the agent does under pressure (implies --agent; default: evict).
+        #[arg(long, value_enum, value_name = "POLICY")]
+        agent_policy: Option<crate::bench::scale::AgentPolicy>,
+        /// Each zone also holds this much anonymous memory beside its workload, every
+        /// page touched once a second (a working set that makes the budget bite).
+        #[arg(long, value_name = "SIZE")]
+        working_set: Option<String>,
         /// Seconds of the timed run per step.
         #[arg(long, default_value_t = 30)]
         duration: u64,

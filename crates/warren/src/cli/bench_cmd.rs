@@ -10,7 +10,8 @@ pub(super) fn scale_options(
     memory_per_zone: &str,
     cpu_per_zone: Option<f64>,
     oversubscribe: Option<f64>,
-    agent: bool,
+    agent: Option<bench::scale::AgentPolicy>,
+    working_set: Option<&str>,
     duration: u64,
     clients: usize,
     pgbench_scale: u32,
@@ -35,6 +36,15 @@ pub(super) fn scale_options(
             "--oversubscribe {p}: give a percentage from 0 to 400, e.g. 25"
         )));
     }
+    let working_set = working_set
+        .map(|w| {
+            config::parse_size(w).filter(|b| *b >= 1 << 20 && *b < memory).ok_or_else(|| {
+                Error::Invalid(format!(
+                    "--working-set {w:?}: expected a size from 1M to below --memory-per-zone, such as 96M"
+                ))
+            })
+        })
+        .transpose()?;
     if !(1..=3600).contains(&duration) {
         return Err(Error::Invalid(format!(
             "--duration {duration}: give seconds from 1 to 3600, e.g. --duration 30"
@@ -61,6 +71,7 @@ pub(super) fn scale_options(
         cpu_per_zone,
         oversubscribe_pct: oversubscribe,
         agent,
+        working_set,
         duration: Duration::from_secs(duration),
         clients,
         pgbench_scale,

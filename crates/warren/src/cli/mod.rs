@@ -309,7 +309,10 @@ fn run(cli: Cli) -> Result<i32> {
             res.finish(json, failed)?
         }
         Command::Suspend { targets: t } => suspend_cmd::suspend(&ctx, &t, json)?,
-        Command::Resume { targets: t } => suspend_cmd::resume(&ctx, &t, json)?,
+        Command::Resume {
+            targets: t,
+            prefetch,
+        } => suspend_cmd::resume(&ctx, &t, prefetch, json)?,
         Command::Reboot { zones, timeout } => {
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {
@@ -579,6 +582,8 @@ fn run(cli: Cli) -> Result<i32> {
             cpu_per_zone,
             oversubscribe,
             agent,
+            agent_policy,
+            working_set,
             duration,
             clients,
             pgbench_scale,
@@ -592,7 +597,9 @@ fn run(cli: Cli) -> Result<i32> {
                 &memory_per_zone,
                 cpu_per_zone,
                 oversubscribe,
-                agent,
+                (agent || agent_policy.is_some())
+                    .then(|| agent_policy.unwrap_or(bench::scale::AgentPolicy::Evict)),
+                working_set.as_deref(),
                 duration,
                 clients,
                 pgbench_scale,

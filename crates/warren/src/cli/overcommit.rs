@@ -39,6 +39,10 @@ Examples:
         /// Use the zram0 device (compressed RAM) instead of a file.
         #[arg(long)]
         zram: bool,
+        /// zram's compressor (one of /sys/block/zram0/comp_algorithm, e.g. lz4 or
+        /// lzo-rle) [default: the kernel's]. docs/suspend.md, "Warm again", says which wins.
+        #[arg(long, value_name = "ALG", requires = "zram")]
+        zram_algorithm: Option<String>,
         /// vm.swappiness to set while warren's swap is on (0-200).
         #[arg(long, default_value_t = 60)]
         swappiness: u64,
@@ -56,6 +60,7 @@ pub fn swap_cmd(ctx: &Context, json: bool, c: SwapCmd) -> Result<()> {
             size,
             file,
             zram,
+            zram_algorithm,
             swappiness,
         } => {
             let size = parse_size(&size).ok_or_else(|| {
@@ -68,6 +73,7 @@ pub fn swap_cmd(ctx: &Context, json: bool, c: SwapCmd) -> Result<()> {
                 size,
                 file,
                 zram,
+                zram_algorithm,
                 swappiness,
             };
             let (r, already) = swap::enable(&ctx.layout, proc_, &ctx.host.sys, &o)?;

@@ -83,17 +83,22 @@ pub fn suspend(ctx: &Context, t: &Targets, json: bool) -> Result<()> {
     r
 }
 
-pub fn resume(ctx: &Context, t: &Targets, json: bool) -> Result<()> {
+pub fn resume(ctx: &Context, t: &Targets, prefetch: bool, json: bool) -> Result<()> {
     let zones = targets(ctx, t, |s| s == ZoneState::Suspended)?;
     let mut rows = Vec::new();
     let r = each(&zones, |z| {
-        let (o, r) = zone::resume(ctx, z)?;
+        let (o, r) = zone::resume_with(ctx, z, prefetch)?;
         if !json {
             match &o {
                 Outcome::AlreadyDone(why) => println!("zone '{z}' {why}; nothing to do"),
                 Outcome::Done => println!(
-                    "zone '{z}' resumed in {:.1} ms (suspended {} s)",
-                    r.thaw_ms, r.suspended_s
+                    "zone '{z}' resumed in {:.1} ms (suspended {} s){}",
+                    r.thaw_ms,
+                    r.suspended_s,
+                    r.prefetch_ms.map_or(String::new(), |p| format!(
+                        "; {:.1} MiB prefetched in {p:.1} ms",
+                        r.prefetched.unwrap_or(0) as f64 / (1u64 << 20) as f64
+                    ))
                 ),
             }
         }

@@ -1,12 +1,14 @@
 //! The scale bench's guards on host state, each undone on drop: the memory budget on
 //! the zone group (old limit written back), the swap a step enabled (disabled), the
-//! bench's zones (deleted), `warren agent` (killed).
+//! bench's zones (deleted), `warren agent` (killed), and the caught signals (SIGINT,
+//! SIGTERM, SIGHUP noted instead of killing the bench, so the others get to run).
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use super::super::cleanup;
+use super::super::{cleanup, interrupt};
+use super::AgentPolicy;
 use crate::error::{Error, IoContext, Result};
 use crate::swap;
 use crate::zone::Context;
@@ -79,15 +81,22 @@ impl Drop for AgentChild {
     }
 }
 
-pub(super) fn start_agent(ctx: &Context, scratch: &Path) -> Result<AgentChild> {
-    let cfg = scratch.join("agent.toml");
-    // suspend-first = false: the step measures evictions; a zone the agent suspended
-    // would hold its workload (run through `warren login`) frozen until the step's end.
-    std::fs::write(
-        &cfg,
-        "watch = \"group\"\ninterval-ms = 250\nsuspend-first = false\n",
+/// The agent's config for `policy` (`evict` or `suspend`; see the module doc of
+/// [`super`] for why wake-on-connect is off).
+pub(super) fn agent_config(policy: AgentPolicy) -> String {
+    format!(
+        "watch = \"group\"\ninterval-ms = 250\nsuspend-first = {}\nwake-on-connect = false\n",
+        policy == AgentPolicy::Suspend
     )
-    .ctx(|| format!("writing {}", cfg.display()))?;
+}
+
+pub(super) fn start_agent(
+    ctx: &Context,
+    scratch: &Path,
+    policy: AgentPolicy,
+) -> Result<AgentChild> {
+    let cfg = scratch.join("agent.toml");
+    std::fs::write(&cfg, agent_config(policy)).ctx(|| format!("writing {}", cfg.display()))?;
     let log = scratch.join("agent.log");
     let f = File::create(&log).ctx(|| format!("creating {}", log.display()))?;
     let exe = std::env::current_exe().ctx(|| "finding the warren binary".to_string())?;
@@ -102,4 +111,39 @@ pub(super) fn start_agent(ctx: &Context, scratch: &Path) -> Result<AgentChild> {
         .spawn()
         .ctx(|| "--agent: starting warren agent".to_string())?;
     Ok(AgentChild(child))
+}
+
+/// SIGINT, SIGTERM and SIGHUP caught for the bench's run ([`interrupt::Caught`]), seen
+/// by [`check_signals`]; their default action is back on drop.
+pub(super) type Signals = interrupt::Caught;
+
+/// An error if one of the caught signals came: the bench stops `doing` this and
+/// unwinds, each guard undoing what it made.
+pub(super) fn check_signals(doing: &str) -> Result<()> {
+    match interrupt::signal() {
+        None => Ok(()),
+        Some(sig) => Err(Error::Refused(format!(
+            "bench scale: interrupted by signal {sig} ({}) while {doing}; its zones, template, budget, swap and agent were removed",
+            interrupt::name(sig)
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_agent_suspends_only_under_the_suspend_policy_and_never_wakes() {
+        let evict = agent_config(AgentPolicy::Evict);
+        let suspend = agent_config(AgentPolicy::Suspend);
+        assert!(evict.contains("suspend-first = false\n"), "{evict}");
+        assert!(suspend.contains("suspend-first = true\n"), "{suspend}");
+        for c in [evict, suspend] {
+            assert!(c.contains("wake-on-connect = false\n"), "{c}");
+            let parsed: crate::agent::config::AgentConfig =
+                crate::agent::config::parse(&c).expect("a valid agent config");
+            assert_eq!(parsed.watch, "group");
+        }
+    }
 }

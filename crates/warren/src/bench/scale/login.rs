@@ -5,7 +5,9 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::Duration;
 
+use super::guards::check_signals;
 use crate::error::{Error, IoContext, Result};
 use crate::zone::Context;
 
@@ -76,6 +78,11 @@ pub(super) fn in_all_zones(
     for (i, z) in names.iter().enumerate() {
         let log = logs.join(format!("{z}-{what}.log"));
         l.0.push((z.clone(), log.clone(), login(ctx, z, &script(i), &log)?));
+    }
+    // Polled, not waited for, so that a caught signal stops the bench here too.
+    while !l.all_done() {
+        check_signals(&format!("running {what} in the zones"))?;
+        std::thread::sleep(Duration::from_millis(100));
     }
     for (zone, ok, out) in l.wait() {
         if !ok {

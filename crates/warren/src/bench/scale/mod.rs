@@ -23,8 +23,25 @@
 //! runs `warren agent` (watching the zone group) during the step; its evictions are
 //! counted.
 //!
+//! # Evict or suspend
+//!
+//! `--agent-policy` says what that agent does under the same pressure: `evict`
+//! (`suspend-first = false`: it halts the least important zone), `suspend`
+//! (`suspend-first = true`: it suspends it; when the step's time is up the bench stops
+//! the agent and resumes every suspended zone, so their workload finishes and is
+//! counted), or `both`: each step twice, evict then suspend, one row each. Every row
+//! counts the agent's evictions and suspensions, the zones' OOM kills and the zones
+//! lost (neither running nor suspended when the time is up) — issue 19, item 4. The
+//! agent's `wake-on-connect` is off: the http load would wake a suspended zone at its
+//! next request and undo what is measured. PostgreSQL's own memory is mostly page
+//! cache, which the agent counts as available, so `--working-set SIZE` gives each zone
+//! SIZE of anonymous memory beside its workload (a python3 process touching every page
+//! once a second) for the budget to bite on.
+//!
 //! Everything the bench makes (zones, template, swap, budget, agent, scratch files,
-//! the bridge) is undone when a step ends, also on failure.
+//! the bridge) is undone when a step ends, also on failure and on SIGINT, SIGTERM or
+//! SIGHUP: the bench catches them ([`guards::Signals`]), stops at its next check
+//! (at most about a second later) and unwinds its guards.
 pub mod http;
 pub mod pgbench;
 pub mod report;
@@ -59,6 +76,29 @@ pub enum Workload {
     Http,
 }
 
+/// What the bench's agent does under pressure (`--agent-policy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentPolicy {
+    /// Halt zones (`suspend-first = false`).
+    Evict,
+    /// Suspend zones (`suspend-first = true`).
+    Suspend,
+    /// Each step twice: evict, then suspend.
+    Both,
+}
+
+impl AgentPolicy {
+    /// The runs of one step, in order.
+    fn runs(self) -> &'static [AgentPolicy] {
+        match self {
+            AgentPolicy::Evict => &[AgentPolicy::Evict],
+            AgentPolicy::Suspend => &[AgentPolicy::Suspend],
+            AgentPolicy::Both => &[AgentPolicy::Evict, AgentPolicy::Suspend],
+        }
+    }
+}
+
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -69,7 +109,10 @@ pub struct Options {
     pub cpu_per_zone: Option<f64>,
     /// `None`: no budget (see the module doc).
     pub oversubscribe_pct: Option<f64>,
-    pub agent: bool,
+    /// `--agent` / `--agent-policy`; `None`: no agent.
+    pub agent: Option<AgentPolicy>,
+    /// `--working-set`: bytes of anonymous memory each zone holds and touches.
+    pub working_set: Option<u64>,
     pub duration: Duration,
     /// pgbench connections, or load-generator threads, per zone.
     pub clients: usize,
@@ -121,8 +164,17 @@ pub struct ScaleStep {
     pub host_memory_used_peak_mib: f64,
     /// Peak swap in use on the host during the run, MiB.
     pub swap_used_peak_mib: f64,
+    /// What the agent did under pressure in this row (`evict` or `suspend`), if one ran.
+    pub agent_policy: Option<AgentPolicy>,
     /// Evictions by the agent during the step.
     pub evictions: u64,
+    /// Suspensions by the agent during the step.
+    pub suspensions: u64,
+    /// OOM kills in the zones during the step (memory.oom_control / memory.events).
+    pub oom_kills: u64,
+    /// Zones neither running nor suspended when the step's time was up (evicted, or
+    /// dead), by name.
+    pub zones_lost: Vec<String>,
     pub total_s: f64,
 }
 
@@ -141,6 +193,8 @@ pub struct ScaleResults {
     pub cpu_per_zone: Option<f64>,
     pub oversubscribe_pct: Option<f64>,
     pub agent: bool,
+    pub agent_policy: Option<AgentPolicy>,
+    pub working_set_mib: Option<f64>,
     pub duration_s: f64,
     pub clients_per_zone: usize,
     pub pgbench_scale: Option<u32>,
@@ -158,6 +212,8 @@ pub(super) const MIB: f64 = (1u64 << 20) as f64;
 /// Run the bench. Writes nothing; see [`write`].
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<ScaleResults> {
     ctx.require_root()?;
+    // First, so it is dropped last: a signal during the cleanup below does not cut it short.
+    let _signals = guards::Signals::new()?;
     let machine = machine(ctx)?;
     let mut results = ScaleResults {
         schema_version: SCHEMA_VERSION,
@@ -170,7 +226,9 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         memory_per_zone_mib: opts.memory_per_zone as f64 / MIB,
         cpu_per_zone: opts.cpu_per_zone,
         oversubscribe_pct: opts.oversubscribe_pct,
-        agent: opts.agent,
+        agent: opts.agent.is_some(),
+        agent_policy: opts.agent,
+        working_set_mib: opts.working_set.map(|w| w as f64 / MIB),
         duration_s: opts.duration.as_secs_f64(),
         clients_per_zone: opts.clients,
         pgbench_scale: (opts.workload == Workload::Pgbench).then_some(opts.pgbench_scale),
@@ -201,7 +259,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             busybox.display(), opts.bridge, opts.subnet, opts.clients
         ),
     };
-    if opts.oversubscribe_pct.is_some() || opts.agent {
+    if opts.oversubscribe_pct.is_some() || opts.agent.is_some() {
         let others: Vec<String> = zone::names_in(&ctx.layout)?
             .into_iter()
             .filter(|n| !n.starts_with(PREFIX))
@@ -234,8 +292,17 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
 
     let mut out = Vec::new();
     let mut failure = None;
-    for &n in &opts.steps {
-        let r = run_step(ctx, opts, &plan, &tname, n, &scratch.0, progress);
+    let runs: Vec<(usize, Option<AgentPolicy>)> = opts
+        .steps
+        .iter()
+        .flat_map(|&n| match opts.agent {
+            None => vec![(n, None)],
+            Some(p) => p.runs().iter().map(|r| (n, Some(*r))).collect(),
+        })
+        .collect();
+    for (n, policy) in runs {
+        let r = guards::check_signals("starting a step")
+            .and_then(|()| run_step(ctx, opts, policy, &plan, &tname, n, &scratch.0, progress));
         let cleaned = cleanup(ctx);
         let net = if opts.workload == Workload::Http {
             demo::cleanup_net(ctx)
@@ -255,7 +322,10 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     if let Some(e) = failure {
         return Err(e);
     }
-    let base = out.iter().find(|s| s.zones == 1).map(|s| s.throughput);
+    let base = out
+        .iter()
+        .find(|s| s.zones == 1 && s.agent_policy != Some(AgentPolicy::Suspend))
+        .map(|s| s.throughput);
     for s in &mut out {
         s.scaling_efficiency = base
             .filter(|b| *b > 0.0)

@@ -2,7 +2,7 @@
 
 use std::fmt::Write;
 
-use super::{ScaleResults, Workload};
+use super::{AgentPolicy, ScaleResults, ScaleStep, Workload};
 use crate::bench::svg::{chart, Series};
 
 fn unit(r: &ScaleResults) -> (&'static str, &'static str) {
@@ -30,15 +30,24 @@ pub fn markdown(r: &ScaleResults) -> String {
     let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
     let _ = writeln!(
         o,
-        "Per zone: memory.max {:.0} MiB, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
+        "Per zone: memory.max {:.0} MiB{}, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
         r.memory_per_zone_mib,
+        r.working_set_mib.map_or(String::new(), |w| format!(
+            ", a working set of {w:.0} MiB (anonymous, every page touched once a second) beside the workload"
+        )),
         r.cpu_per_zone
             .map_or("none".to_string(), |c| format!("{c} CPUs")),
         r.duration_s,
         r.clients_per_zone,
         r.pgbench_scale
             .map_or(String::new(), |s| format!(", pgbench scale {s}")),
-        if r.agent { "on" } else { "off" }
+        match r.agent_policy {
+            None => "off",
+            Some(AgentPolicy::Evict) => "on, evicting (suspend-first = false)",
+            Some(AgentPolicy::Suspend) => "on, suspending (suspend-first = true)",
+            Some(AgentPolicy::Both) =>
+                "on, each step twice: evicting (suspend-first = false), then suspending (suspend-first = true)",
+        }
     );
     let _ = writeln!(
         o,
@@ -52,17 +61,17 @@ pub fn markdown(r: &ScaleResults) -> String {
     }
     let _ = writeln!(
         o,
-        "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % | {short} | {} | latency avg ms | scaling efficiency | zones' CPU % | zones' memory peak MiB | host memory used peak MiB | swap used peak MiB | evictions | errors | failed zones |",
+        "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % | {short} | {} | latency avg ms | scaling efficiency | zones' CPU % | zones' memory peak MiB | host memory used peak MiB | swap used peak MiB | agent | evictions | suspensions | OOM kills | zones lost | errors | failed zones |",
         if r.workload == Workload::Pgbench { "TPM" } else { "latency p99 ms" }
     );
     let _ = writeln!(
         o,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for s in &r.results {
         let _ = writeln!(
             o,
-            "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} |",
+            "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
             s.zones,
             s.cpu_cap_total
                 .map_or(format!("none ({} CPUs)", m.cpus), |c| format!("{c:.2}")),
@@ -82,11 +91,16 @@ pub fn markdown(r: &ScaleResults) -> String {
             s.zones_memory_peak_mib,
             s.host_memory_used_peak_mib,
             s.swap_used_peak_mib,
+            policy_name(s),
             s.evictions,
+            s.suspensions,
+            s.oom_kills,
+            s.zones_lost.len(),
             s.errors,
             s.failed_zones.len(),
         );
     }
+    side_by_side(&mut o, r);
     let _ = writeln!(o, "\n## Per zone\n");
     for s in &r.results {
         let per: Vec<String> = s.per_zone.iter().map(|v| format!("{v:.1}")).collect();
@@ -102,8 +116,63 @@ pub fn markdown(r: &ScaleResults) -> String {
         for f in &s.failed_zones {
             let _ = writeln!(o, "  - failed: {f}");
         }
+        for z in &s.zones_lost {
+            let _ = writeln!(
+                o,
+                "  - lost: {z} (neither running nor suspended when the time was up)"
+            );
+        }
     }
     o
+}
+
+fn policy_name(s: &ScaleStep) -> &'static str {
+    match s.agent_policy {
+        None => "off",
+        Some(AgentPolicy::Evict) => "evict",
+        Some(AgentPolicy::Suspend) => "suspend",
+        Some(AgentPolicy::Both) => "both",
+    }
+}
+
+/// With `--agent-policy both`: per zone count, the evicting and the suspending run of
+/// the same pressure side by side (issue 19, item 4).
+fn side_by_side(o: &mut String, r: &ScaleResults) {
+    let (short, _) = unit(r);
+    let pairs: Vec<(&ScaleStep, &ScaleStep)> = r
+        .results
+        .iter()
+        .filter(|s| s.agent_policy == Some(AgentPolicy::Evict))
+        .filter_map(|e| {
+            r.results
+                .iter()
+                .find(|s| s.zones == e.zones && s.agent_policy == Some(AgentPolicy::Suspend))
+                .map(|s| (e, s))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n## Evict vs suspend, same pressure\n\n| zones | oversubscription % | evict: evictions | suspend: suspensions | evict: zones lost | suspend: zones lost | evict: OOM kills | suspend: OOM kills | evict: {short} | suspend: {short} |\n|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for (e, s) in pairs {
+        let _ = writeln!(
+            o,
+            "| {} | {:.1} | {} | {} | {} | {} | {} | {} | {:.1} | {:.1} |",
+            e.zones,
+            e.oversubscription_pct,
+            e.evictions,
+            s.suspensions,
+            e.zones_lost.len(),
+            s.zones_lost.len(),
+            e.oom_kills,
+            s.oom_kills,
+            e.throughput,
+            s.throughput
+        );
+    }
 }
 
 /// `throughput.svg`: aggregate throughput against N, with the linear ideal from N = 1.

@@ -7,14 +7,15 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use super::super::PREFIX;
-use super::guards::{set_budget, start_agent, SwapOn, ZonesGone};
+use super::guards::{check_signals, set_budget, start_agent, SwapOn, ZonesGone};
 use super::login::in_all_zones;
 use super::timed::{run_http, run_pgbench};
-use super::{http, pgbench, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
+use super::{http, pgbench, AgentPolicy, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
 use crate::agent::act;
 use crate::cgroups::CgroupSet;
 use crate::error::{Error, IoContext, Result};
 use crate::measure::{ms, summarize, Progress};
+use crate::state::ZoneState;
 use crate::stats;
 use crate::swap::{self, EnableOptions};
 use crate::zone::{self, Context};
@@ -30,9 +31,53 @@ pub(super) fn host_mem(proc_root: &Path) -> (u64, u64, u64) {
     )
 }
 
+/// A python3 process that holds `bytes` of anonymous memory (one random page repeated:
+/// no page is zero, none compresses) and touches every page once a second, in the
+/// background.
+fn working_set_script(bytes: u64) -> String {
+    format!(
+        "nohup python3 -c '\nimport os, time\nb = bytearray(os.urandom(4096) * ({bytes} // 4096))\nwhile True:\n    for i in range(0, len(b), 4096): b[i] = (b[i] + 1) & 255\n    time.sleep(1)\n' </dev/null >/dev/null 2>&1 &\necho started\n"
+    )
+}
+
+/// The zones of `names` that are neither running nor suspended (evicted, or dead).
+fn zones_lost(ctx: &Context, names: &[String]) -> Vec<String> {
+    names
+        .iter()
+        .filter(|z| {
+            !zone::load(ctx, z)
+                .is_ok_and(|z| matches!(z.state(ctx), ZoneState::Running | ZoneState::Suspended))
+        })
+        .cloned()
+        .collect()
+}
+
+/// When the step's time is up: note the zones lost, then under the suspend policy stop
+/// the agent (so it suspends nothing more) and resume every suspended zone, so that a
+/// frozen workload finishes and is counted.
+fn at_time_up(
+    ctx: &Context,
+    names: &[String],
+    policy: Option<AgentPolicy>,
+    agent: &mut Option<super::guards::AgentChild>,
+) -> Vec<String> {
+    let lost = zones_lost(ctx, names);
+    if policy == Some(AgentPolicy::Suspend) {
+        drop(agent.take());
+        for z in names {
+            if zone::load(ctx, z).is_ok_and(|z| z.state(ctx) == ZoneState::Suspended) {
+                let _ = zone::resume(ctx, z);
+            }
+        }
+    }
+    lost
+}
+
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run_step(
     ctx: &Context,
     opts: &Options,
+    policy: Option<AgentPolicy>,
     plan: &Plan,
     tname: &str,
     n: usize,
@@ -77,6 +122,7 @@ pub(super) fn run_step(
                     size,
                     file: None,
                     zram: false,
+                    zram_algorithm: None,
                     swappiness: 60,
                 },
             )?;
@@ -95,6 +141,7 @@ pub(super) fn run_step(
     let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}s{i:04}")).collect();
     progress.phase(&format!("N={n} clone"), n as u64);
     for z in &names {
+        check_signals("cloning the zones")?;
         zone::clone(ctx, &base, z)?;
         progress.step();
     }
@@ -102,6 +149,7 @@ pub(super) fn run_step(
     progress.phase(&format!("N={n} boot"), n as u64);
     let mut boot_ms = Vec::new();
     for z in &names {
+        check_signals("booting the zones")?;
         let t = Instant::now();
         zone::boot(ctx, z)?;
         boot_ms.push(ms(t.elapsed()));
@@ -116,14 +164,17 @@ pub(super) fn run_step(
         .filter_map(|z| z.runtime.as_ref().map(|r| r.cgroups.clone()))
         .collect();
     let _budget = budget.map(|b| set_budget(ctx, b)).transpose()?;
-    let _agent = if opts.agent {
-        Some(start_agent(ctx, scratch)?)
-    } else {
-        None
-    };
+    let mut agent = policy.map(|p| start_agent(ctx, scratch, p)).transpose()?;
+    let mut lost = Vec::new();
+    let mut at_end = || lost = at_time_up(ctx, &names, policy, &mut agent);
 
     progress.phase(&format!("N={n} setup"), 1);
     let t_setup = Instant::now();
+    if let Some(ws) = opts.working_set {
+        in_all_zones(ctx, &names, &logs, "working-set", &|_| {
+            working_set_script(ws)
+        })?;
+    }
     let run = match plan {
         Plan::Pgbench { bin } => {
             in_all_zones(ctx, &names, &logs, "setup", &|_| {
@@ -140,6 +191,7 @@ pub(super) fn run_step(
                 &cgroups,
                 available_before,
                 progress,
+                &mut at_end,
             );
             // Stop the servers cleanly before halt (errors here do not void the run).
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
@@ -168,18 +220,26 @@ pub(super) fn run_step(
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
-            Ok((
-                setup_s,
-                run_http(ctx, opts, &addrs, &cgroups, available_before, progress),
-            ))
+            let r = run_http(
+                ctx,
+                opts,
+                &addrs,
+                &cgroups,
+                available_before,
+                progress,
+                &mut at_end,
+            );
+            r.map(|r| (setup_s, r))
         }
     };
     let (setup_s, r) = run?;
-    let evictions = act::read(&ctx.layout)
-        .unwrap_or_default()
-        .iter()
-        .filter(|e| e.action == "evict" && e.zone.starts_with(PREFIX) && e.time_ms >= step_ms)
-        .count() as u64;
+    let actions = act::read(&ctx.layout).unwrap_or_default();
+    let count = |action: &str| {
+        actions
+            .iter()
+            .filter(|e| e.action == action && e.zone.starts_with(PREFIX) && e.time_ms >= step_ms)
+            .count() as u64
+    };
     let memory_total_mib = total as f64 / MIB;
     let budget_bytes = budget.unwrap_or(available_start);
     Ok(ScaleStep {
@@ -203,7 +263,11 @@ pub(super) fn run_step(
         zones_memory_peak_mib: r.peaks.zones_mem as f64 / MIB,
         host_memory_used_peak_mib: r.peaks.host_used as f64 / MIB,
         swap_used_peak_mib: r.peaks.swap_used as f64 / MIB,
-        evictions,
+        agent_policy: policy,
+        evictions: count("evict"),
+        suspensions: count("suspend"),
+        oom_kills: r.peaks.oom_kills.iter().sum(),
+        zones_lost: lost,
         total_s: started.elapsed().as_secs_f64(),
     })
 }

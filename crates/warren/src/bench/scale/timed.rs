@@ -1,11 +1,14 @@
 //! The timed run of a scale step: the workload in every zone at once for the
 //! duration (pgbench through `warren login`, or the in-process http load), while the
-//! zones' cgroups and /proc/meminfo are sampled every 250 ms for peaks.
+//! zones' cgroups and /proc/meminfo are sampled every 250 ms for peaks (and their OOM
+//! kill counters, read while the zones are there: an evicted zone's cgroup is gone).
+//! When the duration is up, the step's `at_end` runs once (see [`super::step`]).
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::guards::check_signals;
 use super::login::{login, tail, Logins};
 use super::step::host_mem;
 use super::{http, pgbench, Options};
@@ -21,10 +24,16 @@ pub(super) struct Peaks {
     pub(super) zones_mem: u64,
     pub(super) host_used: u64,
     pub(super) swap_used: u64,
+    /// The highest OOM kill count seen, per zone (in zone order).
+    pub(super) oom_kills: Vec<u64>,
 }
 
 impl Peaks {
     fn sample(&mut self, proc_root: &Path, cgroups: &[CgroupSet], available_before: u64) {
+        self.oom_kills.resize(cgroups.len(), 0);
+        for (seen, c) in self.oom_kills.iter_mut().zip(cgroups) {
+            *seen = (*seen).max(c.oom_kills().unwrap_or(0));
+        }
         let zones: u64 = cgroups.iter().filter_map(|c| c.memory_bytes()).sum();
         let (avail, _, swap) = host_mem(proc_root);
         self.zones_mem = self.zones_mem.max(zones);
@@ -47,17 +56,21 @@ pub(super) struct RunResult {
 }
 
 /// While `running()`, sample peaks every 250 ms and tick the progress bar once a second
-/// (up to `secs`) since `t0`.
+/// (up to `secs`) since `t0`; call `at_end` once, when `secs` (and a second more) are up
+/// or the run is over. Stops with an error when a caught signal came.
 fn watch(
     secs: u64,
     t0: Instant,
     progress: &mut dyn Progress,
     running: &mut dyn FnMut() -> bool,
+    at_end: &mut dyn FnMut(),
     sample: impl Fn(&mut Peaks),
-) -> Peaks {
+) -> Result<Peaks> {
     let mut peaks = Peaks::default();
     let mut ticked = 0;
+    let mut ended = false;
     while running() {
+        check_signals("running the workload")?;
         sample(&mut peaks);
         std::thread::sleep(Duration::from_millis(250));
         let s = t0.elapsed().as_secs().min(secs);
@@ -65,8 +78,15 @@ fn watch(
             progress.step();
             ticked += 1;
         }
+        if !ended && t0.elapsed() >= Duration::from_secs(secs + 1) {
+            at_end();
+            ended = true;
+        }
     }
-    peaks
+    if !ended {
+        at_end();
+    }
+    Ok(peaks)
 }
 
 fn cpu_ns(cgroups: &[CgroupSet]) -> u64 {
@@ -83,6 +103,7 @@ pub(super) fn run_pgbench(
     cgroups: &[CgroupSet],
     available_before: u64,
     progress: &mut dyn Progress,
+    at_end: &mut dyn FnMut(),
 ) -> Result<RunResult> {
     let secs = opts.duration.as_secs().max(1);
     let threads = opts
@@ -98,7 +119,7 @@ pub(super) fn run_pgbench(
         l.0.push((z.clone(), log.clone(), login(ctx, z, &script, &log)?));
     }
     let sample = |p: &mut Peaks| p.sample(&ctx.host.proc, cgroups, available_before);
-    let peaks = watch(secs, t0, progress, &mut || !l.all_done(), sample);
+    let peaks = watch(secs, t0, progress, &mut || !l.all_done(), at_end, sample)?;
     let zones_cpu_pct =
         cpu_ns(cgroups).saturating_sub(cpu0) as f64 / t0.elapsed().as_nanos() as f64 * 100.0;
     let mut per_zone = Vec::new();
@@ -143,7 +164,8 @@ pub(super) fn run_http(
     cgroups: &[CgroupSet],
     available_before: u64,
     progress: &mut dyn Progress,
-) -> RunResult {
+    at_end: &mut dyn FnMut(),
+) -> Result<RunResult> {
     let secs = opts.duration.as_secs().max(1);
     progress.phase(&format!("N={} http load {secs} s", addrs.len()), secs);
     let cpu0 = cpu_ns(cgroups);
@@ -151,7 +173,8 @@ pub(super) fn run_http(
     let (a, c, d) = (addrs.to_vec(), opts.clients, Duration::from_secs(secs));
     let handle = std::thread::spawn(move || http::load(&a, c, d));
     let sample = |p: &mut Peaks| p.sample(&ctx.host.proc, cgroups, available_before);
-    let peaks = watch(secs, t0, progress, &mut || !handle.is_finished(), sample);
+    let running = &mut || !handle.is_finished();
+    let peaks = watch(secs, t0, progress, running, at_end, sample)?;
     let elapsed = t0.elapsed().as_secs_f64();
     let zones_cpu_pct = cpu_ns(cgroups).saturating_sub(cpu0) as f64 / (elapsed * 1e9) * 100.0;
     let loads = handle.join().unwrap_or_default();
@@ -170,7 +193,7 @@ pub(super) fn run_http(
         .filter(|(z, _)| z.latencies_ms.is_empty())
         .map(|(z, a)| format!("{a}: {} requests, all failed", z.requests))
         .collect();
-    RunResult {
+    Ok(RunResult {
         throughput: per_zone.iter().sum(),
         tpm: None,
         per_zone,
@@ -184,5 +207,5 @@ pub(super) fn run_http(
         failed_zones,
         zones_cpu_pct,
         peaks,
-    }
+    })
 }

@@ -40,7 +40,7 @@ pub use live::{ApplyTo, ConfigChange};
 pub(in crate::zone) use run::halt_locked;
 pub use run::{boot, boot_autoboot, boot_watched, evict, halt, login, reboot, BootReport};
 pub(in crate::zone) use suspend::repair as repair_suspension;
-pub use suspend::{resume, suspend, wake, ResumeReport, SuspendReport};
+pub use suspend::{resume, resume_with, suspend, wake, ResumeReport, SuspendReport};
 pub use views::{proc_views, ViewState, ZoneViews};
 
 /// What a verb did.

@@ -39,6 +39,12 @@ pub struct ResumeReport {
     pub thaw_ms: f64,
     /// How long the zone was suspended.
     pub suspended_s: u64,
+    /// `--prefetch`: how long reading its swapped-out memory back took (after the
+    /// thaw, the zone running meanwhile), and the bytes advised.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefetch_ms: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prefetched: Option<u64>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -142,6 +148,13 @@ fn roll_back(z: &mut Zone, mut rt: state::Runtime) {
 
 /// `warren resume`: thaw a suspended zone; its memory comes back as it is touched.
 pub fn resume(ctx: &Context, name: &str) -> Result<(Outcome, ResumeReport)> {
+    resume_with(ctx, name, false)
+}
+
+/// `warren resume [--prefetch]`: with `prefetch`, once the zone is thawed and recorded
+/// running, read its swapped-out memory back ([`crate::suspend::prefetch`]) while it
+/// runs; the resume's own latency (the thaw) is unchanged.
+pub fn resume_with(ctx: &Context, name: &str, prefetch: bool) -> Result<(Outcome, ResumeReport)> {
     ctx.require_root()?;
     let _lock = zone_lock(ctx, name)?;
     let mut z = load_locked(ctx, name)?;
@@ -160,9 +173,11 @@ pub fn resume(ctx: &Context, name: &str) -> Result<(Outcome, ResumeReport)> {
     rt.state = ZoneState::Running;
     rt.suspension = None;
     state::save_runtime(&z.dir, &rt)?;
-    let report = ResumeReport {
+    let mut report = ResumeReport {
         thaw_ms: ms(thaw),
         suspended_s: super::super::now_ms().saturating_sub(since) / 1000,
+        prefetch_ms: None,
+        prefetched: None,
     };
     journal::note(
         &ctx.layout,
@@ -171,6 +186,15 @@ pub fn resume(ctx: &Context, name: &str) -> Result<(Outcome, ResumeReport)> {
         name,
         serde_json::json!({ "thaw_ms": report.thaw_ms, "suspended_s": report.suspended_s }),
     );
+    if prefetch {
+        let t = Instant::now();
+        let p = crate::suspend::prefetch(&rt.cgroups, &ctx.host.proc);
+        report.prefetch_ms = Some(ms(t.elapsed()));
+        report.prefetched = Some(p.advised);
+        for (pid, e) in &p.failed {
+            eprintln!("warren: zone '{name}': prefetch of process {pid}: {e}");
+        }
+    }
     Ok((Outcome::Done, report))
 }
 

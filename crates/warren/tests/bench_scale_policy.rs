@@ -1,0 +1,256 @@
+//! `warren bench scale --agent-policy` (evict vs suspend under the same pressure, issue
+//! 19 item 4) and the bench's cleanup when it is interrupted (SIGINT: issue 21 — no
+//! zone, cgroup, budget, swap or process left behind). Needs the host's PostgreSQL
+//! (`apt-get install postgresql`, as tests/bench.rs's pgbench tests). No timing
+//! assertions.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::{ChildGuard, Env};
+
+/// The scale tests run one at a time: each is the other's memory pressure.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Live processes whose command line mentions `root` (the bench's agent and `warren
+/// login` children carry the state root in their arguments or are zone processes
+/// started from it), other than this test itself.
+fn processes_mentioning(root: &Path) -> Vec<(i32, String)> {
+    let needle = root.to_string_lossy().into_owned();
+    let me = std::process::id() as i32;
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        if pid == me || !common::alive(pid) {
+            continue;
+        }
+        let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        if cmd.contains(&needle) {
+            out.push((pid, cmd.trim().to_string()));
+        }
+    }
+    out
+}
+
+/// Nothing of a bench run is left in `env`'s root or on the host.
+fn nothing_left(env: &Env, swappiness: &str) {
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "zones left: {}", list.stdout);
+    let scratch: Vec<_> = std::fs::read_dir(env.root())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".bench"))
+        .collect();
+    assert!(scratch.is_empty(), "scratch left: {scratch:?}");
+    let templates = std::fs::read_dir(env.root().join("templates")).map_or(0, |d| d.count());
+    assert_eq!(templates, 0, "the bench's template is left");
+    // The budget was the zone group's memory limit: the group itself is gone.
+    assert!(
+        env.group_dirs().is_empty(),
+        "cgroups left (the budget with them): {:?}",
+        env.group_dirs()
+    );
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(
+        !swaps.contains(env.root().to_str().unwrap()),
+        "swap left on: {swaps}"
+    );
+    assert!(
+        !env.root().join("swap/state.json").exists(),
+        "swap record left"
+    );
+    assert_eq!(
+        std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap(),
+        swappiness,
+        "vm.swappiness not restored"
+    );
+    let procs = processes_mentioning(env.root());
+    assert!(procs.is_empty(), "processes left: {procs:?}");
+}
+
+fn results(out: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap()
+}
+
+/// `--agent-policy both`: each step twice, evict then suspend, under the same budget;
+/// the suspending run loses no zone and evicts none, no OOM kill in either, every zone
+/// the evicting run lost is one the agent evicted, and the report puts them side by side.
+#[test]
+fn agent_policy_both_runs_each_step_evicting_then_suspending() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "2",
+        "--duration",
+        "5",
+        "--memory-per-zone",
+        "256M",
+        "--pgbench-scale",
+        "1",
+        "--oversubscribe",
+        "25",
+        "--agent-policy",
+        "both",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(
+        (&r["agent"], &r["agent_policy"]),
+        (&true.into(), &"both".into()),
+        "{r}"
+    );
+    let rows = r["results"].as_array().unwrap();
+    let policies: Vec<&str> = rows
+        .iter()
+        .map(|s| s["agent_policy"].as_str().unwrap())
+        .collect();
+    assert_eq!(policies, ["evict", "suspend"], "{r}");
+    for s in rows {
+        assert_eq!(s["zones"], 2, "{s}");
+        assert_eq!(s["oom_kills"], 0, "no OOM kill: {s}");
+        assert!(
+            (s["oversubscription_pct"].as_f64().unwrap() - 25.0).abs() < 0.01,
+            "{s}"
+        );
+    }
+    let (evict, suspend) = (&rows[0], &rows[1]);
+    assert_eq!(
+        evict["zones_lost"].as_array().unwrap().len() as u64,
+        evict["evictions"].as_u64().unwrap(),
+        "every zone the evicting run lost was evicted: {evict}"
+    );
+    assert_eq!(suspend["evictions"], 0, "{suspend}");
+    assert_eq!(
+        suspend["zones_lost"],
+        serde_json::json!([]),
+        "no zone lost: {suspend}"
+    );
+    assert!(suspend["throughput"].as_f64().unwrap() > 0.0, "{suspend}");
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(md.contains("## Evict vs suspend, same pressure"), "{md}");
+    assert!(
+        md.contains("| evictions | suspensions | OOM kills | zones lost |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("evicting (suspend-first = false), then suspending"),
+        "{md}"
+    );
+    nothing_left(&env, &swappiness);
+}
+
+/// SIGINT to a running `bench scale` (budget set, swap on, agent running, pgbench
+/// running in the zones): it stops, says so, and removes all it made.
+#[test]
+fn sigint_to_bench_scale_leaves_no_zone_cgroup_budget_swap_or_process() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = env.root().join("out");
+    let err = env.root().join("bench.err");
+    let child = env
+        .cmd()
+        .args([
+            "bench",
+            "scale",
+            "--workload",
+            "pgbench",
+            "--zones",
+            "2",
+            "--duration",
+            "120",
+            "--memory-per-zone",
+            "256M",
+            "--pgbench-scale",
+            "1",
+            "--oversubscribe",
+            "25",
+            "--agent-policy",
+            "suspend",
+            "--out",
+        ])
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap();
+    let mut guard = ChildGuard(child);
+    let pid = guard.0.id();
+    let scratch = env.root().join(format!(".bench-scale-{pid}"));
+    // Wait for the timed run: the agent's config is written, pgbench runs in each zone.
+    let t0 = Instant::now();
+    loop {
+        let running = (1..=2).all(|i| {
+            scratch
+                .join(format!("step-2/warren-bench-s{i:04}-pgbench.log"))
+                .exists()
+        });
+        if running && scratch.join("agent.toml").exists() {
+            break;
+        }
+        if let Ok(Some(st)) = guard.0.try_wait() {
+            panic!(
+                "bench scale ended before it was interrupted ({st}): {}",
+                std::fs::read_to_string(&err).unwrap_or_default()
+            );
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(300),
+            "bench scale did not reach its timed run in 300 s: {}",
+            std::fs::read_to_string(&err).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let swaps = std::fs::read_to_string("/proc/swaps").unwrap();
+    assert!(
+        swaps.contains(env.root().to_str().unwrap()),
+        "the step's swap is on before the signal: {swaps}"
+    );
+    assert!(
+        !processes_mentioning(env.root()).is_empty(),
+        "the agent runs"
+    );
+    let t_sig = Instant::now();
+    assert!(std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap()
+        .success());
+    let status = loop {
+        if let Some(st) = guard.0.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            t_sig.elapsed() < Duration::from_secs(120),
+            "bench scale still runs 120 s after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stderr = std::fs::read_to_string(&err).unwrap();
+    assert_eq!(status.code(), Some(9), "stderr: {stderr}");
+    assert!(
+        stderr.contains("interrupted by signal 2 (SIGINT)"),
+        "stderr: {stderr}"
+    );
+    assert!(
+        !out.join("results.json").exists(),
+        "no results of a cut run"
+    );
+    nothing_left(&env, &swappiness);
+}
