@@ -628,6 +628,7 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
   warren bench scale --workload pgbench --zones 1,2,4,8
   warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
   warren bench scale --workload http --zones 1,2,4 --duration 10
+  warren bench scale --workload http --zones 1,2,4,8,16,32,64,128,256 --tune --pin
 
 --oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
 set as the memory limit of this state root's zone group cgroup (restored afterwards), so
@@ -673,10 +674,36 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// http: the bridge's subnet.
         #[arg(long, default_value = "10.237.0.0/16")]
         subnet: String,
+        #[command(flatten)]
+        http: ScaleHttpArgs,
         /// Where to write the results [default: bench/results/<date>-<hostname>-<workload>].
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+/// `bench scale --workload http`: the KVM consolidation study's knobs (docs/studies.md).
+#[derive(Args, Debug)]
+pub struct ScaleHttpArgs {
+    /// http: the web server in each zone (busybox httpd, or the host's nginx).
+    #[arg(long, value_enum, default_value_t = crate::bench::scale::http::Server::Busybox)]
+    pub server: crate::bench::scale::http::Server,
+    /// http: requests per second per zone, scheduled by the clock (open loop).
+    #[arg(long, value_name = "R", default_value_t = 5.0)]
+    pub rate: f64,
+    /// http: raise the network sysctls `warren doctor` names for the largest step, for
+    /// the run (written back afterwards).
+    #[arg(long)]
+    pub tune: bool,
+    /// http: pin zone i to CPU i mod #CPUs (cpuset).
+    #[arg(long)]
+    pub pin: bool,
+    /// http: zones per bridge; more zones go to further bridges (a bridge takes 1,023).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub zones_per_bridge: usize,
+    /// http: skip the one-zone calibration step at the start and the end.
+    #[arg(long)]
+    pub no_calibration: bool,
 }
 
 #[derive(Args, Debug)]
@@ -755,6 +782,10 @@ pub struct DoctorArgs {
     /// How the zones are networked.
     #[arg(long, value_enum, default_value_t = NetPlan::None)]
     pub net: NetPlan,
+    /// With --net bridge: new connections per second each zone gets from the host
+    /// (checks somaxconn, the ephemeral port range, TIME_WAIT buckets).
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    pub rate_per_zone: u64,
     /// Show the note of every limit, not only of those that are not ok.
     #[arg(long, short)]
     pub verbose: bool,

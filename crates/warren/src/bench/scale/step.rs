@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::super::PREFIX;
 use super::guards::{set_budget, start_agent, SwapOn, ZonesGone};
 use super::login::in_all_zones;
+use super::spread::{self, Placement};
 use super::timed::{run_http, run_pgbench};
 use super::{http, pgbench, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
 use crate::agent::act;
@@ -47,11 +48,27 @@ pub(super) fn run_step(
     if let Some(c) = opts.cpu_per_zone {
         sets.push(format!("cpu.max={c}"));
     }
-    if opts.workload == Workload::Http {
+    let placement: Vec<Placement> = if opts.workload == Workload::Http {
+        let subnet = opts
+            .subnet
+            .parse()
+            .map_err(|e| Error::Invalid(format!("--subnet: {e}")))?;
+        let cpus = opts.http.pin.then(|| stats::online_cpus(&ctx.host.sys));
+        let p = spread::place(
+            n,
+            &opts.bridge,
+            &subnet,
+            opts.http.zones_per_bridge,
+            cpus.as_deref(),
+        )
+        .map_err(Error::Invalid)?;
         sets.push("net=bridge".into());
-        sets.push(format!("net-bridge={}", opts.bridge));
-        sets.push(format!("net-subnet={}", opts.subnet));
-    }
+        sets.push(format!("net-bridge={}", p[0].bridge));
+        sets.push(format!("net-subnet={}", p[0].subnet));
+        p
+    } else {
+        Vec::new()
+    };
     let total = opts.memory_per_zone * n as u64;
     let (available_start, swap_total_start, _) = host_mem(&ctx.host.proc);
     let budget = opts
@@ -94,8 +111,22 @@ pub(super) fn run_step(
     zone::install(ctx, &base)?;
     let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}s{i:04}")).collect();
     progress.phase(&format!("N={n} clone"), n as u64);
-    for z in &names {
+    for (i, z) in names.iter().enumerate() {
         zone::clone(ctx, &base, z)?;
+        if let Some(p) = placement.get(i) {
+            // The base has the first bridge; a zone elsewhere, or pinned, gets its own.
+            let mut own = Vec::new();
+            if p.bridge != placement[0].bridge {
+                own.push(format!("net-bridge={}", p.bridge));
+                own.push(format!("net-subnet={}", p.subnet));
+            }
+            if let Some(cpu) = p.cpu {
+                own.push(format!("cpuset={cpu}"));
+            }
+            if !own.is_empty() {
+                zone::config_set(ctx, z, &own, zone::ApplyTo::NextBoot)?;
+            }
+        }
         progress.step();
     }
     let (available_before, ..) = host_mem(&ctx.host.proc);
@@ -145,7 +176,11 @@ pub(super) fn run_step(
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
             r.map(|r| (setup_s, r))
         }
-        Plan::Http { busybox } => {
+        Plan::Http {
+            server,
+            bin,
+            busybox,
+        } => {
             let addrs: Vec<SocketAddr> = zones
                 .iter()
                 .map(|z| {
@@ -159,7 +194,7 @@ pub(super) fn run_step(
                 })
                 .collect::<Result<_>>()?;
             in_all_zones(ctx, &names, &logs, "httpd", &|_| {
-                http::setup_script(busybox, HTTP_PORT)
+                http::setup_script(*server, bin, busybox, HTTP_PORT)
             })?;
             http::wait_ready(&addrs, Duration::from_secs(10)).map_err(|a| {
                 Error::Refused(format!(
@@ -168,10 +203,14 @@ pub(super) fn run_step(
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
-            Ok((
-                setup_s,
-                run_http(ctx, opts, &addrs, &cgroups, available_before, progress),
-            ))
+            let bridges = spread::bridges(&placement);
+            run_http(ctx, opts, &addrs, &cgroups, available_before, progress).map(|mut r| {
+                if let Some(h) = r.http.as_mut() {
+                    h.bridges = bridges;
+                    h.pinned = opts.http.pin;
+                }
+                (setup_s, r)
+            })
         }
     };
     let (setup_s, r) = run?;
@@ -205,5 +244,6 @@ pub(super) fn run_step(
         swap_used_peak_mib: r.peaks.swap_used as f64 / MIB,
         evictions,
         total_s: started.elapsed().as_secs_f64(),
+        http: r.http,
     })
 }
