@@ -329,6 +329,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         let findings = tune::plan_findings(ctx, largest, opts.http.rate);
         let mut report = tune::TuneReport {
             findings: tune::describe(&findings),
+            requested: opts.http.tune,
             ..Default::default()
         };
         if opts.http.tune {

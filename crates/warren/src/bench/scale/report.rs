@@ -28,14 +28,17 @@ pub fn markdown(r: &ScaleResults) -> String {
         m.hostname, m.kernel, m.cpus, m.mem_total_mib, m.cgroup_version, m.storage_backend, m.loadavg_at_start
     );
     let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
+    let load = match r.workload {
+        Workload::Pgbench => format!("{} client(s) per zone", r.clients_per_zone),
+        Workload::Http => "open-loop load (below)".to_string(),
+    };
     let _ = writeln!(
         o,
-        "Per zone: memory.max {:.0} MiB, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
+        "Per zone: memory.max {:.0} MiB, CPU cap {}; {} s per step, {load}{}; agent {}.\n",
         r.memory_per_zone_mib,
         r.cpu_per_zone
             .map_or("none".to_string(), |c| format!("{c} CPUs")),
         r.duration_s,
-        r.clients_per_zone,
         r.pgbench_scale
             .map_or(String::new(), |s| format!(", pgbench scale {s}")),
         if r.agent { "on" } else { "off" }
@@ -212,11 +215,13 @@ fn http_sections(o: &mut String, r: &ScaleResults) {
         for f in &t.findings {
             let _ = writeln!(o, "- {f}");
         }
-        if t.applied.is_empty() {
+        if !t.requested {
             let _ = writeln!(
                 o,
-                "\nNothing was tuned (run with --tune to apply the fixes for the run)."
+                "\nUntuned: the host's values as they were (--tune applies the fixes for the run)."
             );
+        } else if t.applied.is_empty() {
+            let _ = writeln!(o, "\n--tune: nothing needed raising for this run.");
         } else {
             let _ = writeln!(
                 o,

@@ -38,6 +38,8 @@ pub struct TuneReport {
     /// Each finding of the doctor's serving and network checks before the run:
     /// "key: verdict (current → needed)".
     pub findings: Vec<String>,
+    /// Whether `--tune` was given.
+    pub requested: bool,
     pub applied: Vec<Tuned>,
     /// Whether every key was written back afterwards (set after the run).
     pub restored: bool,
