@@ -2,8 +2,6 @@
 
 use super::*;
 
-/// Check and resolve `bench scale`'s flags.
-#[allow(clippy::too_many_arguments)]
 /// `bench scale`'s http options, checked.
 pub(super) fn scale_http_options(a: &args::ScaleHttpArgs) -> Result<bench::scale::HttpOptions> {
     if !(a.rate > 0.0 && a.rate <= 1000.0) {
@@ -29,6 +27,8 @@ pub(super) fn scale_http_options(a: &args::ScaleHttpArgs) -> Result<bench::scale
     })
 }
 
+/// Check and resolve `bench scale`'s flags.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn scale_options(
     workload: &str,
     zones: &str,

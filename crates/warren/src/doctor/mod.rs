@@ -279,7 +279,15 @@ pub enum Fix {
 impl std::fmt::Display for Fix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fix::Sysctl { key, value } => write!(f, "sysctl -w {key}={value}"),
+            Fix::Sysctl { key, value } => {
+                // The port range is two numbers: quoted, as sysctl(8) takes it.
+                let text = serving::sysctl_text(key, *value).replace('\t', " ");
+                if text.contains(' ') {
+                    write!(f, "sysctl -w {key}=\"{text}\"")
+                } else {
+                    write!(f, "sysctl -w {key}={text}")
+                }
+            }
             Fix::Advice { text } => f.write_str(text),
         }
     }

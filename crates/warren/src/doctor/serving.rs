@@ -153,9 +153,9 @@ pub fn findings(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
             format!("ports in the range, against {n} zones × {r} connections/s × {TIME_WAIT_SECONDS} s in TIME_WAIT when the host closes first"),
         );
         if tw > PORT_RANGE_MAX {
-            f.note.push_str(&format!(
-                "; more than the widest range (1024-65535) holds: connect() shares ports between zones and searches longer"
-            ));
+            f.note.push_str(
+                "; more than the widest range (1024-65535) holds: connect() shares ports between zones and searches longer",
+            );
         }
         out.push(f);
     }
@@ -243,6 +243,10 @@ mod tests {
             })
         );
         assert!(p.note.contains("shares ports"), "{}", p.note);
+        assert_eq!(
+            p.fix.as_ref().unwrap().to_string(),
+            "sysctl -w net.ipv4.ip_local_port_range=\"1024 65535\""
+        );
         assert_eq!(get(&f, "net.ipv4.tcp_max_tw_buckets").verdict, Verdict::Ok);
 
         let f = findings(&snap(), &plan(1000, 5));

@@ -196,9 +196,12 @@ pub(super) fn run_step(
             in_all_zones(ctx, &names, &logs, "httpd", &|_| {
                 http::setup_script(*server, bin, busybox, HTTP_PORT)
             })?;
-            http::wait_ready(&addrs, Duration::from_secs(10)).map_err(|a| {
+            // 10 s, and 100 ms more per zone: a busy host starts hundreds of servers slowly.
+            let patience = Duration::from_secs(10) + Duration::from_millis(100) * n as u32;
+            http::wait_ready(&addrs, patience).map_err(|a| {
                 Error::Refused(format!(
-                    "{a}: httpd does not answer from the host; is forwarding to the bridge blocked by a firewall?"
+                    "{a}: the web server does not answer from the host after {} s; is forwarding to the bridge blocked by a firewall, or the host too busy?",
+                    patience.as_secs()
                 ))
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
