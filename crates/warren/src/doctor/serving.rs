@@ -121,8 +121,11 @@ pub fn findings(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
         verdict: bridge_verdict,
         fix: (bridge_verdict >= Verdict::Tight && bridge_verdict <= Verdict::WillFail).then(|| Fix::Advice {
             text: format!(
-                "put at most 1,000 zones on a bridge: give the next ones another bridge and subnet (--set net-bridge=warren1 --set net-subnet=10.232.0.0/16); {} bridges for {n} zones. bench scale spreads its zones itself (--zones-per-bridge)",
-                n.div_ceil(1000)
+                "put at most 1,000 zones on a bridge ({} for {n} zones): give the next ones another bridge and subnet (--set net-bridge=warren1 --set net-subnet=10.232.0.0/16); bench scale spreads its zones itself (--zones-per-bridge)",
+                match n.div_ceil(1000) {
+                    1 => "one bridge holds them, with little room".to_string(),
+                    k => format!("{k} bridges"),
+                }
             ),
         }),
         note: format!("one bridge port per zone; the kernel's BR_MAX_PORTS is 1024, port 0 reserved: {n} zones on one bridge"),
