@@ -773,6 +773,110 @@ fn scale_http_open_loop_tuned_spread_and_pinned() {
     }
 }
 
+/// Kills its child on drop (a test that fails midway leaves no bench running).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A `bench scale --tune` killed with SIGKILL (no unwinding, no guard) leaves its
+/// record of the sysctls it raised; the next `bench scale` on that state root writes
+/// them back before anything else, and removes the killed run's zones and bridge.
+#[test]
+fn scale_tune_killed_is_restored_by_the_next_run() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    common::require_busybox();
+    let key = "net.ipv4.ip_local_port_range";
+    let before = sysctl(key);
+    if before.split_whitespace().collect::<Vec<_>>() != ["32768", "60999"] {
+        panic!("this test needs the kernel's default {key} (32768 60999) to see --tune raise it; this host has {before:?}");
+    }
+    let env = Env::new();
+    let bridge = format!("wt{:x}k", std::process::id());
+    let out = env.root().join("out");
+    let record = env.root().join(".bench-scale-sysctls.json");
+    let args = |zones: &'static str, extra: &[&'static str]| {
+        let mut a: Vec<String> = [
+            "bench",
+            "scale",
+            "--workload",
+            "http",
+            "--zones",
+            zones,
+            "--bridge",
+            &bridge,
+            "--subnet",
+            "10.250.10.0/24",
+            "--no-calibration",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        a.extend(extra.iter().map(|s| s.to_string()));
+        a
+    };
+    // 2 zones × 300/s × 60 s = 36,000 ports > 28,232: --tune widens the range.
+    let mut child = KillOnDrop(
+        env.cmd()
+            .args(args("2", &["--rate", "300", "--tune", "--duration", "60"]))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !(record.exists() && sysctl(key) != before) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "--tune never raised {key}"
+        );
+        assert!(
+            child.0.try_wait().unwrap().is_none(),
+            "the bench ended early"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.0.kill().unwrap(); // SIGKILL: no guard runs
+    child.0.wait().unwrap();
+    assert_ne!(
+        sysctl(key),
+        before,
+        "raised and left behind by the killed run"
+    );
+    // The next run (untuned, one short step) restores first.
+    env.ok(&args("1", &["--duration", "1"])
+        .iter()
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>());
+    assert_eq!(sysctl(key), before, "the next run wrote it back");
+    assert!(!record.exists());
+    // The killed run's zones and bridge went with the next run's cleanup.
+    let list = env.ok(&["list", "--json"]);
+    assert_eq!(list.stdout.trim(), "[]", "{}", list.stdout);
+    assert!(!std::path::Path::new("/sys/class/net")
+        .join(&bridge)
+        .exists());
+    // What SIGKILL leaves besides (the run's scratch directory, its template) is the
+    // scale bench's Ctrl-C cleanup's to handle, not --tune's: removed here by hand.
+    for e in std::fs::read_dir(env.root()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name().to_string_lossy().starts_with(".bench-scale-") {
+            std::fs::remove_dir_all(e.path()).unwrap();
+        }
+    }
+    for t in std::fs::read_dir(env.root().join("templates")).unwrap() {
+        let name = t.unwrap().file_name().to_string_lossy().into_owned();
+        env.ok(&["template", "delete", &name]);
+    }
+    nothing_left(&env);
+}
+
 /// `--server nginx` runs Debian's nginx from the host's /usr in each zone; without
 /// nginx on the host the bench says how to install it.
 #[test]
