@@ -621,9 +621,10 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
         out: Option<PathBuf>,
     },
     /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
-    /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
-    /// throughput, latency, CPU, memory, swap and evictions; writes results.json,
-    /// report.md, throughput.svg and latency.svg.
+    /// zone, or a web server in each bridged zone loaded open loop from the host);
+    /// aggregate throughput, latency (http: response time), CPU, memory, swap and
+    /// evictions; writes results.json, report.md, throughput.svg and latency.svg (http:
+    /// and response_time.svg).
     #[command(after_help = "Examples:
   warren bench scale --workload pgbench --zones 1,2,4,8
   warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
@@ -639,7 +640,10 @@ host's MemAvailable.
 
 pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
 in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
-own bridge, removed afterwards) and is reported as skipped without it.")]
+own bridges, removed afterwards) and is reported as skipped without it; --server nginx
+needs the host's nginx (apt-get install nginx-light). http's load is open loop: --rate
+requests/s per zone scheduled by the clock, response time from the scheduled time; a
+one-zone calibration step runs first and last (docs/bench.md, docs/studies.md).")]
     Scale {
         /// What each zone runs.
         #[arg(long, value_parser = ["pgbench", "http"])]
@@ -662,7 +666,7 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// Seconds of the timed run per step.
         #[arg(long, default_value_t = 30)]
         duration: u64,
-        /// pgbench connections, or load threads, per zone.
+        /// pgbench connections per zone (http: the load is --rate, open loop).
         #[arg(long, default_value_t = 2)]
         clients: usize,
         /// pgbench scale factor (about 15 MiB of tables per unit).

@@ -85,7 +85,7 @@ pub struct Options {
     pub oversubscribe_pct: Option<f64>,
     pub agent: bool,
     pub duration: Duration,
-    /// pgbench connections, or load-generator threads, per zone.
+    /// pgbench connections per zone (http: unused, the load is `http.rate`).
     pub clients: usize,
     /// pgbench scale factor (about 15 MiB of tables per unit).
     pub pgbench_scale: u32,
