@@ -548,6 +548,10 @@ pub enum ProfileCmd {
 
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
+    /// Internal: started by `bench scale --tune`; writes the sysctls it raised back
+    /// when the bench exits, however it exits.
+    #[command(hide = true)]
+    TuneWatch,
     /// Snapshot, restore, export and import figures (SPEC.md, "Snapshots and export"),
     /// on scratch state roots of its own; run a release build.
     #[command(after_help = "Example: warren bench snapshot --repeat 20 --data-mib 100 --json")]

@@ -554,6 +554,7 @@ fn run(cli: Cli) -> Result<i32> {
                 println!("\nwritten to {}", dir.display());
             }
         }
+        Command::Bench(BenchCmd::TuneWatch) => bench::scale::tune::watch(&ctx)?,
         Command::Bench(BenchCmd::Metrics {
             zones,
             scrapes,

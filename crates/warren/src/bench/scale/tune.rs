@@ -8,10 +8,16 @@
 //! old text of every key changed is recorded in the state root
 //! (`.bench-scale-sysctls.json`, written before the first change) and written back when
 //! the guard drops: at the end of the run, on failure, and on a panic's unwind. A run
-//! that died without unwinding (SIGKILL, a power cut) leaves the record, and the next
-//! `bench scale` on that state root restores it first ([`recover`]).
+//! that dies without unwinding (Ctrl-C's SIGINT, SIGKILL) is covered by a watcher
+//! process started with the first change ([`watch`], `warren bench tune-watch`, which
+//! ignores SIGINT, SIGHUP and SIGTERM): it holds the read end of a pipe whose write end
+//! only the bench has, and when that reaches EOF (the bench exited, however) it writes
+//! back whatever the record still lists. After a power cut the record is still there,
+//! and the next `bench scale` on that state root restores it first ([`recover`]).
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
@@ -50,6 +56,8 @@ pub(super) struct SysctlGuard {
     proc_root: PathBuf,
     record: PathBuf,
     applied: Vec<Tuned>,
+    /// The watcher and the write end of its pipe (closed last, on drop).
+    watcher: Option<(Child, ChildStdin)>,
 }
 
 impl SysctlGuard {
@@ -67,7 +75,44 @@ impl SysctlGuard {
 impl Drop for SysctlGuard {
     fn drop(&mut self) {
         let _ = self.restore();
+        if let Some((mut child, stdin)) = self.watcher.take() {
+            drop(stdin); // EOF: the watcher finds the record gone (or restores it) and exits
+            let _ = child.wait();
+        }
     }
+}
+
+/// `warren bench tune-watch`: wait for EOF on stdin (the bench that started this has
+/// exited, or dropped its guard), then write back what the state root's record still
+/// lists. Ignores the signals a terminal or a session end sends the bench's group.
+pub fn watch(ctx: &Context) -> Result<()> {
+    use warren_sys::libc;
+    for sig in [libc::SIGINT, libc::SIGHUP, libc::SIGTERM, libc::SIGQUIT] {
+        warren_sys::signal::ignore(sig);
+    }
+    let mut sink = [0u8; 64];
+    let mut stdin = std::io::stdin();
+    while stdin.read(&mut sink).is_ok_and(|n| n > 0) {}
+    recover(ctx)
+}
+
+fn start_watcher(ctx: &Context) -> Result<(Child, ChildStdin)> {
+    let exe = std::env::current_exe().ctx(|| "finding the warren binary".to_string())?;
+    let mut child = Command::new(exe)
+        .env("WARREN_ROOT", ctx.layout.root())
+        .args(["bench", "tune-watch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .ctx(|| {
+            "--tune: starting the watcher that restores the sysctls if the bench dies".to_string()
+        })?;
+    let stdin = child
+        .stdin
+        .take()
+        .ok_or_else(|| Error::Refused("--tune: the watcher has no stdin pipe".into()))?;
+    Ok((child, stdin))
 }
 
 fn restore_all(proc_root: &Path, applied: &[Tuned]) -> bool {
@@ -139,6 +184,7 @@ pub(super) fn apply(ctx: &Context, findings: &[doctor::Finding]) -> Result<Sysct
         proc_root: ctx.host.proc.clone(),
         record: ctx.layout.root().join(RECORD),
         applied: Vec::new(),
+        watcher: None,
     };
     let changes: Vec<fix::Change> = fix::changes(findings)
         .into_iter()
@@ -152,6 +198,9 @@ pub(super) fn apply(ctx: &Context, findings: &[doctor::Finding]) -> Result<Sysct
             .to_string();
         if doctor::serving::parse_sysctl(&c.key, &old).is_some_and(|v| v >= c.to) {
             continue;
+        }
+        if guard.watcher.is_none() {
+            guard.watcher = Some(start_watcher(ctx)?);
         }
         let new = doctor::serving::sysctl_text(&c.key, c.to);
         guard.applied.push(Tuned {
@@ -197,6 +246,7 @@ mod tests {
             let _g = SysctlGuard {
                 proc_root: d.path().to_path_buf(),
                 record: record.clone(),
+                watcher: None,
                 applied: vec![Tuned {
                     key: key.into(),
                     old: "32768\t60999".into(),
