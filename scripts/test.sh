@@ -69,6 +69,18 @@ if [ $((${#need[@]} + ${#with_recommends[@]})) -gt 0 ]; then
     [ ${#with_recommends[@]} -eq 0 ] ||
         apt-get install -y -qq "${with_recommends[@]}" >/dev/null
 fi
+# tests/bench.rs runs Debian's nginx in zones (from the host's /usr, as --server nginx
+# does); the package would start a host nginx on port 80, so it is installed with a
+# policy-rc.d that forbids starting services (removed right after), and disabled.
+if [ ! -x /usr/sbin/nginx ]; then
+    echo "scripts/test.sh: installing nginx-light (apt-get; the host service is not started)"
+    own_policy=
+    [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; own_policy=1; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
+    [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
+    [ ! -d /run/systemd/system ] || systemctl disable nginx.service >/dev/null 2>&1 || true
+fi
 if [ -n "$new_lxcfs" ] && [ -d /run/systemd/system ]; then
     systemctl disable --now lxcfs.service >/dev/null 2>&1 || true
 fi

@@ -544,3 +544,78 @@ fn doctor_warns_about_thp_always_when_zones_swap() {
     );
     assert_eq!(v["summary"]["warnings"], u64::from(always));
 }
+
+/// `--net bridge --rate-per-zone`: the serving checks of the KVM consolidation study
+/// (bridge ports, somaxconn, the ephemeral port range, TIME_WAIT buckets) against this
+/// host's values, and `--fix --dry-run` names the sysctls it would raise, the port
+/// range among them in its own terms (ports in the range).
+#[test]
+fn serving_checks_for_bridged_zones_under_load() {
+    let env = Env::new();
+    let args = [
+        "doctor",
+        "--zones",
+        "2000",
+        "--net",
+        "bridge",
+        "--rate-per-zone",
+        "5",
+        "--json",
+    ];
+    let r = env.run(&args);
+    let v = json(&r.stdout);
+    let get = |limit: &str| {
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["limit"] == limit)
+            .unwrap_or_else(|| panic!("{limit} missing from {}", r.stdout))
+            .clone()
+    };
+    let b = get("bridge ports");
+    assert_eq!(
+        (b["needed"].as_u64(), b["verdict"].as_str()),
+        (Some(2000), Some("will_fail")),
+        "{b}"
+    );
+    assert!(
+        b["fix"]["text"].as_str().unwrap().contains("2 bridges"),
+        "{b}"
+    );
+    let s = get("net.core.somaxconn");
+    assert_eq!(s["needed"], 10_000, "2,000 zones × 5/s × 1 s: {s}");
+    let host: u64 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(s["current"]["value"], host, "{s}");
+    let p = get("net.ipv4.ip_local_port_range");
+    assert_eq!(p["needed"], 600_000, "2,000 zones × 5/s × 60 s: {p}");
+    assert_eq!(
+        p["verdict"], "will_fail",
+        "no range holds 600,000 ports: {p}"
+    );
+    let t = get("net.ipv4.tcp_max_tw_buckets");
+    assert_ne!(
+        t["verdict"], "will_fail",
+        "TIME_WAIT overflow is churn, tight at most: {t}"
+    );
+    assert_ne!(r.code, 0, "a will-fail verdict fails the doctor");
+    // Without a rate only the bridge ports are checked.
+    let r0 = env.run(&["doctor", "--zones", "2000", "--net", "bridge", "--json"]);
+    assert!(!r0.stdout.contains("net.core.somaxconn"), "{}", r0.stdout);
+    let mut fix = args.to_vec();
+    fix.extend(["--fix", "--dry-run"]);
+    let d = json(&env.run(&fix).stdout);
+    let applied = d["fix"]["applied"].as_array().unwrap();
+    if p["current"]["value"].as_u64().unwrap() >= 64_512 {
+        return; // this host already has the widest range: nothing to raise
+    }
+    let range = applied
+        .iter()
+        .find(|c| c["key"] == "net.ipv4.ip_local_port_range")
+        .unwrap_or_else(|| panic!("the port range is not raised: {d}"));
+    assert_eq!(range["to"], 64_512, "the widest range, 1024-65535: {range}");
+}

@@ -579,6 +579,10 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         #[arg(long)]
         out: Option<PathBuf>,
     },
+    /// Internal: started by `bench scale --tune`; writes the sysctls it raised back
+    /// when the bench exits, however it exits.
+    #[command(hide = true)]
+    TuneWatch,
     /// Snapshot, restore, export and import figures (SPEC.md, "Snapshots and export"),
     /// on scratch state roots of its own; run a release build.
     #[command(after_help = "Example: warren bench snapshot --repeat 20 --data-mib 100 --json")]
@@ -657,14 +661,16 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
         out: Option<PathBuf>,
     },
     /// For each N: N zones run a real workload at once (PostgreSQL + pgbench in each
-    /// zone, or busybox httpd in each bridged zone loaded from the host); aggregate
-    /// throughput, latency, CPU, memory, swap and evictions; writes results.json,
-    /// report.md, throughput.svg and latency.svg.
+    /// zone, or a web server in each bridged zone loaded open loop from the host);
+    /// aggregate throughput, latency (http: response time), CPU, memory, swap and
+    /// evictions; writes results.json, report.md, throughput.svg and latency.svg (http:
+    /// and response_time.svg).
     #[command(after_help = "Examples:
   warren bench scale --workload pgbench --zones 1,2,4,8
   warren bench scale --workload pgbench --zones 1,2,4 --memory-per-zone 512M --oversubscribe 25 --agent
   warren bench scale --workload http --zones 1,2,4 --duration 10
   warren bench scale --workload pgbench --zones 4,8 --memory-per-zone 256M --oversubscribe 25 --agent-policy both
+  warren bench scale --workload http --zones 1,2,4,8,16,32,64,128,256 --tune --pin
 
 --oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
 set as the memory limit of this state root's zone group cgroup (restored afterwards), so
@@ -681,7 +687,10 @@ SIGHUP) stops the bench at its next check and removes everything it made.
 
 pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
 in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
-own bridge, removed afterwards) and is reported as skipped without it.")]
+own bridges, removed afterwards) and is reported as skipped without it; --server nginx
+needs the host's nginx (apt-get install nginx-light). http's load is open loop: --rate
+requests/s per zone scheduled by the clock, response time from the scheduled time; a
+one-zone calibration step runs first and last (docs/bench.md, docs/studies.md).")]
     Scale {
         /// What each zone runs.
         #[arg(long, value_parser = ["pgbench", "http"])]
@@ -711,7 +720,7 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// Seconds of the timed run per step.
         #[arg(long, default_value_t = 30)]
         duration: u64,
-        /// pgbench connections, or load threads, per zone.
+        /// pgbench connections per zone (http: the load is --rate, open loop).
         #[arg(long, default_value_t = 2)]
         clients: usize,
         /// pgbench scale factor (about 15 MiB of tables per unit).
@@ -723,10 +732,36 @@ own bridge, removed afterwards) and is reported as skipped without it.")]
         /// http: the bridge's subnet.
         #[arg(long, default_value = "10.237.0.0/16")]
         subnet: String,
+        #[command(flatten)]
+        http: ScaleHttpArgs,
         /// Where to write the results [default: bench/results/<date>-<hostname>-<workload>].
         #[arg(long)]
         out: Option<PathBuf>,
     },
+}
+
+/// `bench scale --workload http`: the KVM consolidation study's knobs (docs/studies.md).
+#[derive(Args, Debug)]
+pub struct ScaleHttpArgs {
+    /// http: the web server in each zone (busybox httpd, or the host's nginx).
+    #[arg(long, value_enum, default_value_t = crate::bench::scale::http::Server::Busybox)]
+    pub server: crate::bench::scale::http::Server,
+    /// http: requests per second per zone, scheduled by the clock (open loop).
+    #[arg(long, value_name = "R", default_value_t = 5.0)]
+    pub rate: f64,
+    /// http: raise the network sysctls `warren doctor` names for the largest step, for
+    /// the run (written back afterwards).
+    #[arg(long)]
+    pub tune: bool,
+    /// http: pin zone i to CPU i mod #CPUs (cpuset).
+    #[arg(long)]
+    pub pin: bool,
+    /// http: zones per bridge; more zones go to further bridges (a bridge takes 1,023).
+    #[arg(long, value_name = "N", default_value_t = 1000)]
+    pub zones_per_bridge: usize,
+    /// http: skip the one-zone calibration step at the start and the end.
+    #[arg(long)]
+    pub no_calibration: bool,
 }
 
 #[derive(Args, Debug)]
@@ -809,6 +844,10 @@ pub struct DoctorArgs {
     /// How the zones are networked.
     #[arg(long, value_enum, default_value_t = NetPlan::None)]
     pub net: NetPlan,
+    /// With --net bridge: new connections per second each zone gets from the host
+    /// (checks somaxconn, the ephemeral port range, TIME_WAIT buckets).
+    #[arg(long, value_name = "R", default_value_t = 0)]
+    pub rate_per_zone: u64,
     /// Show the note of every limit, not only of those that are not ok.
     #[arg(long, short)]
     pub verbose: bool,

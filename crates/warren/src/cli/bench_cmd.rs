@@ -2,6 +2,31 @@
 
 use super::*;
 
+/// `bench scale`'s http options, checked.
+pub(super) fn scale_http_options(a: &args::ScaleHttpArgs) -> Result<bench::scale::HttpOptions> {
+    if !(a.rate > 0.0 && a.rate <= 1000.0) {
+        return Err(Error::Invalid(format!(
+            "--rate {}: give requests per second per zone above 0 and at most 1000, e.g. 5",
+            a.rate
+        )));
+    }
+    if !(1..=crate::net::BRIDGE_MAX_PORTS).contains(&a.zones_per_bridge) {
+        return Err(Error::Invalid(format!(
+            "--zones-per-bridge {}: give 1 to {} (a bridge's port limit)",
+            a.zones_per_bridge,
+            crate::net::BRIDGE_MAX_PORTS
+        )));
+    }
+    Ok(bench::scale::HttpOptions {
+        server: a.server,
+        rate: a.rate,
+        tune: a.tune,
+        pin: a.pin,
+        zones_per_bridge: a.zones_per_bridge,
+        calibrate: !a.no_calibration,
+    })
+}
+
 /// Check and resolve `bench scale`'s flags.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn scale_options(
@@ -77,6 +102,7 @@ pub(super) fn scale_options(
         pgbench_scale,
         bridge,
         subnet,
+        http: Default::default(),
     })
 }
 

@@ -23,7 +23,8 @@ pub(super) fn doctor_cmd(ctx: &Context, json: bool, a: DoctorArgs) -> Result<i32
             ))
         })?,
     };
-    let plan = Plan::new(a.zones, a.procs_per_zone, a.threads_per_zone, mem, a.net)?;
+    let plan = Plan::new(a.zones, a.procs_per_zone, a.threads_per_zone, mem, a.net)?
+        .with_rate(a.rate_per_zone);
     let snapshot = || doctor::read_snapshot(ctx);
     let host = doctor::host_findings(ctx, warren_sys::geteuid() == 0);
     let assess = |s: &doctor::LimitSnapshot| {

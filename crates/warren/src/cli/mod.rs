@@ -569,6 +569,7 @@ fn run(cli: Cli) -> Result<i32> {
             pod_network,
             out,
         }) => bench_cmd::cri_bench(&ctx, json, &pods, handlers, pod_network, out)?,
+        Command::Bench(BenchCmd::TuneWatch) => bench::scale::tune::watch(&ctx)?,
         Command::Bench(BenchCmd::Metrics {
             zones,
             scrapes,
@@ -589,9 +590,10 @@ fn run(cli: Cli) -> Result<i32> {
             pgbench_scale,
             bridge,
             subnet,
+            http,
             out,
         }) => {
-            let opts = scale_options(
+            let mut opts = scale_options(
                 &workload,
                 &zones,
                 &memory_per_zone,
@@ -606,6 +608,7 @@ fn run(cli: Cli) -> Result<i32> {
                 bridge,
                 subnet,
             )?;
+            opts.http = bench_cmd::scale_http_options(&http)?;
             let dir = out.unwrap_or_else(|| {
                 let mut d = bench::default_out(&ctx).into_os_string();
                 d.push(format!("-{workload}"));

@@ -283,6 +283,8 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
         ));
     }
 
+    out.extend(super::serving::findings(s, plan));
+
     // Memory, kernel stacks, disk, ids: warren cannot raise these.
     let (cgroups_now, cg_note) = base(&s.memory_cgroups, "memory cgroups");
     out.push(finding(
@@ -502,4 +504,4 @@ fn memory(s: &LimitSnapshot, plan: &Plan) -> Finding {
 mod isolation;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
+use super::serving::{parse_sysctl, sysctl_text};
 use super::snapshot::sysctl_path;
 use super::{Current, Finding, Fix};
 use crate::error::{Error, IoContext, Result};
@@ -68,7 +69,7 @@ pub fn merge_conf(existing: &str, applied: &[Change]) -> String {
             continue;
         }
         match t.split_once('=').and_then(|(k, v)| {
-            let v: u64 = v.trim().parse().ok()?;
+            let v: u64 = parse_sysctl(k.trim(), v)?;
             Some((k.trim().to_string(), v))
         }) {
             Some((k, v)) => {
@@ -84,7 +85,7 @@ pub fn merge_conf(existing: &str, applied: &[Change]) -> String {
     }
     let mut out = HEADER.to_string();
     for (k, v) in values {
-        out.push_str(&format!("{k} = {v}\n"));
+        out.push_str(&format!("{k} = {}\n", sysctl_text(&k, v)));
     }
     for l in other {
         out.push_str(&l);
@@ -132,7 +133,7 @@ pub fn apply(
         let path = sysctl_path(proc_root, &c.key);
         let now = std::fs::read_to_string(&path)
             .ok()
-            .and_then(|t| t.trim().parse::<u64>().ok());
+            .and_then(|t| parse_sysctl(&c.key, &t));
         if now.is_some_and(|n| n >= c.to) {
             continue; // raised meanwhile: never lower it
         }
@@ -143,12 +144,12 @@ pub fn apply(
                 .write(true)
                 .truncate(true)
                 .open(&path)?;
-            f.write_all(format!("{}\n", c.to).as_bytes())
+            f.write_all(format!("{}\n", sysctl_text(&c.key, c.to)).as_bytes())
         };
         let result = write().and_then(|_| {
             let back = std::fs::read_to_string(&path)?;
-            match back.trim().parse::<u64>() {
-                Ok(v) if v >= c.to => Ok(()),
+            match parse_sysctl(&c.key, &back) {
+                Some(v) if v >= c.to => Ok(()),
                 _ => Err(std::io::Error::other(format!(
                     "the kernel kept {} instead",
                     back.trim()

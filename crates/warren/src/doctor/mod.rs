@@ -29,6 +29,10 @@
 //!    them in a sysctl.d file warren owns; [`probe`] measures instead of estimating, with
 //!    a "limited fork bomb" inside a throwaway pids cgroup that caps it by construction.
 //!
+//! For bridged zones that serve traffic from the host, [`serving`] adds what breaks
+//! first as they grow (bridge ports, somaxconn, the ephemeral port range, TIME_WAIT
+//! buckets; `--net bridge --rate-per-zone R`).
+//!
 //! Besides limits, [`assess()`] flags host settings that weaken isolation (verdict
 //! *weakens isolation*, advice only, exit code unchanged): `dev.tty.legacy_tiocsti`,
 //! `kernel.unprivileged_userns_clone`, router advertisements accepted on warren's
@@ -56,6 +60,7 @@ pub mod assess;
 pub mod fix;
 pub mod ksm;
 pub mod probe;
+pub mod serving;
 pub mod snapshot;
 pub mod thp;
 
@@ -146,6 +151,9 @@ pub struct Plan {
     /// Memory per zone for its programs, on top of [`ZONE_BASE_MEMORY`].
     pub mem_per_zone: u64,
     pub net: NetPlan,
+    /// New connections per second each zone gets from the host (0: no load planned);
+    /// the serving checks ([`serving`]) count with it.
+    pub rate_per_zone: u64,
 }
 
 impl Plan {
@@ -176,7 +184,16 @@ impl Plan {
             threads_per_zone,
             mem_per_zone,
             net,
+            rate_per_zone: 0,
         })
+    }
+
+    /// The plan with a load of `rate` new connections per second per zone.
+    pub fn with_rate(self, rate: u64) -> Plan {
+        Plan {
+            rate_per_zone: rate,
+            ..self
+        }
     }
 
     /// Processes per zone: init + P.
@@ -262,7 +279,15 @@ pub enum Fix {
 impl std::fmt::Display for Fix {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Fix::Sysctl { key, value } => write!(f, "sysctl -w {key}={value}"),
+            Fix::Sysctl { key, value } => {
+                // The port range is two numbers: quoted, as sysctl(8) takes it.
+                let text = serving::sysctl_text(key, *value).replace('\t', " ");
+                if text.contains(' ') {
+                    write!(f, "sysctl -w {key}=\"{text}\"")
+                } else {
+                    write!(f, "sysctl -w {key}={text}")
+                }
+            }
             Fix::Advice { text } => f.write_str(text),
         }
     }

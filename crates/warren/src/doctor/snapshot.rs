@@ -36,6 +36,9 @@ pub const SYSCTLS: &[&str] = &[
     "net.ipv6.neigh.default.gc_thresh3",
     "net.netfilter.nf_conntrack_max",
     "net.netfilter.nf_conntrack_count",
+    "net.core.somaxconn",
+    super::serving::PORT_RANGE,
+    "net.ipv4.tcp_max_tw_buckets",
 ];
 
 /// Present only while nf_conntrack is loaded.
@@ -178,7 +181,10 @@ fn parse_u64(path: &Path, text: &str) -> Reading {
 pub fn read_sysctl(proc_root: &Path, key: &str) -> Option<Reading> {
     let path = sysctl_path(proc_root, key);
     match std::fs::read_to_string(&path) {
-        Ok(t) => Some(parse_u64(&path, &t)),
+        Ok(t) => Some(
+            super::serving::parse_sysctl(key, &t)
+                .ok_or_else(|| format!("{}: {:?} is not a number", path.display(), t.trim())),
+        ),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => Some(Err(format!("reading {}: {e}", path.display()))),
     }

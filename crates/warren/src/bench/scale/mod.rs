@@ -5,9 +5,20 @@
 //! For each step N: clone N zones from one installed zone of the `host` template (each
 //! capped at `--memory-per-zone`, and at `--cpu-per-zone` if given), boot them, start
 //! the workload in every zone ([`pgbench`]: PostgreSQL + pgbench inside each zone;
-//! [`http`]: busybox httpd in each bridged zone, load from this process), run it in
-//! all zones at once for `--duration`, and record aggregate throughput, latency,
-//! the zones' CPU, memory and swap, and the agent's evictions. Then halt and delete.
+//! [`http`]: a web server in each bridged zone, loaded open-loop from this process by
+//! [`openloop`]), run it in all zones at once for `--duration`, and record aggregate
+//! throughput, latency, the zones' CPU, memory and swap, and the agent's evictions.
+//! Then halt and delete.
+//!
+//! # The http study (the KVM consolidation study)
+//!
+//! Every zone gets the same fixed request rate (`--rate`, 5/s by default) with a page
+//! mix, scheduled by the clock; response time is from the scheduled time, so it is the
+//! measure and throughput is only checked against the offered rate. Zones are spread
+//! over bridges of `--zones-per-bridge` ([`spread`]), pinned to CPUs round-robin with
+//! `--pin`, and the network sysctls the doctor names for the largest step are raised
+//! for the run with `--tune` ([`tune`], restored afterwards). A one-zone calibration
+//! step runs before the first step and after the last (the machine's noise).
 //!
 //! # Oversubscription, precisely
 //!
@@ -43,8 +54,11 @@
 //! SIGHUP: the bench catches them ([`guards::Signals`]), stops at its next check
 //! (at most about a second later) and unwinds its guards.
 pub mod http;
+pub mod openloop;
 pub mod pgbench;
 pub mod report;
+pub mod spread;
+pub mod tune;
 
 mod guards;
 mod login;
@@ -114,13 +128,66 @@ pub struct Options {
     /// `--working-set`: bytes of anonymous memory each zone holds and touches.
     pub working_set: Option<u64>,
     pub duration: Duration,
-    /// pgbench connections, or load-generator threads, per zone.
+    /// pgbench connections per zone (http: unused, the load is `http.rate`).
     pub clients: usize,
     /// pgbench scale factor (about 15 MiB of tables per unit).
     pub pgbench_scale: u32,
     /// http: the bridge and subnet of the zones.
     pub bridge: String,
     pub subnet: String,
+    pub http: HttpOptions,
+}
+
+/// The http study's knobs (see the module doc).
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub server: http::Server,
+    /// Requests per second per zone.
+    pub rate: f64,
+    /// Raise the doctor's network fixes for the run.
+    pub tune: bool,
+    /// Pin zone i to CPU i mod #CPUs (cpuset).
+    pub pin: bool,
+    pub zones_per_bridge: usize,
+    /// The one-zone calibration step at the start and the end.
+    pub calibrate: bool,
+}
+
+impl Default for HttpOptions {
+    fn default() -> Self {
+        HttpOptions {
+            server: http::Server::Busybox,
+            rate: 5.0,
+            tune: false,
+            pin: false,
+            zones_per_bridge: 1000,
+            calibrate: true,
+        }
+    }
+}
+
+/// The http figures of a step (`--workload http`).
+#[derive(Debug, Clone, Serialize)]
+pub struct HttpStep {
+    pub server: http::Server,
+    pub rate_per_zone: f64,
+    /// zones × rate.
+    pub offered_rps: f64,
+    /// Requests answered as expected per second of the run.
+    pub achieved_rps: f64,
+    pub scheduled: u64,
+    pub completed: u64,
+    /// Response time from each request's scheduled time to its last byte, ms.
+    pub latency_ms: openloop::Latency,
+    pub errors_by_kind: std::collections::BTreeMap<String, u64>,
+    /// The load generator's thread, % of one CPU.
+    pub generator_cpu_pct: f64,
+    /// The host's CPUs busy during the run (/proc/stat), % of all CPUs.
+    pub host_cpu_pct: f64,
+    /// How late the generator dispatched a request at worst, ms.
+    pub dispatch_lag_max_ms: f64,
+    pub bridges: Vec<String>,
+    pub pinned: bool,
 }
 
 /// One step.
@@ -176,6 +243,8 @@ pub struct ScaleStep {
     /// dead), by name.
     pub zones_lost: Vec<String>,
     pub total_s: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub http: Option<HttpStep>,
 }
 
 /// `results.json` of `bench scale`.
@@ -199,12 +268,24 @@ pub struct ScaleResults {
     pub clients_per_zone: usize,
     pub pgbench_scale: Option<u32>,
     pub results: Vec<ScaleStep>,
+    /// http: the one-zone calibration step, at the start and at the end.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calibration: Vec<ScaleStep>,
+    /// http: the doctor's network findings for the largest step, and what `--tune` did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tune: Option<tune::TuneReport>,
 }
 
 /// What the zones run, resolved on the host before anything is made.
 pub(super) enum Plan {
-    Pgbench { bin: PathBuf },
-    Http { busybox: PathBuf },
+    Pgbench {
+        bin: PathBuf,
+    },
+    Http {
+        server: http::Server,
+        bin: PathBuf,
+        busybox: PathBuf,
+    },
 }
 
 pub(super) const MIB: f64 = (1u64 << 20) as f64;
@@ -233,6 +314,8 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         clients_per_zone: opts.clients,
         pgbench_scale: (opts.workload == Workload::Pgbench).then_some(opts.pgbench_scale),
         results: Vec::new(),
+        calibration: Vec::new(),
+        tune: None,
     };
     let plan = match opts.workload {
         Workload::Pgbench => Plan::Pgbench {
@@ -245,6 +328,8 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
                 return Ok(results);
             }
             Plan::Http {
+                server: opts.http.server,
+                bin: http::find(opts.http.server)?,
                 busybox: template::find_static_busybox()?,
             }
         }
@@ -254,9 +339,13 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             "PostgreSQL from {} (host /usr through the sparse root), one server and one pgbench per zone over the zone's Unix socket, run as uid {} via setpriv; shared_buffers {} MiB; TPC-B-like default script, {} client(s) per zone, fsync on",
             bin.display(), pgbench::UID, pgbench::shared_buffers_mib(opts.memory_per_zone), opts.clients
         ),
-        Plan::Http { busybox } => format!(
-            "busybox httpd ({}) on port {HTTP_PORT} in each zone (net = bridge, {} {}), 1 KiB page; load from the host, in process: {} thread(s) per zone, one connection per request (HTTP/1.0, no keep-alive); response time is connect to last byte",
-            busybox.display(), opts.bridge, opts.subnet, opts.clients
+        Plan::Http { server, bin, .. } => format!(
+            "{} ({}) on port {HTTP_PORT} in each zone (net = bridge, {} {}, at most {} zones per bridge{}); open-loop load from the host, in process: {} requests/s per zone scheduled by the clock, page mix 60 % 2 KiB html, 25 % 30 KiB asset, 10 % 200 KiB image, 5 % 404; one connection per request (HTTP/1.0); response time is from the scheduled time to the last byte; network sysctls {}",
+            match server { http::Server::Busybox => "busybox httpd", http::Server::Nginx => "nginx" },
+            bin.display(), opts.bridge, opts.subnet, opts.http.zones_per_bridge,
+            if opts.http.pin { ", each zone pinned to one CPU (cpuset)" } else { "" },
+            opts.http.rate,
+            if opts.http.tune { "tuned for the largest step (--tune)" } else { "as the host has them (untuned)" }
         ),
     };
     if opts.oversubscribe_pct.is_some() || opts.agent.is_some() {
@@ -290,26 +379,51 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     );
     std::fs::create_dir_all(&scratch.0).ctx(|| format!("creating {}", scratch.0.display()))?;
 
+    let http = opts.workload == Workload::Http;
+    let mut sysctls = None;
+    if http {
+        tune::recover(ctx)?;
+        let largest = opts.steps.iter().copied().max().unwrap_or(1);
+        let findings = tune::plan_findings(ctx, largest, opts.http.rate);
+        let mut report = tune::TuneReport {
+            findings: tune::describe(&findings),
+            requested: opts.http.tune,
+            ..Default::default()
+        };
+        if opts.http.tune {
+            let g = tune::apply(ctx, &findings)?;
+            report.applied = g.applied().to_vec();
+            sysctls = Some(g);
+        }
+        results.tune = Some(report);
+    }
+    // (calibration?, N): the calibration step first and last around the steps.
+    let calibrate = http && opts.http.calibrate;
+    let mut order: Vec<(bool, usize)> = Vec::new();
+    if calibrate {
+        order.push((true, 1));
+    }
+    order.extend(opts.steps.iter().map(|&n| (false, n)));
+    if calibrate {
+        order.push((true, 1));
+    }
     let mut out = Vec::new();
     let mut failure = None;
-    let runs: Vec<(usize, Option<AgentPolicy>)> = opts
-        .steps
-        .iter()
-        .flat_map(|&n| match opts.agent {
-            None => vec![(n, None)],
-            Some(p) => p.runs().iter().map(|r| (n, Some(*r))).collect(),
-        })
-        .collect();
-    for (n, policy) in runs {
+    let mut runs: Vec<(bool, usize, Option<AgentPolicy>)> = Vec::new();
+    for (cal, n) in order {
+        match opts.agent {
+            // The calibration step measures the machine's noise: no agent.
+            Some(p) if !cal => runs.extend(p.runs().iter().map(|r| (cal, n, Some(*r)))),
+            _ => runs.push((cal, n, None)),
+        }
+    }
+    for (cal, n, policy) in runs {
         let r = guards::check_signals("starting a step")
             .and_then(|()| run_step(ctx, opts, policy, &plan, &tname, n, &scratch.0, progress));
         let cleaned = cleanup(ctx);
-        let net = if opts.workload == Workload::Http {
-            demo::cleanup_net(ctx)
-        } else {
-            Ok(())
-        };
+        let net = if http { demo::cleanup_net(ctx) } else { Ok(()) };
         match (r, cleaned, net) {
+            (Ok(s), Ok(_), Ok(())) if cal => results.calibration.push(s),
             (Ok(s), Ok(_), Ok(())) => out.push(s),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 failure = Some(e);
@@ -318,6 +432,9 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         }
     }
     progress.done();
+    if let (Some(mut g), Some(t)) = (sysctls, results.tune.as_mut()) {
+        t.restored = g.restore();
+    }
     drop(templates);
     if let Some(e) = failure {
         return Err(e);
@@ -335,7 +452,8 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     Ok(results)
 }
 
-/// Write `results.json`, `report.md` and `throughput.svg` (and `latency.svg`) into `dir`.
+/// Write `results.json`, `report.md`, `throughput.svg` and `latency.svg` (http: and
+/// `response_time.svg`) into `dir`.
 pub fn write(dir: &Path, r: &ScaleResults) -> Result<()> {
     super::write_files(
         dir,
@@ -345,5 +463,11 @@ pub fn write(dir: &Path, r: &ScaleResults) -> Result<()> {
             ("throughput.svg", report::throughput_svg(r)),
             ("latency.svg", report::latency_svg(r)),
         ],
-    )
+    )?;
+    if r.workload == Workload::Http {
+        let p = dir.join("response_time.svg");
+        std::fs::write(&p, report::response_time_svg(r))
+            .ctx(|| format!("writing {}", p.display()))?;
+    }
+    Ok(())
 }

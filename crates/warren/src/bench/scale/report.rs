@@ -28,9 +28,13 @@ pub fn markdown(r: &ScaleResults) -> String {
         m.hostname, m.kernel, m.cpus, m.mem_total_mib, m.cgroup_version, m.storage_backend, m.loadavg_at_start
     );
     let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
+    let load = match r.workload {
+        Workload::Pgbench => format!("{} client(s) per zone", r.clients_per_zone),
+        Workload::Http => "open-loop load (below)".to_string(),
+    };
     let _ = writeln!(
         o,
-        "Per zone: memory.max {:.0} MiB{}, CPU cap {}; {} s per step, {} client(s) per zone{}; agent {}.\n",
+        "Per zone: memory.max {:.0} MiB{}, CPU cap {}; {} s per step, {load}{}; agent {}.\n",
         r.memory_per_zone_mib,
         r.working_set_mib.map_or(String::new(), |w| format!(
             ", a working set of {w:.0} MiB (anonymous, every page touched once a second) beside the workload"
@@ -38,7 +42,6 @@ pub fn markdown(r: &ScaleResults) -> String {
         r.cpu_per_zone
             .map_or("none".to_string(), |c| format!("{c} CPUs")),
         r.duration_s,
-        r.clients_per_zone,
         r.pgbench_scale
             .map_or(String::new(), |s| format!(", pgbench scale {s}")),
         match r.agent_policy {
@@ -101,6 +104,9 @@ pub fn markdown(r: &ScaleResults) -> String {
         );
     }
     side_by_side(&mut o, r);
+    if r.workload == Workload::Http {
+        http_sections(&mut o, r);
+    }
     let _ = writeln!(o, "\n## Per zone\n");
     for s in &r.results {
         let per: Vec<String> = s.per_zone.iter().map(|v| format!("{v:.1}")).collect();
@@ -215,4 +221,139 @@ pub fn latency_svg(r: &ScaleResults) -> String {
             .collect(),
     }];
     chart("Average latency vs zones", "zones (N, log scale)", "ms", &s)
+}
+
+fn http_row(o: &mut String, label: &str, s: &ScaleStep) {
+    let Some(h) = &s.http else { return };
+    let errs: Vec<String> = h
+        .errors_by_kind
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(
+        o,
+        "| {label} | {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {:.1} | {:.1} | {:.1} | {:.1} |",
+        h.bridges.len(),
+        h.offered_rps,
+        h.achieved_rps,
+        h.latency_ms.mean,
+        h.latency_ms.p50,
+        h.latency_ms.p99,
+        h.latency_ms.max,
+        if errs.is_empty() { "0".to_string() } else { errs.join(", ") },
+        h.host_cpu_pct,
+        s.zones_cpu_pct,
+        h.generator_cpu_pct,
+        h.dispatch_lag_max_ms,
+    );
+}
+
+/// The response-time table, the calibration (noise) and the doctor's findings.
+fn http_sections(o: &mut String, r: &ScaleResults) {
+    let _ = writeln!(o, "\n## Response time (open loop)\n");
+    let _ = writeln!(
+        o,
+        "Response time runs from each request's scheduled time to its last byte (a late answer delays nothing and is counted whole). Host CPU is % of all {} CPUs (/proc/stat); zones' and the generator's CPU are % of one CPU.\n",
+        r.machine.cpus
+    );
+    let _ = writeln!(
+        o,
+        "| zones | bridges | offered req/s | achieved req/s | mean ms | p50 ms | p99 ms | max ms | errors | host CPU % | zones' CPU % | generator CPU % | dispatch lag max ms |"
+    );
+    let _ = writeln!(o, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    if let Some(s) = r.calibration.first() {
+        http_row(o, "calibration (start)", s);
+    }
+    for s in &r.results {
+        http_row(o, &s.zones.to_string(), s);
+    }
+    if let Some(s) = r.calibration.get(1) {
+        http_row(o, "calibration (end)", s);
+    }
+    if let Some(n) = noise_pct(r) {
+        let _ = writeln!(
+            o,
+            "\nNoise: the one-zone calibration's mean response time moved {n:.1} % between the start and the end of the run; differences between steps smaller than that are not a result."
+        );
+    }
+    if let Some(t) = &r.tune {
+        let _ = writeln!(
+            o,
+            "\n## Network limits (warren doctor, for the largest step)\n"
+        );
+        for f in &t.findings {
+            let _ = writeln!(o, "- {f}");
+        }
+        if !t.requested {
+            let _ = writeln!(
+                o,
+                "\nUntuned: the host's values as they were (--tune applies the fixes for the run)."
+            );
+        } else if t.applied.is_empty() {
+            let _ = writeln!(o, "\n--tune: nothing needed raising for this run.");
+        } else {
+            let _ = writeln!(
+                o,
+                "\nTuned for the run (--tune), {} afterwards:\n",
+                if t.restored {
+                    "all restored"
+                } else {
+                    "NOT all restored"
+                }
+            );
+            for a in &t.applied {
+                let _ = writeln!(o, "- {}: {} -> {}", a.key, a.old, a.new);
+            }
+        }
+    }
+}
+
+/// How far the calibration's mean response time moved from start to end, %.
+pub fn noise_pct(r: &ScaleResults) -> Option<f64> {
+    let m = |s: &ScaleStep| s.http.as_ref().map(|h| h.latency_ms.mean);
+    let (a, b) = (m(r.calibration.first()?)?, m(r.calibration.get(1)?)?);
+    (a > 0.0).then(|| (b - a).abs() / a * 100.0)
+}
+
+/// `response_time.svg`: mean, p50 and p99 response time against N, and the
+/// calibration's mean (start and end) as a flat reference.
+pub fn response_time_svg(r: &ScaleResults) -> String {
+    let pick = |f: fn(&super::openloop::Latency) -> f64| -> Vec<(f64, f64)> {
+        r.results
+            .iter()
+            .filter_map(|s| s.http.as_ref().map(|h| (s.zones as f64, f(&h.latency_ms))))
+            .collect()
+    };
+    let mut series = vec![
+        Series {
+            name: "mean".into(),
+            points: pick(|l| l.mean),
+        },
+        Series {
+            name: "p50".into(),
+            points: pick(|l| l.p50),
+        },
+        Series {
+            name: "p99".into(),
+            points: pick(|l| l.p99),
+        },
+    ];
+    let xs: Vec<f64> = r.results.iter().map(|s| s.zones as f64).collect();
+    for (name, s) in [
+        ("calibration start", r.calibration.first()),
+        ("calibration end", r.calibration.get(1)),
+    ] {
+        if let Some(h) = s.and_then(|s| s.http.as_ref()) {
+            series.push(Series {
+                name: format!("{name} (1 zone, mean)"),
+                points: xs.iter().map(|x| (*x, h.latency_ms.mean)).collect(),
+            });
+        }
+    }
+    chart(
+        "Response time vs zones (open loop)",
+        "zones (N, log scale)",
+        "ms",
+        &series,
+    )
 }

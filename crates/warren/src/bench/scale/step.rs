@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::super::PREFIX;
 use super::guards::{check_signals, set_budget, start_agent, SwapOn, ZonesGone};
 use super::login::in_all_zones;
+use super::spread::{self, Placement};
 use super::timed::{run_http, run_pgbench};
 use super::{http, pgbench, AgentPolicy, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
 use crate::agent::act;
@@ -92,11 +93,27 @@ pub(super) fn run_step(
     if let Some(c) = opts.cpu_per_zone {
         sets.push(format!("cpu.max={c}"));
     }
-    if opts.workload == Workload::Http {
+    let placement: Vec<Placement> = if opts.workload == Workload::Http {
+        let subnet = opts
+            .subnet
+            .parse()
+            .map_err(|e| Error::Invalid(format!("--subnet: {e}")))?;
+        let cpus = opts.http.pin.then(|| stats::online_cpus(&ctx.host.sys));
+        let p = spread::place(
+            n,
+            &opts.bridge,
+            &subnet,
+            opts.http.zones_per_bridge,
+            cpus.as_deref(),
+        )
+        .map_err(Error::Invalid)?;
         sets.push("net=bridge".into());
-        sets.push(format!("net-bridge={}", opts.bridge));
-        sets.push(format!("net-subnet={}", opts.subnet));
-    }
+        sets.push(format!("net-bridge={}", p[0].bridge));
+        sets.push(format!("net-subnet={}", p[0].subnet));
+        p
+    } else {
+        Vec::new()
+    };
     let total = opts.memory_per_zone * n as u64;
     let (available_start, swap_total_start, _) = host_mem(&ctx.host.proc);
     let budget = opts
@@ -140,9 +157,23 @@ pub(super) fn run_step(
     zone::install(ctx, &base)?;
     let names: Vec<String> = (1..=n).map(|i| format!("{PREFIX}s{i:04}")).collect();
     progress.phase(&format!("N={n} clone"), n as u64);
-    for z in &names {
+    for (i, z) in names.iter().enumerate() {
         check_signals("cloning the zones")?;
         zone::clone(ctx, &base, z)?;
+        if let Some(p) = placement.get(i) {
+            // The base has the first bridge; a zone elsewhere, or pinned, gets its own.
+            let mut own = Vec::new();
+            if p.bridge != placement[0].bridge {
+                own.push(format!("net-bridge={}", p.bridge));
+                own.push(format!("net-subnet={}", p.subnet));
+            }
+            if let Some(cpu) = p.cpu {
+                own.push(format!("cpuset={cpu}"));
+            }
+            if !own.is_empty() {
+                zone::config_set(ctx, z, &own, zone::ApplyTo::NextBoot)?;
+            }
+        }
         progress.step();
     }
     let (available_before, ..) = host_mem(&ctx.host.proc);
@@ -197,7 +228,11 @@ pub(super) fn run_step(
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
             r.map(|r| (setup_s, r))
         }
-        Plan::Http { busybox } => {
+        Plan::Http {
+            server,
+            bin,
+            busybox,
+        } => {
             let addrs: Vec<SocketAddr> = zones
                 .iter()
                 .map(|z| {
@@ -211,16 +246,20 @@ pub(super) fn run_step(
                 })
                 .collect::<Result<_>>()?;
             in_all_zones(ctx, &names, &logs, "httpd", &|_| {
-                http::setup_script(busybox, HTTP_PORT)
+                http::setup_script(*server, bin, busybox, HTTP_PORT)
             })?;
-            http::wait_ready(&addrs, Duration::from_secs(10)).map_err(|a| {
+            // 10 s, and 100 ms more per zone: a busy host starts hundreds of servers slowly.
+            let patience = Duration::from_secs(10) + Duration::from_millis(100) * n as u32;
+            http::wait_ready(&addrs, patience).map_err(|a| {
                 Error::Refused(format!(
-                    "{a}: httpd does not answer from the host; is forwarding to the bridge blocked by a firewall?"
+                    "{a}: the web server does not answer from the host after {} s; is forwarding to the bridge blocked by a firewall, or the host too busy?",
+                    patience.as_secs()
                 ))
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
-            let r = run_http(
+            let bridges = spread::bridges(&placement);
+            run_http(
                 ctx,
                 opts,
                 &addrs,
@@ -228,8 +267,14 @@ pub(super) fn run_step(
                 available_before,
                 progress,
                 &mut at_end,
-            );
-            r.map(|r| (setup_s, r))
+            )
+            .map(|mut r| {
+                if let Some(h) = r.http.as_mut() {
+                    h.bridges = bridges;
+                    h.pinned = opts.http.pin;
+                }
+                (setup_s, r)
+            })
         }
     };
     let (setup_s, r) = run?;
@@ -269,5 +314,6 @@ pub(super) fn run_step(
         oom_kills: r.peaks.oom_kills.iter().sum(),
         zones_lost: lost,
         total_s: started.elapsed().as_secs_f64(),
+        http: r.http,
     })
 }

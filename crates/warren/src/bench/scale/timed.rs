@@ -1,8 +1,9 @@
 //! The timed run of a scale step: the workload in every zone at once for the
-//! duration (pgbench through `warren login`, or the in-process http load), while the
-//! zones' cgroups and /proc/meminfo are sampled every 250 ms for peaks (and their OOM
-//! kill counters, read while the zones are there: an evicted zone's cgroup is gone).
-//! When the duration is up, the step's `at_end` runs once (see [`super::step`]).
+//! duration (pgbench through `warren login`, or the in-process open-loop http load,
+//! [`super::openloop`]), while the zones' cgroups and /proc/meminfo are sampled every
+//! 250 ms for peaks (and their OOM kill counters, read while the zones are there: an
+//! evicted zone's cgroup is gone). When the duration is up, the step's `at_end` runs
+//! once (see [`super::step`]).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -10,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use super::guards::check_signals;
 use super::login::{login, tail, Logins};
+use super::openloop::{self, Latency};
 use super::step::host_mem;
-use super::{http, pgbench, Options};
+use super::{pgbench, HttpStep, Options};
 use crate::cgroups::CgroupSet;
 use crate::error::{Error, Result};
-use crate::measure::{summarize, Progress};
+use crate::measure::Progress;
 use crate::stats;
 use crate::zone::Context;
 
@@ -53,6 +55,7 @@ pub(super) struct RunResult {
     pub(super) failed_zones: Vec<String>,
     pub(super) zones_cpu_pct: f64,
     pub(super) peaks: Peaks,
+    pub(super) http: Option<HttpStep>,
 }
 
 /// While `running()`, sample peaks every 250 ms and tick the progress bar once a second
@@ -154,6 +157,7 @@ pub(super) fn run_pgbench(
         failed_zones: failed,
         zones_cpu_pct,
         peaks,
+        http: None,
     })
 }
 
@@ -169,43 +173,73 @@ pub(super) fn run_http(
     let secs = opts.duration.as_secs().max(1);
     progress.phase(&format!("N={} http load {secs} s", addrs.len()), secs);
     let cpu0 = cpu_ns(cgroups);
+    let host0 = stats::cpu_ticks(&ctx.host.proc);
     let t0 = Instant::now();
-    let (a, c, d) = (addrs.to_vec(), opts.clients, Duration::from_secs(secs));
-    let handle = std::thread::spawn(move || http::load(&a, c, d));
+    let (a, rate, d) = (addrs.to_vec(), opts.http.rate, Duration::from_secs(secs));
+    let handle = std::thread::spawn(move || openloop::run(a, rate, d));
     let sample = |p: &mut Peaks| p.sample(&ctx.host.proc, cgroups, available_before);
     let running = &mut || !handle.is_finished();
     let peaks = watch(secs, t0, progress, running, at_end, sample)?;
     let elapsed = t0.elapsed().as_secs_f64();
     let zones_cpu_pct = cpu_ns(cgroups).saturating_sub(cpu0) as f64 / (elapsed * 1e9) * 100.0;
-    let loads = handle.join().unwrap_or_default();
+    let host_cpu_pct = match (host0, stats::cpu_ticks(&ctx.host.proc)) {
+        (Some((t0, i0)), Some((t1, i1))) if t1 > t0 => {
+            let busy = (t1 - t0).saturating_sub(i1.saturating_sub(i0));
+            busy as f64 / (t1 - t0) as f64 * 100.0
+        }
+        _ => 0.0,
+    };
+    let load = handle
+        .join()
+        .map_err(|_| Error::Refused("the http load generator panicked".into()))?
+        .map_err(|e| Error::Refused(format!("starting the http load generator: {e}")))?;
+    // Throughput over the scheduled window (the answers to its last requests included).
     let window = secs as f64;
-    let per_zone: Vec<f64> = loads
+    let per_zone: Vec<f64> = load
+        .zones
         .iter()
         .map(|z| z.latencies_ms.len() as f64 / window)
         .collect();
-    let all: Vec<f64> = loads
+    let all: Vec<f64> = load
+        .zones
         .iter()
         .flat_map(|z| z.latencies_ms.iter().copied())
         .collect();
-    let failed_zones = loads
+    let failed_zones = load
+        .zones
         .iter()
         .zip(addrs)
         .filter(|(z, _)| z.latencies_ms.is_empty())
-        .map(|(z, a)| format!("{a}: {} requests, all failed", z.requests))
+        .map(|(z, a)| format!("{a}: {} requests, all failed", z.scheduled))
         .collect();
+    let latency = Latency::of(&all);
+    let errors: u64 = load.zones.iter().map(|z| z.errors).sum();
+    let throughput: f64 = per_zone.iter().sum();
     Ok(RunResult {
-        throughput: per_zone.iter().sum(),
+        throughput,
         tpm: None,
         per_zone,
-        latency_avg_ms: if all.is_empty() {
-            0.0
-        } else {
-            all.iter().sum::<f64>() / all.len() as f64
-        },
-        latency_p99_ms: Some(summarize(&all).p99),
-        errors: loads.iter().map(|z| z.errors).sum(),
+        latency_avg_ms: latency.mean,
+        latency_p99_ms: Some(latency.p99),
+        errors,
         failed_zones,
         zones_cpu_pct,
         peaks,
+        http: Some(HttpStep {
+            server: opts.http.server,
+            rate_per_zone: rate,
+            offered_rps: rate * addrs.len() as f64,
+            achieved_rps: throughput,
+            scheduled: load.zones.iter().map(|z| z.scheduled).sum(),
+            completed: all.len() as u64,
+            latency_ms: latency,
+            errors_by_kind: load.errors_by_kind,
+            generator_cpu_pct: load.generator_cpu_ns as f64 / (load.elapsed_s.max(1e-9) * 1e9)
+                * 100.0,
+            host_cpu_pct,
+            dispatch_lag_max_ms: load.dispatch_lag_max_ms,
+            bridges: Vec::new(),
+            pinned: false,
+        }),
     })
 }

@@ -8,7 +8,7 @@ use crate::doctor::snapshot::IsolationSnapshot;
 
 /// The development VM: Debian 12, 24 GiB, cgroup v1 hybrid, warren in the root pids
 /// cgroup, RLIMIT_NOFILE hard 20000 without CAP_SYS_RESOURCE.
-fn dev_vm() -> LimitSnapshot {
+pub(crate) fn dev_vm() -> LimitSnapshot {
     let mut sysctls = BTreeMap::new();
     for (k, v) in [
         ("kernel.pid_max", 32768),
