@@ -1,0 +1,354 @@
+//! The shim process: containerd's `start` / `delete` actions, and the state the task
+//! service ([`crate::task`]) works on.
+//!
+//! One shim serves a pod: `start` groups a container with its CRI sandbox (the
+//! `io.kubernetes.cri.sandbox-id` annotation), so every container of a pod shares
+//! one socket and one process; outside the CRI each container has its own. Every
+//! container is a warren OCI container in the state root
+//! `$WARREN_SHIM_ROOT/<namespace>` (default `/run/containerd/warren/<namespace>`),
+//! visible to `warren --oci-root ... list`. The table here is in memory; what must
+//! outlive the shim (the container's record and cgroups) is warren's record on disk,
+//! and a containerd restart does not touch the shim: containerd reconnects to its
+//! socket (the `address` file in the bundle) and asks for the state.
+//!
+//! Exits: the shim is its containers' subreaper; containerd-shim's reaper thread
+//! waits for every child and the watcher started here records each exit and
+//! publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
+//! or a process that exited before its pid was recorded — is kept in `unclaimed`
+//! until its owner takes it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use containerd_shim::api::DeleteResponse;
+use containerd_shim::monitor::{monitor_subscribe, Subject, Topic};
+use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
+use containerd_shim::protos::protobuf::{MessageDyn, MessageField};
+use containerd_shim::protos::ttrpc;
+use containerd_shim::publisher::RemotePublisher;
+use containerd_shim::{Config, ExitSignal, Flags, StartOpts};
+use warren::oci::{ops, Ctx, Log};
+
+use crate::helper::Job;
+use crate::stdio::{Kept, Paths};
+
+/// The environment variable naming the shim's state root (warren's OCI `--root`,
+/// one directory per containerd namespace below it).
+pub const ROOT_ENV: &str = "WARREN_SHIM_ROOT";
+const DEFAULT_ROOT: &str = "/run/containerd/warren";
+/// The CRI's annotation naming a container's pod sandbox.
+const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
+
+/// warren's OCI state root for a containerd namespace.
+pub fn root(namespace: &str) -> PathBuf {
+    std::env::var_os(ROOT_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT))
+        .join(namespace)
+}
+
+/// Nesting of container cgroups beneath the shim's own, as `warren oci` reads it
+/// (`WARREN_OCI_CGROUP_NEST` in containerd's environment, which shims inherit).
+pub fn cgroup_nest() -> bool {
+    std::env::var(warren::oci::cgroup::NEST_ENV)
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+pub fn ctx(namespace: &str, systemd_cgroup: bool) -> Ctx {
+    Ctx {
+        root: root(namespace),
+        log: Log::new(None, false, false),
+        systemd_cgroup,
+        cgroup_nest: cgroup_nest(),
+        proc_root: PathBuf::from("/proc"),
+    }
+}
+
+/// A ttrpc error with a gRPC code.
+pub fn rpc_err(code: ttrpc::Code, msg: impl Into<String>) -> ttrpc::Error {
+    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg.into()))
+}
+
+/// warren's error, with its cause chain, as a ttrpc error.
+pub fn warren_err(e: warren::Error) -> ttrpc::Error {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    let code = if msg.contains("does not exist") {
+        ttrpc::Code::NOT_FOUND
+    } else {
+        ttrpc::Code::UNKNOWN
+    };
+    rpc_err(code, msg)
+}
+
+pub fn now() -> Timestamp {
+    containerd_shim::util::timestamp().unwrap_or_default()
+}
+
+/// One process: a container's init or an exec.
+pub struct Proc {
+    /// 0 until started.
+    pub pid: i32,
+    pub paths: Paths,
+    pub kept: Kept,
+    pub exit: Option<(u32, Timestamp)>,
+}
+
+impl Proc {
+    pub fn new(paths: Paths) -> Proc {
+        Proc {
+            pid: 0,
+            paths,
+            kept: Kept::default(),
+            exit: None,
+        }
+    }
+}
+
+pub struct Container {
+    pub bundle: PathBuf,
+    pub init: Proc,
+    pub execs: HashMap<String, Proc>,
+    /// The rootfs mounts made at create (unmounted at delete).
+    pub mounted: bool,
+}
+
+impl Container {
+    pub fn proc(&self, exec_id: &str) -> Option<&Proc> {
+        if exec_id.is_empty() {
+            Some(&self.init)
+        } else {
+            self.execs.get(exec_id)
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Table {
+    pub containers: HashMap<String, Container>,
+    /// Exits of pids not in the table (yet): pid → status.
+    pub unclaimed: HashMap<i32, i32>,
+}
+
+/// Exits nobody claims (processes a container left behind) are forgotten past this.
+const MAX_UNCLAIMED: usize = 4096;
+
+pub struct Shared {
+    pub table: Mutex<Table>,
+    pub changed: Condvar,
+    pub namespace: String,
+    publisher: Mutex<Option<RemotePublisher>>,
+    pub exit: Arc<ExitSignal>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publish an event to containerd. After a containerd restart the old
+    /// connection is dead: connect again once and retry.
+    pub fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
+        let mut p = self.publisher.lock().unwrap_or_else(|e| e.into_inner());
+        let bytes = event.write_to_bytes_dyn().unwrap_or_default();
+        for attempt in 0..2 {
+            if p.is_none() || attempt > 0 {
+                *p = std::env::var("TTRPC_ADDRESS")
+                    .ok()
+                    .and_then(|a| RemotePublisher::new(a).ok());
+            }
+            let Some(publisher) = p.as_ref() else { return };
+            let copy = event.descriptor_dyn().parse_from_bytes(&bytes);
+            let Ok(copy) = copy else { return };
+            let ctx = ttrpc::context::Context::default();
+            match publisher.publish(ctx, topic, &self.namespace, copy) {
+                Ok(()) => return,
+                Err(e) => log::warn!("publishing {topic}: {e}"),
+            }
+        }
+    }
+
+    /// Record the exit of `pid` (from the reaper) and wake every waiter.
+    fn exited(&self, pid: i32, code: i32) {
+        let mut t = self.lock();
+        let at = now();
+        let mut found = None;
+        'outer: for (cid, c) in t.containers.iter_mut() {
+            if c.init.pid == pid && c.init.exit.is_none() {
+                c.init.exit = Some((code as u32, at.clone()));
+                found = Some((cid.clone(), cid.clone()));
+                break;
+            }
+            for (eid, p) in c.execs.iter_mut() {
+                if p.pid == pid && p.exit.is_none() {
+                    p.exit = Some((code as u32, at.clone()));
+                    found = Some((cid.clone(), eid.clone()));
+                    break 'outer;
+                }
+            }
+        }
+        match found {
+            Some((container_id, id)) => self.publish_exit(&container_id, &id, pid, code, at),
+            None => {
+                if t.unclaimed.len() >= MAX_UNCLAIMED {
+                    t.unclaimed.clear();
+                }
+                t.unclaimed.insert(pid, code);
+            }
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+
+    pub fn publish_exit(&self, container_id: &str, id: &str, pid: i32, code: i32, at: Timestamp) {
+        use containerd_shim::protos::events::task::TaskExit;
+        self.publish(
+            containerd_shim::protos::topics::TASK_EXIT_EVENT_TOPIC,
+            Box::new(TaskExit {
+                container_id: container_id.into(),
+                id: id.into(),
+                pid: pid as u32,
+                exit_status: code as u32,
+                exited_at: MessageField::some(at),
+                ..Default::default()
+            }),
+        );
+    }
+
+    /// Run the helper for `job` with the process's stdio; its status is taken
+    /// from the reaper's exits.
+    pub fn run_helper(
+        &self,
+        job: &Job,
+        (stdin, stdout, stderr): (
+            std::process::Stdio,
+            std::process::Stdio,
+            std::process::Stdio,
+        ),
+    ) -> Result<(), String> {
+        let _ = std::fs::remove_file(&job.error_file);
+        let exe = std::env::current_exe().map_err(|e| format!("finding the shim binary: {e}"))?;
+        let child = Command::new(&exe)
+            .args(job.args())
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", exe.display()))?;
+        let pid = child.id() as i32;
+        drop(child);
+        let mut t = self.lock();
+        let code = loop {
+            if let Some(code) = t.unclaimed.remove(&pid) {
+                break code;
+            }
+            t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner());
+        };
+        drop(t);
+        if code == 0 {
+            return Ok(());
+        }
+        Err(std::fs::read_to_string(&job.error_file)
+            .ok()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| format!("the shim's helper exited with status {code}")))
+    }
+}
+
+/// The task service's handle (cheap to clone).
+#[derive(Clone)]
+pub struct Service {
+    pub shared: Arc<Shared>,
+}
+
+/// containerd's view of the shim binary: its actions.
+pub struct Shim {
+    namespace: String,
+    id: String,
+    exit: Arc<ExitSignal>,
+}
+
+/// The pod a bundle's container belongs to (its CRI sandbox id), if any.
+fn pod_of(bundle: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(bundle.join("config.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v.get("annotations")?.get(SANDBOX_ID)?.as_str()?.to_string())
+}
+
+/// Unmount whatever create mounted on `<bundle>/rootfs`.
+pub fn unmount_rootfs(bundle: &Path) {
+    let rootfs = bundle.join("rootfs");
+    if let Some(p) = rootfs.to_str() {
+        let _ = containerd_shim::mount::umount_recursive(Some(p), warren_sys::libc::MNT_DETACH);
+    }
+}
+
+impl containerd_shim::Shim for Shim {
+    type T = Service;
+
+    fn new(_runtime_id: &str, args: &Flags, _config: &mut Config) -> Self {
+        Shim {
+            namespace: args.namespace.clone(),
+            id: args.id.clone(),
+            exit: Arc::new(ExitSignal::default()),
+        }
+    }
+
+    fn start_shim(&mut self, opts: StartOpts) -> containerd_shim::Result<String> {
+        // containerd runs `start` in the bundle directory.
+        let grouping = pod_of(Path::new(".")).unwrap_or_else(|| opts.id.clone());
+        let (_, address) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
+        Ok(address)
+    }
+
+    /// containerd's cleanup after a shim died: remove the container (killing what
+    /// is left of it) and its rootfs mounts.
+    fn delete_shim(&mut self) -> containerd_shim::Result<DeleteResponse> {
+        let ctx = ctx(&self.namespace, false);
+        if let Err(e) = ops::delete(&ctx, &self.id, true) {
+            log::warn!("container '{}': delete: {e}", self.id);
+        }
+        unmount_rootfs(Path::new("."));
+        Ok(DeleteResponse {
+            exit_status: 128 + 9,
+            exited_at: MessageField::some(now()),
+            ..Default::default()
+        })
+    }
+
+    fn wait(&mut self) {
+        self.exit.wait();
+    }
+
+    fn create_task_service(&self, publisher: RemotePublisher) -> Service {
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            namespace: self.namespace.clone(),
+            publisher: Mutex::new(Some(publisher)),
+            exit: self.exit.clone(),
+        });
+        // Subscribed before the server starts: no exit is missed.
+        match monitor_subscribe(Topic::Pid) {
+            Ok(sub) => {
+                let s = shared.clone();
+                std::thread::spawn(move || {
+                    while let Ok(ev) = sub.rx.recv() {
+                        if let Subject::Pid(pid) = ev.subject {
+                            s.exited(pid, ev.exit_code);
+                        }
+                    }
+                });
+            }
+            Err(e) => log::error!("subscribing to exits: {e}"),
+        }
+        Service { shared }
+    }
+}
