@@ -2,10 +2,11 @@
 //! "io.containerd.warren.v1"`), serving the task API over ttrpc and running
 //! containers through warren's OCI front end and sandbox core as library calls.
 //!
-//! - [`service`]: the shim (start/delete actions, one shim per pod) and the task
-//!   service (create, start, exec, kill, pids, pause/resume, update, stats, wait,
-//!   delete, state, connect, shutdown), exits published as `TaskExit`.
-//! - [`task`]: the task service.
+//! - [`bootstrap`]: the actions containerd runs (`start`, `delete`, the server).
+//! - [`service`]: the shim's containers and processes (one shim per pod), exits
+//!   published as `TaskExit`.
+//! - [`task`]: the task service (create, start, exec, kill, pids, pause/resume,
+//!   update, stats, wait, delete, state, connect, shutdown).
 //! - [`helper`]: the one-shot single-threaded helper for `create` and `exec`: a
 //!   clone into new namespaces (and an exec's setns) is only sound from a process
 //!   with one thread, and the ttrpc server has several, so those two verbs run
@@ -14,6 +15,7 @@
 //! - [`metrics`]: cgroup figures as the `io.containerd.cgroups.v1/v2.Metrics` types.
 #![forbid(unsafe_code)]
 
+mod bootstrap;
 mod helper;
 mod metrics;
 mod service;
@@ -24,10 +26,25 @@ mod task;
 pub const RUNTIME_ID: &str = "io.containerd.warren.v1";
 
 fn main() {
-    let mut args = std::env::args_os();
-    let _argv0 = args.next();
-    if args.next().as_deref() == Some(std::ffi::OsStr::new(helper::ARG)) {
-        std::process::exit(helper::main(args.collect()));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == helper::ARG) {
+        std::process::exit(helper::main(args[2..].to_vec()));
     }
-    containerd_shim::run::<service::Shim>(RUNTIME_ID, None);
+    let flags = match containerd_shim::parse(&args[1..]) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("{RUNTIME_ID}: {e}; containerd runs this binary as its runtime (runtime_type = \"{RUNTIME_ID}\")");
+            std::process::exit(2);
+        }
+    };
+    let code = match flags.action.as_str() {
+        "start" => bootstrap::start(&flags),
+        "delete" => bootstrap::delete(&flags),
+        "" if !flags.socket.is_empty() => bootstrap::serve(&flags),
+        other => {
+            eprintln!("{RUNTIME_ID}: action {other:?} is not known (start, delete, or -socket for the server)");
+            2
+        }
+    };
+    std::process::exit(code);
 }

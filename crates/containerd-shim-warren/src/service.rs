@@ -1,5 +1,5 @@
-//! The shim process: containerd's `start` / `delete` actions, and the state the task
-//! service ([`crate::task`]) works on.
+//! The state the task service ([`crate::task`]) works on: the containers and
+//! processes of this shim, their exits, events to containerd, the helper runs.
 //!
 //! One shim serves a pod: `start` groups a container with its CRI sandbox (the
 //! `io.kubernetes.cri.sandbox-id` annotation), so every container of a pod shares
@@ -22,14 +22,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use containerd_shim::api::DeleteResponse;
 use containerd_shim::monitor::{monitor_subscribe, Subject, Topic};
 use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
 use containerd_shim::protos::protobuf::{MessageDyn, MessageField};
 use containerd_shim::protos::ttrpc;
 use containerd_shim::publisher::RemotePublisher;
-use containerd_shim::{Config, ExitSignal, Flags, StartOpts};
-use warren::oci::{ops, Ctx, Log};
+use containerd_shim::ExitSignal;
+use warren::oci::{Ctx, Log};
 
 use crate::helper::Job;
 use crate::stdio::{Kept, Paths};
@@ -268,15 +267,8 @@ pub struct Service {
     pub shared: Arc<Shared>,
 }
 
-/// containerd's view of the shim binary: its actions.
-pub struct Shim {
-    namespace: String,
-    id: String,
-    exit: Arc<ExitSignal>,
-}
-
 /// The pod a bundle's container belongs to (its CRI sandbox id), if any.
-fn pod_of(bundle: &Path) -> Option<String> {
+pub fn pod_of(bundle: &Path) -> Option<String> {
     let text = std::fs::read_to_string(bundle.join("config.json")).ok()?;
     let v: serde_json::Value = serde_json::from_str(&text).ok()?;
     Some(v.get("annotations")?.get(SANDBOX_ID)?.as_str()?.to_string())
@@ -290,52 +282,21 @@ pub fn unmount_rootfs(bundle: &Path) {
     }
 }
 
-impl containerd_shim::Shim for Shim {
-    type T = Service;
-
-    fn new(_runtime_id: &str, args: &Flags, _config: &mut Config) -> Self {
-        Shim {
-            namespace: args.namespace.clone(),
-            id: args.id.clone(),
-            exit: Arc::new(ExitSignal::default()),
-        }
-    }
-
-    fn start_shim(&mut self, opts: StartOpts) -> containerd_shim::Result<String> {
-        // containerd runs `start` in the bundle directory.
-        let grouping = pod_of(Path::new(".")).unwrap_or_else(|| opts.id.clone());
-        let (_, address) = containerd_shim::spawn(opts, &grouping, Vec::new())?;
-        Ok(address)
-    }
-
-    /// containerd's cleanup after a shim died: remove the container (killing what
-    /// is left of it) and its rootfs mounts.
-    fn delete_shim(&mut self) -> containerd_shim::Result<DeleteResponse> {
-        let ctx = ctx(&self.namespace, false);
-        if let Err(e) = ops::delete(&ctx, &self.id, true) {
-            log::warn!("container '{}': delete: {e}", self.id);
-        }
-        unmount_rootfs(Path::new("."));
-        Ok(DeleteResponse {
-            exit_status: 128 + 9,
-            exited_at: MessageField::some(now()),
-            ..Default::default()
-        })
-    }
-
-    fn wait(&mut self) {
-        self.exit.wait();
-    }
-
-    fn create_task_service(&self, publisher: RemotePublisher) -> Service {
+impl Service {
+    /// The task service of namespace `namespace`; its exit watcher subscribes to
+    /// the reaper's exits before any process is started.
+    pub fn new(
+        namespace: &str,
+        publisher: Option<RemotePublisher>,
+        exit: Arc<ExitSignal>,
+    ) -> Service {
         let shared = Arc::new(Shared {
             table: Mutex::new(Table::default()),
             changed: Condvar::new(),
-            namespace: self.namespace.clone(),
-            publisher: Mutex::new(Some(publisher)),
-            exit: self.exit.clone(),
+            namespace: namespace.into(),
+            publisher: Mutex::new(publisher),
+            exit,
         });
-        // Subscribed before the server starts: no exit is missed.
         match monitor_subscribe(Topic::Pid) {
             Ok(sub) => {
                 let s = shared.clone();
