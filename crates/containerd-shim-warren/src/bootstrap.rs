@@ -37,6 +37,9 @@ use containerd_shim::{ExitSignal, Flags};
 use crate::service::{self, Service};
 use crate::RUNTIME_ID;
 
+/// The most ttrpc workers per connection (containerd keeps one per shim).
+const WORKERS_MAX: usize = 256;
+
 /// How long `start` waits for a new server to listen.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -74,6 +77,9 @@ pub fn start(flags: &Flags) -> i32 {
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
+            // One malloc arena: the server's threads mostly sleep, and an arena per
+            // thread is up to a few hundred KiB of anonymous memory per shim.
+            .env("MALLOC_ARENA_MAX", "1")
             .process_group(0);
         if flags.debug {
             cmd.arg("-debug");
@@ -179,7 +185,12 @@ pub fn serve(flags: &Flags) -> i32 {
             handler,
         );
     }
+    // ttrpc's workers per connection: two idle, more while calls block (each Wait
+    // holds one until its process exits), so a pod's waits never starve a Kill.
     let server = Server::new()
+        .set_thread_count_default(2)
+        .set_thread_count_min(1)
+        .set_thread_count_max(WORKERS_MAX)
         .add_listener(listener.into_raw_fd())
         .map(|s| s.register_service(methods));
     let mut server = match server {
