@@ -18,6 +18,7 @@ use warren::oci::ops;
 pub const ARG: &str = "__warren-helper";
 
 /// What the shim asks the helper to do (also its command line, see [`Job::args`]).
+#[derive(Debug, PartialEq)]
 pub struct Job {
     pub verb: Verb,
     /// warren's OCI state root for the containerd namespace.
@@ -31,6 +32,7 @@ pub struct Job {
     pub console_socket: Option<PathBuf>,
 }
 
+#[derive(Debug, PartialEq)]
 pub enum Verb {
     /// `create` from the bundle directory.
     Create { bundle: PathBuf },
@@ -65,48 +67,61 @@ impl Job {
     }
 }
 
+impl Job {
+    /// The job of a command line made by [`Job::args`] (without argv\[0\] and [`ARG`]).
+    pub fn parse(args: &[OsString]) -> Option<Job> {
+        if !(7..=8).contains(&args.len()) {
+            return None;
+        }
+        let p = |i: usize| PathBuf::from(&args[i]);
+        let flags = args[2].to_str()?;
+        let verb = match args[0].to_str()? {
+            "create" => Verb::Create { bundle: p(4) },
+            "exec" => Verb::Exec { process: p(4) },
+            _ => return None,
+        };
+        Some(Job {
+            verb,
+            root: p(1),
+            cgroup_nest: flags.contains('n'),
+            systemd_cgroup: flags.contains('s'),
+            id: args[3].to_str()?.to_string(),
+            pid_file: p(5),
+            error_file: p(6),
+            console_socket: args.get(7).map(PathBuf::from),
+        })
+    }
+}
+
 /// The helper's main: the arguments after [`ARG`]. Exit status 0 or 1 (message in
 /// the error file), 2 for a malformed command line.
 pub fn main(args: Vec<OsString>) -> i32 {
     warren_sys::fds::prime_thread_check();
-    if args.len() < 7 {
-        eprintln!("{ARG}: expected <verb> <root> <flags> <id> <path> <pid-file> <error-file> [<console-socket>]; this mode is for the shim itself");
+    let Some(job) = Job::parse(&args) else {
+        eprintln!("{ARG}: expected create|exec <root> <flags> <id> <path> <pid-file> <error-file> [<console-socket>]; this mode is for the shim itself");
         return 2;
-    }
-    let p = |i: usize| PathBuf::from(&args[i]);
-    let (verb, root, nest, id, path, pid_file, error_file) = (
-        args[0].to_string_lossy().into_owned(),
-        p(1),
-        args[2].to_string_lossy().into_owned(),
-        args[3].to_string_lossy().into_owned(),
-        p(4),
-        p(5),
-        p(6),
-    );
-    let console = args.get(7).map(PathBuf::from);
+    };
     let ctx = warren::oci::Ctx {
-        root,
+        root: job.root.clone(),
         log: warren::oci::Log::new(None, false, false),
-        systemd_cgroup: nest.contains('s'),
-        cgroup_nest: nest.contains('n'),
+        systemd_cgroup: job.systemd_cgroup,
+        cgroup_nest: job.cgroup_nest,
         proc_root: PathBuf::from("/proc"),
     };
-    let result = match verb.as_str() {
-        "create" => ops::create(
+    let console = job.console_socket.as_deref();
+    let result = match &job.verb {
+        Verb::Create { bundle } => ops::create(
             &ctx,
             &ops::CreateArgs {
-                id: &id,
-                bundle: &path,
-                pid_file: Some(&pid_file),
-                console_socket: console.as_deref(),
+                id: &job.id,
+                bundle,
+                pid_file: Some(&job.pid_file),
+                console_socket: console,
                 no_pivot: false,
                 preserve_fds: 0,
             },
         ),
-        "exec" => exec(&ctx, &id, &path, &pid_file, console.as_deref()),
-        other => Err(warren::error::Error::Invalid(format!(
-            "{ARG}: verb {other:?} is not known; expected create or exec"
-        ))),
+        Verb::Exec { process } => exec(&ctx, &job.id, process, &job.pid_file, console),
     };
     match result {
         Ok(()) => 0,
@@ -117,7 +132,7 @@ pub fn main(args: Vec<OsString>) -> i32 {
                 msg.push_str(&format!(": {s}"));
                 src = s.source();
             }
-            let _ = std::fs::write(&error_file, msg);
+            let _ = std::fs::write(&job.error_file, msg);
             1
         }
     }
@@ -153,4 +168,63 @@ fn exec(
         },
     )
     .map(|_| ())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_survives_its_command_line() {
+        for (verb, nest, systemd, console) in [
+            (
+                Verb::Create {
+                    bundle: "/b".into(),
+                },
+                true,
+                false,
+                Some("/r/.c.sock"),
+            ),
+            (
+                Verb::Exec {
+                    process: "/b/e1.process.json".into(),
+                },
+                false,
+                true,
+                None,
+            ),
+            (
+                Verb::Create {
+                    bundle: "/b".into(),
+                },
+                false,
+                false,
+                None,
+            ),
+        ] {
+            let job = Job {
+                verb,
+                root: "/run/containerd/warren/default".into(),
+                cgroup_nest: nest,
+                systemd_cgroup: systemd,
+                id: "c1".into(),
+                pid_file: "/b/init.pid".into(),
+                error_file: "/b/init.error".into(),
+                console_socket: console.map(PathBuf::from),
+            };
+            let args = job.args();
+            assert_eq!(args[0], ARG);
+            assert_eq!(Job::parse(&args[1..]), Some(job));
+        }
+    }
+
+    #[test]
+    fn a_malformed_command_line_is_refused() {
+        let a = |v: &[&str]| v.iter().map(OsString::from).collect::<Vec<_>>();
+        assert_eq!(Job::parse(&a(&["create", "/r", "-", "c1"])), None);
+        assert_eq!(
+            Job::parse(&a(&["run", "/r", "-", "c1", "/b", "/p", "/e"])),
+            None
+        );
+    }
 }

@@ -313,3 +313,30 @@ impl Service {
         Service { shared }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_its_cri_sandbox_annotation() {
+        let dir = std::env::temp_dir().join(format!("warren-shim-pod-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |v: serde_json::Value| {
+            std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
+        };
+        write(serde_json::json!({"annotations": {SANDBOX_ID: "pod1"}}));
+        let pod = pod_of(&dir);
+        write(serde_json::json!({"ociVersion": "1.0.2"}));
+        let none = pod_of(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(pod.as_deref(), Some("pod1"));
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn warren_errors_keep_their_message() {
+        let e = warren_err(warren::Error::Invalid("container 'c': bad".into()));
+        assert!(e.to_string().contains("container 'c': bad"), "{e}");
+    }
+}

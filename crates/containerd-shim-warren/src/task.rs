@@ -598,3 +598,38 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_ids_are_file_name_safe() {
+        for ok in ["e1", "exec-1.a_b", &"x".repeat(128)] {
+            assert!(check_exec_id("c", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "../x", "a/b", "a b", &"x".repeat(129)] {
+            assert!(check_exec_id("c", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn systemd_cgroup_comes_from_the_runc_options() {
+        let opts = api::Options {
+            systemd_cgroup: true,
+            ..Default::default()
+        };
+        let any = Any {
+            type_url: "containerd.runc.v1.Options".into(),
+            value: opts.write_to_bytes().unwrap(),
+            ..Default::default()
+        };
+        assert!(systemd_cgroup(&MessageField::some(any.clone())));
+        let other = Any {
+            type_url: "example.Other".into(),
+            ..any
+        };
+        assert!(!systemd_cgroup(&MessageField::some(other)));
+        assert!(!systemd_cgroup(&MessageField::none()));
+    }
+}
