@@ -15,8 +15,8 @@
 //!   signal to containerd's group does not reach it), wait until it listens, write
 //!   `address` in the bundle (containerd reads it again after a restart) and answer.
 //! - the server: subreaper of its containers; one thread reaps every child and
-//!   hands the exit to containerd-shim's monitor (the task service's watcher
-//!   records it); ttrpc on the socket until `Shutdown`.
+//!   hands each exit to containerd-shim's monitor, the task service's watcher
+//!   records it; ttrpc on the socket until `Shutdown`.
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
 //!   (what is left of it killed) and its rootfs unmounted.
 
@@ -31,7 +31,6 @@ use containerd_shim::api::DeleteResponse;
 use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::shim_sync::create_task;
 use containerd_shim::protos::ttrpc::Server;
-use containerd_shim::publisher::RemotePublisher;
 use containerd_shim::{ExitSignal, Flags};
 
 use crate::service::{self, Service};
@@ -130,7 +129,9 @@ pub fn delete(flags: &Flags) -> i32 {
     }
 }
 
-/// Reap every child; exits go to containerd-shim's monitor.
+/// Reap every child; each exit goes to containerd-shim's monitor, whose
+/// subscriber (the task service's watcher) records it. The reaper never waits
+/// for the table's lock: a verb holding it may be waiting for a reaped process.
 fn reap() {
     loop {
         match warren_sys::proc::wait_any() {
@@ -171,13 +172,11 @@ pub fn serve(flags: &Flags) -> i32 {
         }
         Err(e) => return fail(flags, "listening on the shim socket", e),
     };
-    let publisher = std::env::var("TTRPC_ADDRESS")
-        .ok()
-        .and_then(|a| RemotePublisher::new(a).ok());
+    let events = std::env::var("TTRPC_ADDRESS").ok();
     let exit = Arc::new(ExitSignal::default());
-    let task: Arc<dyn containerd_shim::Task + Send + Sync> =
-        Arc::new(Service::new(&flags.namespace, publisher, exit.clone()));
+    let service = Service::new(&flags.namespace, events, exit.clone());
     std::thread::spawn(reap);
+    let task: Arc<dyn containerd_shim::Task + Send + Sync> = Arc::new(service);
     let mut methods = create_task(task.clone());
     for (name, handler) in create_task(task) {
         methods.insert(

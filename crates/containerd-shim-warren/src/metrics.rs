@@ -6,7 +6,7 @@
 use containerd_shim::protos::cgroups::metrics as v1;
 use containerd_shim::protos::cgroups_v2::metrics as v2;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
-use containerd_shim::protos::protobuf::MessageField;
+use containerd_shim::protos::protobuf::{Message, MessageField};
 use warren::cgroups::{CgroupSet, CgroupVersion};
 
 /// A limit file's value; `max` (no limit) and anything unreadable are 0, as runc's.
@@ -14,6 +14,15 @@ fn limit(set: &CgroupSet, controller: &str, file: &str) -> u64 {
     set.read(controller, file)
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
+}
+
+/// `m` as an `Any` of type `type_url` (packed by hand: no protobuf descriptors).
+fn pack(type_url: &str, m: &impl Message) -> containerd_shim::Result<Any> {
+    Ok(Any {
+        type_url: type_url.into(),
+        value: m.write_to_bytes()?,
+        ..Default::default()
+    })
 }
 
 /// The metrics of the container whose cgroups are `set`, packed as containerd wants.
@@ -48,7 +57,7 @@ pub fn of(set: &CgroupSet) -> containerd_shim::Result<Any> {
                 }),
                 ..Default::default()
             };
-            containerd_shim::util::convert_to_any(Box::new(m))
+            pack("io.containerd.cgroups.v1.Metrics", &m)
         }
         CgroupVersion::V2 => {
             let m = v2::Metrics {
@@ -68,7 +77,7 @@ pub fn of(set: &CgroupSet) -> containerd_shim::Result<Any> {
                 }),
                 ..Default::default()
             };
-            containerd_shim::util::convert_to_any(Box::new(m))
+            pack("io.containerd.cgroups.v2.Metrics", &m)
         }
     }
 }

@@ -11,9 +11,9 @@
 //! and a containerd restart does not touch the shim: containerd reconnects to its
 //! socket (the `address` file in the bundle) and asks for the state.
 //!
-//! Exits: the shim is its containers' subreaper; containerd-shim's reaper thread
-//! waits for every child and the watcher started here records each exit and
-//! publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
+//! Exits: the shim is its containers' subreaper; its reaper thread
+//! ([`crate::bootstrap`]) waits for every child and each exit is recorded here
+//! ([`Shared::exited`]), which publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
 //! or a process that exited before its pid was recorded — is kept in `unclaimed`
 //! until its owner takes it.
 
@@ -23,10 +23,13 @@ use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use containerd_shim::monitor::{monitor_subscribe, Subject, Topic};
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
-use containerd_shim::protos::protobuf::{MessageDyn, MessageField};
+use containerd_shim::protos::protobuf::{Message, MessageField};
+use containerd_shim::protos::shim::event::Envelope;
+use containerd_shim::protos::shim::events::ForwardRequest;
+use containerd_shim::protos::shim_sync::{Client, EventsClient};
 use containerd_shim::protos::ttrpc;
-use containerd_shim::publisher::RemotePublisher;
 use containerd_shim::ExitSignal;
 use warren::oci::{Ctx, Log};
 
@@ -143,7 +146,9 @@ pub struct Shared {
     pub table: Mutex<Table>,
     pub changed: Condvar,
     pub namespace: String,
-    publisher: Mutex<Option<RemotePublisher>>,
+    /// containerd's ttrpc address (`TTRPC_ADDRESS`), where events go.
+    events_address: Option<String>,
+    publisher: Mutex<Option<EventsClient>>,
     pub exit: Arc<ExitSignal>,
 }
 
@@ -153,22 +158,36 @@ impl Shared {
     }
 
     /// Publish an event to containerd. After a containerd restart the old
-    /// connection is dead: connect again once and retry.
-    pub fn publish(&self, topic: &str, event: Box<dyn MessageDyn>) {
-        let mut p = self.publisher.lock().unwrap_or_else(|e| e.into_inner());
-        let bytes = event.write_to_bytes_dyn().unwrap_or_default();
+    /// connection is dead: connect again once and retry. The event is packed by
+    /// hand (`containerd.events.<Name>`): the protobuf descriptors a generic
+    /// packing builds would cost every shim a few hundred KiB of heap.
+    pub fn publish<M: Message>(&self, topic: &str, event: Box<M>) {
+        let value = match event.write_to_bytes() {
+            Ok(v) => v,
+            Err(e) => return log::warn!("encoding {topic}: {e}"),
+        };
+        let req = ForwardRequest {
+            envelope: MessageField::some(Envelope {
+                timestamp: MessageField::some(now()),
+                namespace: self.namespace.clone(),
+                topic: topic.into(),
+                event: MessageField::some(Any {
+                    type_url: format!("containerd.events.{}", M::NAME),
+                    value,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut client = self.publisher.lock().unwrap_or_else(|e| e.into_inner());
         for attempt in 0..2 {
-            if p.is_none() || attempt > 0 {
-                *p = std::env::var("TTRPC_ADDRESS")
-                    .ok()
-                    .and_then(|a| RemotePublisher::new(a).ok());
+            if client.is_none() || attempt > 0 {
+                *client = self.events_address.as_deref().and_then(connect_events);
             }
-            let Some(publisher) = p.as_ref() else { return };
-            let copy = event.descriptor_dyn().parse_from_bytes(&bytes);
-            let Ok(copy) = copy else { return };
-            let ctx = ttrpc::context::Context::default();
-            match publisher.publish(ctx, topic, &self.namespace, copy) {
-                Ok(()) => return,
+            let Some(c) = client.as_ref() else { return };
+            match c.forward(ttrpc::context::Context::default(), &req) {
+                Ok(_) => return,
                 Err(e) => log::warn!("publishing {topic}: {e}"),
             }
         }
@@ -261,6 +280,12 @@ impl Shared {
     }
 }
 
+/// A client of containerd's event service at `address`.
+fn connect_events(address: &str) -> Option<EventsClient> {
+    let fd = containerd_shim::util::connect(address).ok()?;
+    Client::new(fd).ok().map(EventsClient::new)
+}
+
 /// The task service's handle (cheap to clone).
 #[derive(Clone)]
 pub struct Service {
@@ -283,20 +308,17 @@ pub fn unmount_rootfs(bundle: &Path) {
 }
 
 impl Service {
-    /// The task service of namespace `namespace`; its exit watcher subscribes to
-    /// the reaper's exits before any process is started.
-    pub fn new(
-        namespace: &str,
-        publisher: Option<RemotePublisher>,
-        exit: Arc<ExitSignal>,
-    ) -> Service {
+    /// The task service of namespace `namespace`.
+    pub fn new(namespace: &str, events_address: Option<String>, exit: Arc<ExitSignal>) -> Service {
         let shared = Arc::new(Shared {
             table: Mutex::new(Table::default()),
             changed: Condvar::new(),
             namespace: namespace.into(),
-            publisher: Mutex::new(publisher),
+            publisher: Mutex::new(events_address.as_deref().and_then(connect_events)),
+            events_address,
             exit,
         });
+        // Subscribed before the server starts: no exit is missed.
         match monitor_subscribe(Topic::Pid) {
             Ok(sub) => {
                 let s = shared.clone();
