@@ -5,7 +5,8 @@
 //! restart while a container runs; and the shim's memory beside the runc shim's.
 //!
 //! The shim binary is built by `cargo build -p containerd-shim-warren` (scripts/test.sh
-//! builds the workspace) into the directory of the `warren` binary under test.
+//! does) into the directory of the `warren` binary under test; `WARREN_SHIM_BINARY`
+//! names another (`--release`, to measure its memory).
 
 mod common;
 #[path = "common/containerd.rs"]
@@ -20,13 +21,17 @@ use ctd::{assert_beneath, busybox_image, container_cgroup_dirs, Containerd, Opti
 const RUNTIME: &str = "io.containerd.warren.v1";
 const SHIM: &str = "containerd-shim-warren-v1";
 
-/// The shim binary beside the warren under test; a test without it fails saying how
-/// to build it.
+/// The shim binary beside the warren under test (or `$WARREN_SHIM_BINARY`, e.g. a
+/// release build to measure); a test without it fails saying how to build it.
 fn shim_binary() -> PathBuf {
-    let p = std::path::Path::new(common::WARREN)
-        .parent()
-        .unwrap()
-        .join(SHIM);
+    let p = std::env::var_os("WARREN_SHIM_BINARY")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(common::WARREN)
+                .parent()
+                .unwrap()
+                .join(SHIM)
+        });
     assert!(
         p.exists(),
         "{} is missing: build it first with `cargo build -p containerd-shim-warren` (same target dir as this test)",
