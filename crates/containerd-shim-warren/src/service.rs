@@ -161,7 +161,7 @@ impl Shared {
     /// connection is dead: connect again once and retry. The event is packed by
     /// hand (`containerd.events.<Name>`): the protobuf descriptors a generic
     /// packing builds would cost every shim a few hundred KiB of heap.
-    pub fn publish<M: Message>(&self, topic: &str, event: Box<M>) {
+    pub fn publish<M: Message>(&self, topic: &str, event: M) {
         let value = match event.write_to_bytes() {
             Ok(v) => v,
             Err(e) => return log::warn!("encoding {topic}: {e}"),
@@ -229,14 +229,14 @@ impl Shared {
         use containerd_shim::protos::events::task::TaskExit;
         self.publish(
             containerd_shim::protos::topics::TASK_EXIT_EVENT_TOPIC,
-            Box::new(TaskExit {
+            TaskExit {
                 container_id: container_id.into(),
                 id: id.into(),
                 pid: pid as u32,
                 exit_status: code as u32,
                 exited_at: MessageField::some(at),
                 ..Default::default()
-            }),
+            },
         );
     }
 

@@ -197,7 +197,7 @@ impl containerd_shim::Task for Service {
         );
         self.shared.publish(
             topics::TASK_CREATE_EVENT_TOPIC,
-            Box::new(ev::TaskCreate {
+            ev::TaskCreate {
                 container_id: id,
                 bundle: req.bundle.clone(),
                 rootfs: req.rootfs.clone(),
@@ -210,7 +210,7 @@ impl containerd_shim::Task for Service {
                 }),
                 pid: pid as u32,
                 ..Default::default()
-            }),
+            },
         );
         Ok(api::CreateTaskResponse {
             pid: pid as u32,
@@ -231,11 +231,11 @@ impl containerd_shim::Task for Service {
             ops::start(&self.ctx(), id).map_err(warren_err)?;
             self.shared.publish(
                 topics::TASK_START_EVENT_TOPIC,
-                Box::new(ev::TaskStart {
+                ev::TaskStart {
                     container_id: id.clone(),
                     pid: pid as u32,
                     ..Default::default()
-                }),
+                },
             );
             return Ok(api::StartResponse {
                 pid: pid as u32,
@@ -269,12 +269,12 @@ impl containerd_shim::Task for Service {
         p.kept = kept;
         self.shared.publish(
             topics::TASK_EXEC_STARTED_EVENT_TOPIC,
-            Box::new(ev::TaskExecStarted {
+            ev::TaskExecStarted {
                 container_id: id.clone(),
                 exec_id: exec_id.clone(),
                 pid: pid as u32,
                 ..Default::default()
-            }),
+            },
         );
         // It exited before its pid was in the table: its exit was kept for it.
         if let Some(code) = early {
@@ -322,11 +322,11 @@ impl containerd_shim::Task for Service {
         c.execs.insert(exec_id.clone(), Proc::new(paths));
         self.shared.publish(
             topics::TASK_EXEC_ADDED_EVENT_TOPIC,
-            Box::new(ev::TaskExecAdded {
+            ev::TaskExecAdded {
                 container_id: id.clone(),
                 exec_id: exec_id.clone(),
                 ..Default::default()
-            }),
+            },
         );
         Ok(Empty::new())
     }
@@ -418,10 +418,10 @@ impl containerd_shim::Task for Service {
         ops::pause(&self.ctx(), &req.id, true).map_err(warren_err)?;
         self.shared.publish(
             topics::TASK_PAUSED_EVENT_TOPIC,
-            Box::new(ev::TaskPaused {
+            ev::TaskPaused {
                 container_id: req.id.clone(),
                 ..Default::default()
-            }),
+            },
         );
         Ok(Empty::new())
     }
@@ -431,10 +431,10 @@ impl containerd_shim::Task for Service {
         ops::pause(&self.ctx(), &req.id, false).map_err(warren_err)?;
         self.shared.publish(
             topics::TASK_RESUMED_EVENT_TOPIC,
-            Box::new(ev::TaskResumed {
+            ev::TaskResumed {
                 container_id: req.id.clone(),
                 ..Default::default()
-            }),
+            },
         );
         Ok(Empty::new())
     }
@@ -533,13 +533,13 @@ impl containerd_shim::Task for Service {
         let (exit_status, at) = c.init.exit.clone().unwrap_or_else(|| (128 + 9, now()));
         self.shared.publish(
             topics::TASK_DELETE_EVENT_TOPIC,
-            Box::new(ev::TaskDelete {
+            ev::TaskDelete {
                 container_id: id.clone(),
                 pid: pid as u32,
                 exit_status,
                 exited_at: MessageField::some(at.clone()),
                 ..Default::default()
-            }),
+            },
         );
         Ok(api::DeleteResponse {
             pid: pid as u32,
