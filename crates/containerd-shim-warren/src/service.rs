@@ -33,8 +33,8 @@ use containerd_shim::protos::ttrpc;
 use containerd_shim::ExitSignal;
 use warren::oci::{Ctx, Log};
 
-use crate::helper::Job;
-use crate::stdio::{Kept, Paths};
+use crate::helper::{Job, Verb};
+use crate::stdio::{self, Console, Kept, Paths};
 
 /// The environment variable naming the shim's state root (warren's OCI `--root`,
 /// one directory per containerd namespace below it).
@@ -277,6 +277,64 @@ impl Shared {
             .ok()
             .filter(|m| !m.is_empty())
             .unwrap_or_else(|| format!("the shim's helper exited with status {code}")))
+    }
+}
+
+impl Service {
+    /// Start a process through the helper: its stdio, the console of a terminal,
+    /// the pid from its pid file.
+    pub fn spawn(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        verb: Verb,
+        paths: &Paths,
+        name: &str,
+        bundle: &Path,
+    ) -> ttrpc::Result<(i32, Kept)> {
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            rpc_err(
+                ttrpc::Code::UNKNOWN,
+                format!("container '{id}': {what}: {e}"),
+            )
+        };
+        let stdio::Wired {
+            stdin,
+            stdout,
+            stderr,
+            mut kept,
+        } = stdio::wire(paths).map_err(|e| failed("opening its stdio FIFOs", &e))?;
+        let console = if paths.terminal {
+            std::fs::create_dir_all(&ctx.root)
+                .map_err(|e| failed("creating the state root", &e))?;
+            let sock = ctx.root.join(format!(".{id}.{name}.console"));
+            Some(Console::listen(&sock).map_err(|e| failed("the console socket", &e))?)
+        } else {
+            None
+        };
+        let job = Job {
+            verb,
+            root: ctx.root.clone(),
+            cgroup_nest: ctx.cgroup_nest,
+            systemd_cgroup: ctx.systemd_cgroup,
+            id: id.into(),
+            pid_file: bundle.join(format!("{name}.pid")),
+            error_file: bundle.join(format!("{name}.error")),
+            console_socket: console.as_ref().map(|c| c.path.clone()),
+        };
+        self.shared
+            .run_helper(&job, (stdin, stdout, stderr))
+            .map_err(|m| rpc_err(ttrpc::Code::UNKNOWN, m))?;
+        let pid = std::fs::read_to_string(&job.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .ok_or_else(|| failed("reading the pid file", &job.pid_file.display()))?;
+        let _ = std::fs::remove_file(&job.pid_file);
+        if let Some(c) = console {
+            c.attach(paths, &mut kept)
+                .map_err(|e| failed("taking the terminal from the console socket", &e))?;
+        }
+        Ok((pid, kept))
     }
 }
 

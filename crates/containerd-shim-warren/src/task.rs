@@ -2,7 +2,7 @@
 //! maps onto `warren::oci::ops` (create and exec through [`crate::helper`]), the
 //! cgroup freezer for pause/resume, the cgroup figures for stats.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use containerd_shim::api::{self, Empty};
 use containerd_shim::protos::events::task as ev;
@@ -13,9 +13,9 @@ use containerd_shim::protos::ttrpc::{Code, Error as RpcError};
 use containerd_shim::{TtrpcContext, TtrpcResult};
 use warren::oci::{ops, Ctx};
 
-use crate::helper::{Job, Verb};
+use crate::helper::Verb;
 use crate::service::{self, now, rpc_err, warren_err, Container, Proc, Service, Table};
-use crate::stdio::{self, Console, Kept, Paths};
+use crate::stdio::Paths;
 
 fn not_found(id: &str, exec_id: &str) -> RpcError {
     let what = if exec_id.is_empty() {
@@ -68,59 +68,6 @@ fn check_exec_id(id: &str, exec_id: &str) -> TtrpcResult<()> {
 impl Service {
     fn ctx(&self) -> Ctx {
         service::ctx(&self.shared.namespace, false)
-    }
-
-    /// Start a process through the helper: its stdio, the console of a terminal,
-    /// the pid from its pid file.
-    fn spawn(
-        &self,
-        ctx: &Ctx,
-        id: &str,
-        verb: Verb,
-        paths: &Paths,
-        name: &str,
-        bundle: &Path,
-    ) -> TtrpcResult<(i32, Kept)> {
-        let failed = |what: &str, e: &dyn std::fmt::Display| {
-            rpc_err(Code::UNKNOWN, format!("container '{id}': {what}: {e}"))
-        };
-        let stdio::Wired {
-            stdin,
-            stdout,
-            stderr,
-            mut kept,
-        } = stdio::wire(paths).map_err(|e| failed("opening its stdio FIFOs", &e))?;
-        let console = if paths.terminal {
-            std::fs::create_dir_all(&ctx.root)
-                .map_err(|e| failed("creating the state root", &e))?;
-            let sock = ctx.root.join(format!(".{id}.{name}.console"));
-            Some(Console::listen(&sock).map_err(|e| failed("the console socket", &e))?)
-        } else {
-            None
-        };
-        let job = Job {
-            verb,
-            root: ctx.root.clone(),
-            cgroup_nest: ctx.cgroup_nest,
-            systemd_cgroup: ctx.systemd_cgroup,
-            id: id.into(),
-            pid_file: bundle.join(format!("{name}.pid")),
-            error_file: bundle.join(format!("{name}.error")),
-            console_socket: console.as_ref().map(|c| c.path.clone()),
-        };
-        self.shared
-            .run_helper(&job, (stdin, stdout, stderr))
-            .map_err(|m| rpc_err(Code::UNKNOWN, m))?;
-        let pid = std::fs::read_to_string(&job.pid_file)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .ok_or_else(|| failed("reading the pid file", &job.pid_file.display()))?;
-        let _ = std::fs::remove_file(&job.pid_file);
-        if let Some(c) = console {
-            c.attach(paths, &mut kept)
-                .map_err(|e| failed("taking the terminal from the console socket", &e))?;
-        }
-        Ok((pid, kept))
     }
 
     fn exit_of(
