@@ -142,6 +142,11 @@ cargo clippy --workspace --all-targets -- -D warnings
 
 bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 
+# tests/shim.rs runs containerd-shim-warren-v1 from the directory of the warren under
+# test; `cargo test` builds only the binaries of the package it tests.
+echo "scripts/test.sh: cargo build -p containerd-shim-warren"
+cargo build -p containerd-shim-warren
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

@@ -31,7 +31,7 @@ pub use exec::{exec, ExecArgs};
 pub use kill::{kill, parse_signal};
 pub use pause::pause;
 pub use start::start;
-pub use update::update;
+pub use update::{update, update_resources};
 
 fn refused(msg: impl ToString) -> Error {
     Error::Refused(msg.to_string())

@@ -3,7 +3,6 @@
 use super::*;
 
 pub fn update(ctx: &Ctx, id: &str, resources: &str) -> Result<()> {
-    let r = state::load(&ctx.root, id)?;
     let text = if resources == "-" {
         let mut s = String::new();
         std::io::stdin()
@@ -25,7 +24,18 @@ pub fn update(ctx: &Ctx, id: &str, resources: &str) -> Result<()> {
             "container '{id}': --resources {resources}: {e}; expected linux.resources JSON"
         ))
     })?;
-    let (limits, _) = cgroup::limits(&res, cgroup::host_has_memsw())
+    update_resources(ctx, id, &res)
+}
+
+/// New limits from a parsed `linux.resources` (the CLI above, the containerd shim's
+/// UpdateTask).
+pub fn update_resources(
+    ctx: &Ctx,
+    id: &str,
+    res: &oci_spec::runtime::LinuxResources,
+) -> Result<()> {
+    let r = state::load(&ctx.root, id)?;
+    let (limits, _) = cgroup::limits(res, cgroup::host_has_memsw())
         .map_err(|e| Error::Invalid(format!("container '{id}': {e}")))?;
     let set = r
         .cgroups

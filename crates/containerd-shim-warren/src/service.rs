@@ -1,0 +1,422 @@
+//! The state the task service ([`crate::task`]) works on: the containers and
+//! processes of this shim, their exits, events to containerd, the helper runs.
+//!
+//! One shim serves a pod: `start` groups a container with its CRI sandbox (the
+//! `io.kubernetes.cri.sandbox-id` annotation), so every container of a pod shares
+//! one socket and one process; outside the CRI each container has its own. Every
+//! container is a warren OCI container in the state root
+//! `$WARREN_SHIM_ROOT/<namespace>` (default `/run/containerd/warren/<namespace>`),
+//! visible to `warren --oci-root ... list`. The table here is in memory; what must
+//! outlive the shim (the container's record and cgroups) is warren's record on disk,
+//! and a containerd restart does not touch the shim: containerd reconnects to its
+//! socket (the `address` file in the bundle) and asks for the state.
+//!
+//! Exits: the shim is its containers' subreaper; its reaper thread
+//! ([`crate::bootstrap`]) waits for every child and each exit is recorded here
+//! ([`Shared::exited`]), which publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
+//! or a process that exited before its pid was recorded — is kept in `unclaimed`
+//! until its owner takes it.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use containerd_shim::monitor::{monitor_subscribe, Subject, Topic};
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
+use containerd_shim::protos::protobuf::{Message, MessageField};
+use containerd_shim::protos::shim::event::Envelope;
+use containerd_shim::protos::shim::events::ForwardRequest;
+use containerd_shim::protos::shim_sync::{Client, EventsClient};
+use containerd_shim::protos::ttrpc;
+use containerd_shim::ExitSignal;
+use warren::oci::{Ctx, Log};
+
+use crate::helper::{Job, Verb};
+use crate::stdio::{self, Console, Kept, Paths};
+
+/// The environment variable naming the shim's state root (warren's OCI `--root`,
+/// one directory per containerd namespace below it).
+pub const ROOT_ENV: &str = "WARREN_SHIM_ROOT";
+const DEFAULT_ROOT: &str = "/run/containerd/warren";
+/// The CRI's annotation naming a container's pod sandbox.
+const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
+
+/// warren's OCI state root for a containerd namespace.
+pub fn root(namespace: &str) -> PathBuf {
+    std::env::var_os(ROOT_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_ROOT))
+        .join(namespace)
+}
+
+/// Nesting of container cgroups beneath the shim's own, as `warren oci` reads it
+/// (`WARREN_OCI_CGROUP_NEST` in containerd's environment, which shims inherit).
+pub fn cgroup_nest() -> bool {
+    std::env::var(warren::oci::cgroup::NEST_ENV)
+        .map(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes" | "on"))
+        .unwrap_or(false)
+}
+
+pub fn ctx(namespace: &str, systemd_cgroup: bool) -> Ctx {
+    Ctx {
+        root: root(namespace),
+        log: Log::new(None, false, false),
+        systemd_cgroup,
+        cgroup_nest: cgroup_nest(),
+        proc_root: PathBuf::from("/proc"),
+    }
+}
+
+/// A ttrpc error with a gRPC code.
+pub fn rpc_err(code: ttrpc::Code, msg: impl Into<String>) -> ttrpc::Error {
+    ttrpc::Error::RpcStatus(ttrpc::get_status(code, msg.into()))
+}
+
+/// warren's error, with its cause chain, as a ttrpc error.
+pub fn warren_err(e: warren::Error) -> ttrpc::Error {
+    let mut msg = e.to_string();
+    let mut src = std::error::Error::source(&e);
+    while let Some(s) = src {
+        msg.push_str(&format!(": {s}"));
+        src = s.source();
+    }
+    let code = if msg.contains("does not exist") {
+        ttrpc::Code::NOT_FOUND
+    } else {
+        ttrpc::Code::UNKNOWN
+    };
+    rpc_err(code, msg)
+}
+
+pub fn now() -> Timestamp {
+    containerd_shim::util::timestamp().unwrap_or_default()
+}
+
+/// One process: a container's init or an exec.
+pub struct Proc {
+    /// 0 until started.
+    pub pid: i32,
+    pub paths: Paths,
+    pub kept: Kept,
+    pub exit: Option<(u32, Timestamp)>,
+}
+
+impl Proc {
+    pub fn new(paths: Paths) -> Proc {
+        Proc {
+            pid: 0,
+            paths,
+            kept: Kept::default(),
+            exit: None,
+        }
+    }
+}
+
+pub struct Container {
+    pub bundle: PathBuf,
+    pub init: Proc,
+    pub execs: HashMap<String, Proc>,
+    /// The rootfs mounts made at create (unmounted at delete).
+    pub mounted: bool,
+}
+
+impl Container {
+    pub fn proc(&self, exec_id: &str) -> Option<&Proc> {
+        if exec_id.is_empty() {
+            Some(&self.init)
+        } else {
+            self.execs.get(exec_id)
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct Table {
+    pub containers: HashMap<String, Container>,
+    /// Exits of pids not in the table (yet): pid → status.
+    pub unclaimed: HashMap<i32, i32>,
+}
+
+/// Exits nobody claims (processes a container left behind) are forgotten past this.
+const MAX_UNCLAIMED: usize = 4096;
+
+pub struct Shared {
+    pub table: Mutex<Table>,
+    pub changed: Condvar,
+    pub namespace: String,
+    /// containerd's ttrpc address (`TTRPC_ADDRESS`), where events go.
+    events_address: Option<String>,
+    publisher: Mutex<Option<EventsClient>>,
+    pub exit: Arc<ExitSignal>,
+}
+
+impl Shared {
+    pub fn lock(&self) -> MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Publish an event to containerd. After a containerd restart the old
+    /// connection is dead: connect again once and retry. The event is packed by
+    /// hand (`containerd.events.<Name>`): the protobuf descriptors a generic
+    /// packing builds would cost every shim a few hundred KiB of heap.
+    pub fn publish<M: Message>(&self, topic: &str, event: M) {
+        let value = match event.write_to_bytes() {
+            Ok(v) => v,
+            Err(e) => return log::warn!("encoding {topic}: {e}"),
+        };
+        let req = ForwardRequest {
+            envelope: MessageField::some(Envelope {
+                timestamp: MessageField::some(now()),
+                namespace: self.namespace.clone(),
+                topic: topic.into(),
+                event: MessageField::some(Any {
+                    type_url: format!("containerd.events.{}", M::NAME),
+                    value,
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut client = self.publisher.lock().unwrap_or_else(|e| e.into_inner());
+        for attempt in 0..2 {
+            if client.is_none() || attempt > 0 {
+                *client = self.events_address.as_deref().and_then(connect_events);
+            }
+            let Some(c) = client.as_ref() else { return };
+            match c.forward(ttrpc::context::Context::default(), &req) {
+                Ok(_) => return,
+                Err(e) => log::warn!("publishing {topic}: {e}"),
+            }
+        }
+    }
+
+    /// Record the exit of `pid` (from the reaper) and wake every waiter.
+    fn exited(&self, pid: i32, code: i32) {
+        let mut t = self.lock();
+        let at = now();
+        let mut found = None;
+        'outer: for (cid, c) in t.containers.iter_mut() {
+            if c.init.pid == pid && c.init.exit.is_none() {
+                c.init.exit = Some((code as u32, at.clone()));
+                found = Some((cid.clone(), cid.clone()));
+                break;
+            }
+            for (eid, p) in c.execs.iter_mut() {
+                if p.pid == pid && p.exit.is_none() {
+                    p.exit = Some((code as u32, at.clone()));
+                    found = Some((cid.clone(), eid.clone()));
+                    break 'outer;
+                }
+            }
+        }
+        match found {
+            Some((container_id, id)) => self.publish_exit(&container_id, &id, pid, code, at),
+            None => {
+                if t.unclaimed.len() >= MAX_UNCLAIMED {
+                    t.unclaimed.clear();
+                }
+                t.unclaimed.insert(pid, code);
+            }
+        }
+        drop(t);
+        self.changed.notify_all();
+    }
+
+    pub fn publish_exit(&self, container_id: &str, id: &str, pid: i32, code: i32, at: Timestamp) {
+        use containerd_shim::protos::events::task::TaskExit;
+        self.publish(
+            containerd_shim::protos::topics::TASK_EXIT_EVENT_TOPIC,
+            TaskExit {
+                container_id: container_id.into(),
+                id: id.into(),
+                pid: pid as u32,
+                exit_status: code as u32,
+                exited_at: MessageField::some(at),
+                ..Default::default()
+            },
+        );
+    }
+
+    /// Run the helper for `job` with the process's stdio; its status is taken
+    /// from the reaper's exits.
+    pub fn run_helper(
+        &self,
+        job: &Job,
+        (stdin, stdout, stderr): (
+            std::process::Stdio,
+            std::process::Stdio,
+            std::process::Stdio,
+        ),
+    ) -> Result<(), String> {
+        let _ = std::fs::remove_file(&job.error_file);
+        let exe = std::env::current_exe().map_err(|e| format!("finding the shim binary: {e}"))?;
+        let child = Command::new(&exe)
+            .args(job.args())
+            .stdin(stdin)
+            .stdout(stdout)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| format!("starting {}: {e}", exe.display()))?;
+        let pid = child.id() as i32;
+        drop(child);
+        let mut t = self.lock();
+        let code = loop {
+            if let Some(code) = t.unclaimed.remove(&pid) {
+                break code;
+            }
+            t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner());
+        };
+        drop(t);
+        if code == 0 {
+            return Ok(());
+        }
+        Err(std::fs::read_to_string(&job.error_file)
+            .ok()
+            .filter(|m| !m.is_empty())
+            .unwrap_or_else(|| format!("the shim's helper exited with status {code}")))
+    }
+}
+
+impl Service {
+    /// Start a process through the helper: its stdio, the console of a terminal,
+    /// the pid from its pid file.
+    pub fn spawn(
+        &self,
+        ctx: &Ctx,
+        id: &str,
+        verb: Verb,
+        paths: &Paths,
+        name: &str,
+        bundle: &Path,
+    ) -> ttrpc::Result<(i32, Kept)> {
+        let failed = |what: &str, e: &dyn std::fmt::Display| {
+            rpc_err(
+                ttrpc::Code::UNKNOWN,
+                format!("container '{id}': {what}: {e}"),
+            )
+        };
+        let stdio::Wired {
+            stdin,
+            stdout,
+            stderr,
+            mut kept,
+        } = stdio::wire(paths).map_err(|e| failed("opening its stdio FIFOs", &e))?;
+        let console = if paths.terminal {
+            std::fs::create_dir_all(&ctx.root)
+                .map_err(|e| failed("creating the state root", &e))?;
+            let sock = ctx.root.join(format!(".{id}.{name}.console"));
+            Some(Console::listen(&sock).map_err(|e| failed("the console socket", &e))?)
+        } else {
+            None
+        };
+        let job = Job {
+            verb,
+            root: ctx.root.clone(),
+            cgroup_nest: ctx.cgroup_nest,
+            systemd_cgroup: ctx.systemd_cgroup,
+            id: id.into(),
+            pid_file: bundle.join(format!("{name}.pid")),
+            error_file: bundle.join(format!("{name}.error")),
+            console_socket: console.as_ref().map(|c| c.path.clone()),
+        };
+        self.shared
+            .run_helper(&job, (stdin, stdout, stderr))
+            .map_err(|m| rpc_err(ttrpc::Code::UNKNOWN, m))?;
+        let pid = std::fs::read_to_string(&job.pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .ok_or_else(|| failed("reading the pid file", &job.pid_file.display()))?;
+        let _ = std::fs::remove_file(&job.pid_file);
+        if let Some(c) = console {
+            c.attach(paths, &mut kept)
+                .map_err(|e| failed("taking the terminal from the console socket", &e))?;
+        }
+        Ok((pid, kept))
+    }
+}
+
+/// A client of containerd's event service at `address`.
+fn connect_events(address: &str) -> Option<EventsClient> {
+    let fd = containerd_shim::util::connect(address).ok()?;
+    Client::new(fd).ok().map(EventsClient::new)
+}
+
+/// The task service's handle (cheap to clone).
+#[derive(Clone)]
+pub struct Service {
+    pub shared: Arc<Shared>,
+}
+
+/// The pod a bundle's container belongs to (its CRI sandbox id), if any.
+pub fn pod_of(bundle: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(bundle.join("config.json")).ok()?;
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v.get("annotations")?.get(SANDBOX_ID)?.as_str()?.to_string())
+}
+
+/// Unmount whatever create mounted on `<bundle>/rootfs`.
+pub fn unmount_rootfs(bundle: &Path) {
+    let rootfs = bundle.join("rootfs");
+    if let Some(p) = rootfs.to_str() {
+        let _ = containerd_shim::mount::umount_recursive(Some(p), warren_sys::libc::MNT_DETACH);
+    }
+}
+
+impl Service {
+    /// The task service of namespace `namespace`.
+    pub fn new(namespace: &str, events_address: Option<String>, exit: Arc<ExitSignal>) -> Service {
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::default()),
+            changed: Condvar::new(),
+            namespace: namespace.into(),
+            publisher: Mutex::new(events_address.as_deref().and_then(connect_events)),
+            events_address,
+            exit,
+        });
+        // Subscribed before the server starts: no exit is missed.
+        match monitor_subscribe(Topic::Pid) {
+            Ok(sub) => {
+                let s = shared.clone();
+                std::thread::spawn(move || {
+                    while let Ok(ev) = sub.rx.recv() {
+                        if let Subject::Pid(pid) = ev.subject {
+                            s.exited(pid, ev.exit_code);
+                        }
+                    }
+                });
+            }
+            Err(e) => log::error!("subscribing to exits: {e}"),
+        }
+        Service { shared }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pod_is_its_cri_sandbox_annotation() {
+        let dir = std::env::temp_dir().join(format!("warren-shim-pod-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |v: serde_json::Value| {
+            std::fs::write(dir.join("config.json"), v.to_string()).unwrap();
+        };
+        write(serde_json::json!({"annotations": {SANDBOX_ID: "pod1"}}));
+        let pod = pod_of(&dir);
+        write(serde_json::json!({"ociVersion": "1.0.2"}));
+        let none = pod_of(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(pod.as_deref(), Some("pod1"));
+        assert_eq!(none, None);
+    }
+
+    #[test]
+    fn warren_errors_keep_their_message() {
+        let e = warren_err(warren::Error::Invalid("container 'c': bad".into()));
+        assert!(e.to_string().contains("container 'c': bad"), "{e}");
+    }
+}

@@ -1,0 +1,582 @@
+//! The task service (containerd's `containerd.task.v2.Task` over ttrpc): each call
+//! maps onto `warren::oci::ops` (create and exec through [`crate::helper`]), the
+//! cgroup freezer for pause/resume, the cgroup figures for stats.
+
+use std::path::PathBuf;
+
+use containerd_shim::api::{self, Empty};
+use containerd_shim::protos::events::task as ev;
+use containerd_shim::protos::protobuf::well_known_types::any::Any;
+use containerd_shim::protos::protobuf::{EnumOrUnknown, Message, MessageField};
+use containerd_shim::protos::topics;
+use containerd_shim::protos::ttrpc::{Code, Error as RpcError};
+use containerd_shim::{TtrpcContext, TtrpcResult};
+use warren::oci::{ops, Ctx};
+
+use crate::helper::Verb;
+use crate::service::{self, now, rpc_err, warren_err, Container, Proc, Service, Table};
+use crate::stdio::Paths;
+
+fn not_found(id: &str, exec_id: &str) -> RpcError {
+    let what = if exec_id.is_empty() {
+        String::new()
+    } else {
+        format!(" exec '{exec_id}'")
+    };
+    rpc_err(
+        Code::NOT_FOUND,
+        format!("container '{id}'{what}: not found in this shim"),
+    )
+}
+
+fn get<'a>(t: &'a Table, id: &str) -> TtrpcResult<&'a Container> {
+    t.containers.get(id).ok_or_else(|| not_found(id, ""))
+}
+
+fn proc_of<'a>(t: &'a Table, id: &str, exec_id: &str) -> TtrpcResult<&'a Proc> {
+    get(t, id)?
+        .proc(exec_id)
+        .ok_or_else(|| not_found(id, exec_id))
+}
+
+/// containerd's runc options (`SystemdCgroup`), if the runtime was given them.
+fn systemd_cgroup(options: &MessageField<Any>) -> bool {
+    options
+        .as_ref()
+        .filter(|a| a.type_url.ends_with("runc.v1.Options"))
+        .and_then(|a| api::Options::parse_from_bytes(&a.value).ok())
+        .is_some_and(|o| o.systemd_cgroup)
+}
+
+/// An exec id becomes a file name in the bundle: only the characters of
+/// containerd's own ids.
+fn check_exec_id(id: &str, exec_id: &str) -> TtrpcResult<()> {
+    let ok = !exec_id.is_empty()
+        && exec_id.len() <= 128
+        && exec_id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+    if ok {
+        return Ok(());
+    }
+    Err(rpc_err(
+        Code::INVALID_ARGUMENT,
+        format!("container '{id}': exec id {exec_id:?}: use 1 to 128 of A-Z a-z 0-9 _ . -"),
+    ))
+}
+
+impl Service {
+    fn ctx(&self) -> Ctx {
+        service::ctx(&self.shared.namespace, false)
+    }
+
+    fn exit_of(
+        p: &Proc,
+    ) -> (
+        u32,
+        MessageField<containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp>,
+    ) {
+        match &p.exit {
+            Some((code, at)) => (*code, MessageField::some(at.clone())),
+            None => (0, MessageField::none()),
+        }
+    }
+}
+
+impl containerd_shim::Task for Service {
+    fn create(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::CreateTaskRequest,
+    ) -> TtrpcResult<api::CreateTaskResponse> {
+        let id = req.id.clone();
+        let bundle = PathBuf::from(&req.bundle);
+        if self.shared.lock().containers.contains_key(&id) {
+            return Err(rpc_err(
+                Code::ALREADY_EXISTS,
+                format!("container '{id}': already exists in this shim"),
+            ));
+        }
+        let rootfs = bundle.join("rootfs");
+        for m in &req.rootfs {
+            containerd_shim::mount::mount_rootfs(
+                Some(&m.type_),
+                Some(&m.source),
+                &m.options,
+                &rootfs,
+            )
+            .map_err(|e| {
+                service::unmount_rootfs(&bundle);
+                rpc_err(
+                    Code::UNKNOWN,
+                    format!(
+                        "container '{id}': mounting its rootfs ({} {}): {e}",
+                        m.type_, m.source
+                    ),
+                )
+            })?;
+        }
+        let paths = Paths {
+            stdin: req.stdin.clone(),
+            stdout: req.stdout.clone(),
+            stderr: req.stderr.clone(),
+            terminal: req.terminal,
+        };
+        let ctx = service::ctx(&self.shared.namespace, systemd_cgroup(&req.options));
+        let verb = Verb::Create {
+            bundle: bundle.clone(),
+        };
+        let (pid, kept) = self
+            .spawn(&ctx, &id, verb, &paths, "init", &bundle)
+            .inspect_err(|_| service::unmount_rootfs(&bundle))?;
+        let mut init = Proc::new(paths.clone());
+        init.pid = pid;
+        init.kept = kept;
+        let mut t = self.shared.lock();
+        t.containers.insert(
+            id.clone(),
+            Container {
+                bundle,
+                init,
+                execs: Default::default(),
+                mounted: !req.rootfs.is_empty(),
+            },
+        );
+        self.shared.publish(
+            topics::TASK_CREATE_EVENT_TOPIC,
+            ev::TaskCreate {
+                container_id: id,
+                bundle: req.bundle.clone(),
+                rootfs: req.rootfs.clone(),
+                io: MessageField::some(ev::TaskIO {
+                    stdin: paths.stdin,
+                    stdout: paths.stdout,
+                    stderr: paths.stderr,
+                    terminal: paths.terminal,
+                    ..Default::default()
+                }),
+                pid: pid as u32,
+                ..Default::default()
+            },
+        );
+        Ok(api::CreateTaskResponse {
+            pid: pid as u32,
+            ..Default::default()
+        })
+    }
+
+    fn start(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StartRequest,
+    ) -> TtrpcResult<api::StartResponse> {
+        let id = &req.id;
+        if req.exec_id.is_empty() {
+            // Under the table's lock: TaskStart goes out before the init's TaskExit.
+            let t = self.shared.lock();
+            let pid = get(&t, id)?.init.pid;
+            ops::start(&self.ctx(), id).map_err(warren_err)?;
+            self.shared.publish(
+                topics::TASK_START_EVENT_TOPIC,
+                ev::TaskStart {
+                    container_id: id.clone(),
+                    pid: pid as u32,
+                    ..Default::default()
+                },
+            );
+            return Ok(api::StartResponse {
+                pid: pid as u32,
+                ..Default::default()
+            });
+        }
+        let exec_id = &req.exec_id;
+        let (paths, bundle) = {
+            let t = self.shared.lock();
+            let c = get(&t, id)?;
+            let p = c.proc(exec_id).ok_or_else(|| not_found(id, exec_id))?;
+            if p.pid != 0 {
+                return Err(rpc_err(
+                    Code::FAILED_PRECONDITION,
+                    format!("container '{id}': exec '{exec_id}' was started already"),
+                ));
+            }
+            (p.paths.clone(), c.bundle.clone())
+        };
+        let process = bundle.join(format!("{exec_id}.process.json"));
+        let ctx = self.ctx();
+        let (pid, kept) = self.spawn(&ctx, id, Verb::Exec { process }, &paths, exec_id, &bundle)?;
+        let mut t = self.shared.lock();
+        let early = t.unclaimed.remove(&pid);
+        let p = t
+            .containers
+            .get_mut(id)
+            .and_then(|c| c.execs.get_mut(exec_id))
+            .ok_or_else(|| not_found(id, exec_id))?;
+        p.pid = pid;
+        p.kept = kept;
+        self.shared.publish(
+            topics::TASK_EXEC_STARTED_EVENT_TOPIC,
+            ev::TaskExecStarted {
+                container_id: id.clone(),
+                exec_id: exec_id.clone(),
+                pid: pid as u32,
+                ..Default::default()
+            },
+        );
+        // It exited before its pid was in the table: its exit was kept for it.
+        if let Some(code) = early {
+            let at = now();
+            p.exit = Some((code as u32, at.clone()));
+            self.shared.publish_exit(id, exec_id, pid, code, at);
+            drop(t);
+            self.shared.changed.notify_all();
+        }
+        Ok(api::StartResponse {
+            pid: pid as u32,
+            ..Default::default()
+        })
+    }
+
+    fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<Empty> {
+        let (id, exec_id) = (&req.id, &req.exec_id);
+        check_exec_id(id, exec_id)?;
+        let mut t = self.shared.lock();
+        let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
+        if c.execs.contains_key(exec_id) {
+            return Err(rpc_err(
+                Code::ALREADY_EXISTS,
+                format!("container '{id}': exec '{exec_id}' already exists"),
+            ));
+        }
+        let spec = req
+            .spec
+            .as_ref()
+            .map(|a| a.value.clone())
+            .unwrap_or_default();
+        let file = c.bundle.join(format!("{exec_id}.process.json"));
+        std::fs::write(&file, spec).map_err(|e| {
+            rpc_err(
+                Code::UNKNOWN,
+                format!("container '{id}': writing {}: {e}", file.display()),
+            )
+        })?;
+        let paths = Paths {
+            stdin: req.stdin.clone(),
+            stdout: req.stdout.clone(),
+            stderr: req.stderr.clone(),
+            terminal: req.terminal,
+        };
+        c.execs.insert(exec_id.clone(), Proc::new(paths));
+        self.shared.publish(
+            topics::TASK_EXEC_ADDED_EVENT_TOPIC,
+            ev::TaskExecAdded {
+                container_id: id.clone(),
+                exec_id: exec_id.clone(),
+                ..Default::default()
+            },
+        );
+        Ok(Empty::new())
+    }
+
+    fn state(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StateRequest,
+    ) -> TtrpcResult<api::StateResponse> {
+        use containerd_shim::api::Status;
+        let t = self.shared.lock();
+        let c = get(&t, &req.id)?;
+        let p = proc_of(&t, &req.id, &req.exec_id)?;
+        let status = match (&p.exit, p.pid) {
+            (Some(_), _) => Status::STOPPED,
+            (None, 0) => Status::CREATED,
+            (None, _) if !req.exec_id.is_empty() => Status::RUNNING,
+            (None, _) => match ops::state(&self.ctx(), &req.id)
+                .ok()
+                .and_then(|v| v["status"].as_str().map(str::to_string))
+                .as_deref()
+            {
+                Some("created") => Status::CREATED,
+                Some("paused") => Status::PAUSED,
+                Some("stopped") => Status::STOPPED,
+                _ => Status::RUNNING,
+            },
+        };
+        let (exit_status, exited_at) = Self::exit_of(p);
+        Ok(api::StateResponse {
+            id: req.id.clone(),
+            bundle: c.bundle.display().to_string(),
+            pid: p.pid as u32,
+            status: EnumOrUnknown::new(status),
+            stdin: p.paths.stdin.clone(),
+            stdout: p.paths.stdout.clone(),
+            stderr: p.paths.stderr.clone(),
+            terminal: p.paths.terminal,
+            exit_status,
+            exited_at,
+            exec_id: req.exec_id.clone(),
+            ..Default::default()
+        })
+    }
+
+    fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<Empty> {
+        let t = self.shared.lock();
+        let p = proc_of(&t, &req.id, &req.exec_id)?;
+        if p.exit.is_some() && !req.all {
+            return Err(rpc_err(
+                Code::NOT_FOUND,
+                format!("container '{}': process already finished", req.id),
+            ));
+        }
+        if req.exec_id.is_empty() {
+            ops::kill(&self.ctx(), &req.id, &req.signal.to_string(), req.all)
+                .map_err(warren_err)?;
+        } else {
+            warren_sys::proc::kill(p.pid, req.signal as i32).map_err(|e| {
+                rpc_err(
+                    Code::UNKNOWN,
+                    format!(
+                        "container '{}': signal to exec '{}': {e}",
+                        req.id, req.exec_id
+                    ),
+                )
+            })?;
+        }
+        Ok(Empty::new())
+    }
+
+    fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
+        get(&self.shared.lock(), &req.id)?;
+        let pids = ops::pids(&self.ctx(), &req.id).map_err(warren_err)?;
+        Ok(api::PidsResponse {
+            processes: pids
+                .into_iter()
+                .map(|pid| containerd_shim::protos::api::ProcessInfo {
+                    pid: pid as u32,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        })
+    }
+
+    fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
+        get(&self.shared.lock(), &req.id)?;
+        ops::pause(&self.ctx(), &req.id, true).map_err(warren_err)?;
+        self.shared.publish(
+            topics::TASK_PAUSED_EVENT_TOPIC,
+            ev::TaskPaused {
+                container_id: req.id.clone(),
+                ..Default::default()
+            },
+        );
+        Ok(Empty::new())
+    }
+
+    fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
+        get(&self.shared.lock(), &req.id)?;
+        ops::pause(&self.ctx(), &req.id, false).map_err(warren_err)?;
+        self.shared.publish(
+            topics::TASK_RESUMED_EVENT_TOPIC,
+            ev::TaskResumed {
+                container_id: req.id.clone(),
+                ..Default::default()
+            },
+        );
+        Ok(Empty::new())
+    }
+
+    fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
+        get(&self.shared.lock(), &req.id)?;
+        let bytes = req
+            .resources
+            .as_ref()
+            .map(|a| a.value.clone())
+            .unwrap_or_default();
+        let res: oci_spec::runtime::LinuxResources = serde_json::from_slice(&bytes).map_err(|e| {
+            rpc_err(
+                Code::INVALID_ARGUMENT,
+                format!("container '{}': resources: {e}; expected the runtime spec's linux.resources as JSON", req.id),
+            )
+        })?;
+        ops::update_resources(&self.ctx(), &req.id, &res).map_err(warren_err)?;
+        Ok(Empty::new())
+    }
+
+    fn stats(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StatsRequest,
+    ) -> TtrpcResult<api::StatsResponse> {
+        get(&self.shared.lock(), &req.id)?;
+        let record = warren::oci::state::load(&self.ctx().root, &req.id).map_err(warren_err)?;
+        let set = record.cgroups.ok_or_else(|| {
+            rpc_err(
+                Code::FAILED_PRECONDITION,
+                format!("container '{}': it has no cgroups yet", req.id),
+            )
+        })?;
+        let stats = crate::metrics::of(&set)
+            .map_err(|e| rpc_err(Code::UNKNOWN, format!("container '{}': stats: {e}", req.id)))?;
+        Ok(api::StatsResponse {
+            stats: MessageField::some(stats),
+            ..Default::default()
+        })
+    }
+
+    fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
+        let mut t = self.shared.lock();
+        loop {
+            let p = proc_of(&t, &req.id, &req.exec_id)?;
+            if p.exit.is_some() {
+                let (exit_status, exited_at) = Self::exit_of(p);
+                return Ok(api::WaitResponse {
+                    exit_status,
+                    exited_at,
+                    ..Default::default()
+                });
+            }
+            t = self
+                .shared
+                .changed
+                .wait(t)
+                .unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn delete(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::DeleteRequest,
+    ) -> TtrpcResult<api::DeleteResponse> {
+        let (id, exec_id) = (&req.id, &req.exec_id);
+        let mut t = self.shared.lock();
+        let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
+        if !exec_id.is_empty() {
+            let p = c.execs.get(exec_id).ok_or_else(|| not_found(id, exec_id))?;
+            if p.pid != 0 && p.exit.is_none() {
+                return Err(rpc_err(
+                    Code::FAILED_PRECONDITION,
+                    format!("container '{id}': exec '{exec_id}' is still running; kill it first"),
+                ));
+            }
+            let p = c.execs.remove(exec_id).expect("looked up above");
+            let _ = std::fs::remove_file(c.bundle.join(format!("{exec_id}.process.json")));
+            let (exit_status, exited_at) = Self::exit_of(&p);
+            return Ok(api::DeleteResponse {
+                pid: p.pid as u32,
+                exit_status,
+                exited_at,
+                ..Default::default()
+            });
+        }
+        // A created (never started) init is killed by the forced delete.
+        ops::delete(&self.ctx(), id, true).map_err(warren_err)?;
+        let c = t.containers.remove(id).expect("looked up above");
+        if c.mounted {
+            service::unmount_rootfs(&c.bundle);
+        }
+        let pid = c.init.pid;
+        let (exit_status, at) = c.init.exit.clone().unwrap_or_else(|| (128 + 9, now()));
+        self.shared.publish(
+            topics::TASK_DELETE_EVENT_TOPIC,
+            ev::TaskDelete {
+                container_id: id.clone(),
+                pid: pid as u32,
+                exit_status,
+                exited_at: MessageField::some(at.clone()),
+                ..Default::default()
+            },
+        );
+        Ok(api::DeleteResponse {
+            pid: pid as u32,
+            exit_status,
+            exited_at: MessageField::some(at),
+            ..Default::default()
+        })
+    }
+
+    fn resize_pty(&self, _ctx: &TtrpcContext, req: api::ResizePtyRequest) -> TtrpcResult<Empty> {
+        let t = self.shared.lock();
+        let p = proc_of(&t, &req.id, &req.exec_id)?;
+        if let Some(console) = &p.kept.console {
+            use std::os::fd::AsRawFd;
+            warren_sys::pty::set_winsize(console.as_raw_fd(), req.height as u16, req.width as u16)
+                .map_err(|e| {
+                    rpc_err(
+                        Code::UNKNOWN,
+                        format!("container '{}': resizing its terminal: {e}", req.id),
+                    )
+                })?;
+        }
+        Ok(Empty::new())
+    }
+
+    fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<Empty> {
+        let t = self.shared.lock();
+        let p = proc_of(&t, &req.id, &req.exec_id)?;
+        if req.stdin {
+            if let Some(sink) = &p.kept.stdin {
+                sink.lock().unwrap_or_else(|e| e.into_inner()).take();
+            }
+        }
+        Ok(Empty::new())
+    }
+
+    fn connect(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::ConnectRequest,
+    ) -> TtrpcResult<api::ConnectResponse> {
+        let t = self.shared.lock();
+        let task_pid = t.containers.get(&req.id).map(|c| c.init.pid).unwrap_or(0);
+        Ok(api::ConnectResponse {
+            shim_pid: std::process::id(),
+            task_pid: task_pid as u32,
+            version: env!("CARGO_PKG_VERSION").into(),
+            ..Default::default()
+        })
+    }
+
+    fn shutdown(&self, _ctx: &TtrpcContext, _req: api::ShutdownRequest) -> TtrpcResult<Empty> {
+        if self.shared.lock().containers.is_empty() {
+            self.shared.exit.signal();
+        }
+        Ok(Empty::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_ids_are_file_name_safe() {
+        for ok in ["e1", "exec-1.a_b", &"x".repeat(128)] {
+            assert!(check_exec_id("c", ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "../x", "a/b", "a b", &"x".repeat(129)] {
+            assert!(check_exec_id("c", bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn systemd_cgroup_comes_from_the_runc_options() {
+        let opts = api::Options {
+            systemd_cgroup: true,
+            ..Default::default()
+        };
+        let any = Any {
+            type_url: "containerd.runc.v1.Options".into(),
+            value: opts.write_to_bytes().unwrap(),
+            ..Default::default()
+        };
+        assert!(systemd_cgroup(&MessageField::some(any.clone())));
+        let other = Any {
+            type_url: "example.Other".into(),
+            ..any
+        };
+        assert!(!systemd_cgroup(&MessageField::some(other)));
+        assert!(!systemd_cgroup(&MessageField::none()));
+    }
+}
