@@ -160,6 +160,15 @@ pub enum Verb {
     ProcViews {
         refresh: bool,
     },
+    /// `warren swap enable` (size in bytes).
+    SwapEnable {
+        size: u64,
+        file: Option<PathBuf>,
+        zram: bool,
+        swappiness: u64,
+    },
+    /// `warren swap disable`.
+    SwapDisable,
 }
 
 /// Where a config change goes (`--live-only`, `--next-boot`).
@@ -220,6 +229,7 @@ impl Verb {
             | Verb::ProfileDelete { name } => name,
             Verb::Gc => "gc",
             Verb::ProcViews { .. } => "proc-views",
+            Verb::SwapEnable { .. } | Verb::SwapDisable => "swap",
         }
     }
 }
@@ -490,6 +500,36 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
         // Bounded by the daemon's lock wait, as the CLI's gc by --wait.
         Verb::Gc => to_json(&zone::gc(ctx)?),
         Verb::ProcViews { refresh } => to_json(&zone::proc_views(ctx, refresh)?),
+        Verb::SwapEnable {
+            size,
+            file,
+            zram,
+            swappiness,
+        } => {
+            ctx.require_root()?;
+            let o = warren::swap::EnableOptions {
+                size,
+                file,
+                zram,
+                swappiness,
+            };
+            let (r, already) =
+                warren::swap::enable(&ctx.layout, &ctx.host.proc, &ctx.host.sys, &o)?;
+            let mut v = to_json(&r);
+            v["changed"] = json!(!already);
+            v
+        }
+        Verb::SwapDisable => {
+            ctx.require_root()?;
+            match warren::swap::disable(&ctx.layout, &ctx.host.proc, &ctx.host.sys)? {
+                Some(r) => {
+                    let mut v = to_json(&r);
+                    v["changed"] = json!(true);
+                    v
+                }
+                None => json!({ "changed": false, "note": "warren has no swap on in this root" }),
+            }
+        }
     })
 }
 

@@ -1,5 +1,5 @@
 //! `/1.0/templates`, `/1.0/info`, `/1.0/stat`, `/1.0/memstat`, `/1.0/doctor`,
-//! `/1.0/agent`, `/1.0/swap` and `/metrics`: the host-wide reading verbs (and the
+//! `/1.0/agent` and `/metrics`: the host-wide reading verbs (and the
 //! template verbs, which change state through the helper).
 
 use std::path::PathBuf;
@@ -30,7 +30,6 @@ pub fn routes() -> Router<Shared> {
         .route("/1.0/memstat", get(memstat))
         .route("/1.0/doctor", get(doctor))
         .route("/1.0/agent", get(agent))
-        .route("/1.0/swap", get(swap))
 }
 
 fn value<T: serde::Serialize>(v: T) -> Json<Value> {
@@ -163,13 +162,6 @@ async fn stat(State(app): State<Shared>, Query(q): Query<StatQuery>) -> ApiResul
 
 async fn memstat(State(app): State<Shared>) -> ApiResult<Json<Value>> {
     Ok(value(app.read(warren::stat::memstat::memstat).await?))
-}
-
-async fn swap(State(app): State<Shared>) -> ApiResult<Json<Value>> {
-    Ok(value(
-        app.read(|ctx| warren::swap::status(&ctx.layout, &ctx.host.proc))
-            .await?,
-    ))
 }
 
 #[derive(Deserialize)]

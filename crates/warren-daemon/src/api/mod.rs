@@ -10,6 +10,7 @@ mod host;
 mod operations;
 mod profiles;
 mod snapshots;
+mod swap;
 mod zones;
 
 use axum::extract::rejection::JsonRejection;
@@ -83,6 +84,8 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/doctor"),
     ("get", "/1.0/agent"),
     ("get", "/1.0/swap"),
+    ("post", "/1.0/swap"),
+    ("delete", "/1.0/swap"),
     ("get", "/1.0/events"),
     ("get", "/1.0/operations"),
     ("post", "/1.0/operations"),
@@ -247,6 +250,7 @@ pub fn router(app: Shared) -> Router {
         .merge(bench::routes())
         .merge(profiles::routes())
         .merge(files::routes())
+        .merge(swap::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),
