@@ -41,10 +41,10 @@ struct FileQuery {
 }
 
 /// A spool file in the state root, removed when dropped.
-struct Spool(PathBuf);
+pub(super) struct Spool(pub(super) PathBuf);
 
 impl Spool {
-    fn new(root: &std::path::Path) -> Spool {
+    pub(super) fn new(root: &std::path::Path) -> Spool {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         Spool(root.join(format!(
             ".files-{}-{}",
@@ -97,6 +97,18 @@ async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
         return Err(e);
     }
     Ok(serde_json::from_slice(&out.stdout).unwrap_or(Value::Null))
+}
+
+/// Write a new 0600 file (a spool): never an existing one.
+pub(super) fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(data)
 }
 
 async fn read(
@@ -160,19 +172,10 @@ async fn write(
     }
     let spool = Spool::new(&app.root);
     let path = spool.0.clone();
-    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        f.write_all(&body)
-    })
-    .await
-    .map_err(|e| ApiError::new(500, "system", format!("the file's writer failed: {e}")))?
-    .map_err(|e| ApiError::new(500, "system", format!("spooling the file: {e}")))?;
+    tokio::task::spawn_blocking(move || write_private(&path, &body))
+        .await
+        .map_err(|e| ApiError::new(500, "system", format!("the file's writer failed: {e}")))?
+        .map_err(|e| ApiError::new(500, "system", format!("spooling the file: {e}")))?;
     let mut args = vec![spool.0.display().to_string(), dst];
     for (flag, v) in [("--uid", q.uid), ("--gid", q.gid)] {
         if let Some(v) = v {

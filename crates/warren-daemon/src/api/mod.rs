@@ -3,6 +3,7 @@
 //! document is checked against ([`ROUTES`]), and [`read_whole_body`], which reads every
 //! request's body before it is routed.
 
+mod agent;
 mod archives;
 mod bench;
 mod files;
@@ -83,6 +84,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/memstat"),
     ("get", "/1.0/doctor"),
     ("get", "/1.0/agent"),
+    ("post", "/1.0/agent"),
     ("get", "/1.0/swap"),
     ("post", "/1.0/swap"),
     ("delete", "/1.0/swap"),
@@ -251,6 +253,7 @@ pub fn router(app: Shared) -> Router {
         .merge(profiles::routes())
         .merge(files::routes())
         .merge(swap::routes())
+        .merge(agent::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),
