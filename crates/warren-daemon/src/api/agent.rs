@@ -173,17 +173,19 @@ async fn run(app: &Shared, id: &str, args: &[String]) {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => return app.ops.finish_zone(
-            id,
-            Err(ApiError::new(
-                500,
-                "system",
-                format!(
+        Err(e) => {
+            return app.ops.finish_zone(
+                id,
+                Err(ApiError::new(
+                    500,
+                    "system",
+                    format!(
                     "could not start the agent ({}: {e}); install the warren CLI beside the daemon",
                     app.cli_exe.display()
                 ),
-            )),
-        ),
+                )),
+            )
+        }
     };
     let pid = child.id().unwrap_or(0);
     let mut stderr = child.stderr.take().expect("piped");

@@ -38,6 +38,9 @@ struct FileQuery {
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<String>,
+    /// A tree as a tar stream (`warren cp -r`): [`super::files_tree`].
+    #[serde(default)]
+    recursive: bool,
 }
 
 /// A spool file in the state root, removed when dropped.
@@ -81,7 +84,7 @@ fn in_zone(z: &str, q: &FileQuery) -> ApiResult<String> {
 }
 
 /// Run `warren cp ARGS`; a failure is the CLI's error, naming the zone.
-async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
+pub(super) async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
     let mut all = vec!["--json".to_string(), "cp".into()];
     all.extend(args);
     let out = app.cli(&all, Duration::from_secs(300)).await?;
@@ -118,6 +121,9 @@ async fn read(
 ) -> ApiResult<Response> {
     checked(&z)?;
     let src = in_zone(&z, &q)?;
+    if q.recursive {
+        return super::files_tree::read(&app, &z, &q.path, src).await;
+    }
     let spool = Spool::new(&app.root);
     cp(&app, &z, vec![src, spool.0.display().to_string()]).await?;
     let path = spool.0.clone();
@@ -170,6 +176,20 @@ async fn write(
             return Err(e);
         }
     }
+    let mut stamp = Vec::new();
+    for (flag, v) in [("--uid", q.uid), ("--gid", q.gid)] {
+        if let Some(v) = v {
+            stamp.extend([flag.to_string(), v.to_string()]);
+        }
+    }
+    if let Some(m) = q.mode {
+        stamp.extend(["--mode".to_string(), m]);
+    }
+    if q.recursive {
+        return Ok(Json(
+            super::files_tree::write(&app, &z, dst, stamp, body).await?,
+        ));
+    }
     let spool = Spool::new(&app.root);
     let path = spool.0.clone();
     tokio::task::spawn_blocking(move || write_private(&path, &body))
@@ -177,13 +197,6 @@ async fn write(
         .map_err(|e| ApiError::new(500, "system", format!("the file's writer failed: {e}")))?
         .map_err(|e| ApiError::new(500, "system", format!("spooling the file: {e}")))?;
     let mut args = vec![spool.0.display().to_string(), dst];
-    for (flag, v) in [("--uid", q.uid), ("--gid", q.gid)] {
-        if let Some(v) = v {
-            args.extend([flag.to_string(), v.to_string()]);
-        }
-    }
-    if let Some(m) = q.mode {
-        args.extend(["--mode".to_string(), m]);
-    }
+    args.extend(stamp);
     Ok(Json(cp(&app, &z, args).await?))
 }

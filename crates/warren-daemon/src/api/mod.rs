@@ -7,6 +7,7 @@ mod agent;
 mod archives;
 mod bench;
 mod files;
+mod files_tree;
 mod host;
 mod operations;
 mod profiles;
