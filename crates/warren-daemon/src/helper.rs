@@ -134,6 +134,12 @@ pub enum Verb {
         /// Also write results.json, report.md and the charts there (`--out`).
         out: Option<PathBuf>,
     },
+    /// `bench metrics --zones STEPS --scrapes N`: progress lines, then the results.
+    BenchMetrics {
+        steps: Vec<usize>,
+        scrapes: usize,
+        out: Option<PathBuf>,
+    },
     /// Remove what a killed `bench` left: its zones, its templates, its scratch dir.
     BenchCleanup {
         pid: u32,
@@ -222,7 +228,7 @@ impl Verb {
             | Verb::TemplateDelete { name }
             | Verb::TemplatePublish { name, .. }
             | Verb::TemplateOci { name, .. } => name,
-            Verb::Bench { .. } | Verb::BenchCleanup { .. } => "bench",
+            Verb::Bench { .. } | Verb::BenchMetrics { .. } | Verb::BenchCleanup { .. } => "bench",
             Verb::ProfileCreate { name, .. }
             | Verb::ProfileSet { name, .. }
             | Verb::ProfileUnset { name, .. }
@@ -482,6 +488,29 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             let results = results?;
             if let Some(dir) = out {
                 warren::bench::write(&dir, &results)?;
+            }
+            to_json(&results)
+        }
+        Verb::BenchMetrics {
+            steps,
+            scrapes,
+            out,
+        } => {
+            let opts = warren::bench::metrics::Options {
+                steps,
+                scrapes,
+                daemon: None,
+            };
+            let mut lines = LineProgress::default();
+            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
+            let results = warren::bench::metrics::run(ctx, &opts, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(warren::bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let results = results?;
+            if let Some(dir) = out {
+                warren::bench::metrics::write(&dir, &results)?;
             }
             to_json(&results)
         }

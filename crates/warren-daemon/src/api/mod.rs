@@ -6,6 +6,7 @@
 mod agent;
 mod archives;
 mod bench;
+mod bench_cli;
 mod files;
 mod files_tree;
 mod host;
