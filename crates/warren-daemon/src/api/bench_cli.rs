@@ -84,17 +84,19 @@ pub(super) async fn run(app: &Shared, id: &str, args: &[String]) {
         .spawn()
     {
         Ok(c) => c,
-        Err(e) => return app.ops.finish_zone(
-            id,
-            Err(ApiError::new(
-                500,
-                "system",
-                format!(
+        Err(e) => {
+            return app.ops.finish_zone(
+                id,
+                Err(ApiError::new(
+                    500,
+                    "system",
+                    format!(
                     "could not start the bench ({}: {e}); install the warren CLI beside the daemon",
                     app.cli_exe.display()
                 ),
-            )),
-        ),
+                )),
+            )
+        }
     };
     let pid = child.id().unwrap_or(0);
     let mut out = child.stdout.take().expect("piped");

@@ -679,12 +679,18 @@ fn remote_args(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         None if rest.first().is_some_and(|w| w == "remote") => vec![rest.remove(0)],
         None => return None,
     };
-    let takes_json = out.len() == 3
+    let call = out.len() == 3;
+    let takes_json = call
         || rest
             .first()
             .is_some_and(|v| ["list", "trust-token", "trust-list"].contains(&v.as_str()));
+    // A remote call takes it before the verb: what follows an exec's `--` is the
+    // command's own.
+    if json && call {
+        out.push("--json".into());
+    }
     out.extend(rest);
-    if json && takes_json {
+    if json && takes_json && !call {
         out.push("--json".into());
     }
     Some((out, root))
@@ -741,7 +747,11 @@ mod remote_args_tests {
         );
         assert_eq!(
             remote_args(&v("warren --remote srv list --json")),
-            some("remote call srv list --json", None)
+            some("remote call srv --json list", None)
+        );
+        assert_eq!(
+            remote_args(&v("warren --json --remote srv exec z -- ls --json")),
+            some("remote call srv --json exec z -- ls --json", None)
         );
         assert_eq!(
             remote_args(&v("warren boot z1 --remote=srv")),
