@@ -140,6 +140,11 @@ pub enum Verb {
         scrapes: usize,
         out: Option<PathBuf>,
     },
+    /// `warren demo --zones N [--net bridge]`: progress lines, then its report.
+    Demo {
+        zones: usize,
+        bridge: bool,
+    },
     /// Remove what a killed `bench` left: its zones, its templates, its scratch dir.
     BenchCleanup {
         pid: u32,
@@ -228,7 +233,10 @@ impl Verb {
             | Verb::TemplateDelete { name }
             | Verb::TemplatePublish { name, .. }
             | Verb::TemplateOci { name, .. } => name,
-            Verb::Bench { .. } | Verb::BenchMetrics { .. } | Verb::BenchCleanup { .. } => "bench",
+            Verb::Bench { .. }
+            | Verb::BenchMetrics { .. }
+            | Verb::Demo { .. }
+            | Verb::BenchCleanup { .. } => "bench",
             Verb::ProfileCreate { name, .. }
             | Verb::ProfileSet { name, .. }
             | Verb::ProfileUnset { name, .. }
@@ -514,6 +522,18 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             }
             to_json(&results)
         }
+        Verb::Demo { zones, bridge } => {
+            let jobs =
+                zone::pipeline::default_jobs(warren::stats::online_cpus(&ctx.host.sys).len());
+            let mut lines = LineProgress::default();
+            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
+            let report = warren::demo::run(ctx, zones, jobs, bridge, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(warren::demo::stopped(sig));
+            }
+            drop(progress);
+            to_json(&report?)
+        }
         Verb::BenchCleanup { pid } => bench_cleanup(ctx, pid)?,
         Verb::ProfileCreate { name, set } => {
             to_json(&warren::profile::create(&ctx.layout, &name, &set)?)
@@ -613,7 +633,12 @@ impl warren::measure::Progress for LineProgress {
 /// bench owns (`warren-bench-*`) and its scratch directory, as its own guards would
 /// have, had it not been killed.
 fn bench_cleanup(ctx: &Context, pid: u32) -> warren::Result<Value> {
-    let zones = warren::bench::cleanup(ctx)?;
+    // The demo's zones too (`warren-demo-*`); its bridge goes with every unused one.
+    let demo = warren::demo::cleanup(ctx)?;
+    if demo > 0 {
+        warren::demo::cleanup_net(ctx)?;
+    }
+    let zones = warren::bench::cleanup(ctx)? + demo;
     let mut templates = Vec::new();
     for m in template::list(&ctx.layout)? {
         if m.name.starts_with(warren::bench::PREFIX) {

@@ -192,3 +192,63 @@ fn bench_metrics_runs_as_an_operation_and_stops_cleanly_on_cancel() {
     let cg = cgroups_named(&env, "warren-bench-");
     assert!(cg.is_empty(), "nor their cgroups: {cg:?}");
 }
+
+#[test]
+fn the_demo_runs_as_an_operation_and_a_cancel_removes_its_zones() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let demo_zones = |env: &Env| -> Vec<String> {
+        let list: Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|z| z["name"].as_str())
+            .filter(|n| n.starts_with("warren-demo-"))
+            .map(String::from)
+            .collect()
+    };
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"1,2"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "zones", "{e}");
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"2"}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    assert_eq!(o["results"][0]["zones"], 2, "{o}");
+    assert!(demo_zones(&env).is_empty(), "the demo removed its zones");
+    // Cancelled while its zones are cloned: it stops after the zone in hand and
+    // removes what it made.
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"60"}"#),
+        202,
+    );
+    let url = op["operation"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(120), "the demo's progress", || {
+        d.json("GET", &url, None, 200)["progress"]["pos"]
+            .as_u64()
+            .is_some_and(|p| p >= 3)
+    });
+    d.json("DELETE", &url, None, 202);
+    wait_for(Duration::from_secs(120), "the cancelled demo", || {
+        d.json("GET", &url, None, 200)["status"] != "running"
+    });
+    let o = d.json("GET", &url, None, 200);
+    assert_eq!(o["status"], "cancelled", "{o}");
+    assert_eq!(
+        o["results"][0]["zones_removed"], 0,
+        "the demo removed its own zones on SIGTERM: {o}"
+    );
+    assert!(demo_zones(&env).is_empty(), "no demo zone is left");
+    let cg = cgroups_named(&env, "warren-demo-");
+    assert!(cg.is_empty(), "nor their cgroups: {cg:?}");
+}

@@ -53,6 +53,8 @@ enum Kind {
     Density,
     Metrics,
     Scale,
+    /// `warren demo`: `zones` is one count.
+    Demo,
 }
 
 #[derive(Deserialize)]
@@ -70,6 +72,9 @@ pub(super) struct BenchBody {
     pub(super) workload: Option<String>,
     /// scale: seconds each step's workload runs (`--duration`).
     pub(super) duration_s: Option<u64>,
+    /// demo: the zones' network, none or bridge (`--net`).
+    #[serde(default)]
+    net: Option<String>,
     /// The template zones are made from (`--template`).
     #[serde(default = "default_template")]
     template: BenchTemplate,
@@ -144,6 +149,12 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
             format!("scrapes {}: give 1 to 1000, e.g. 20", b.scrapes),
         ));
     }
+    if b.kind != Kind::Demo && b.net.is_some() {
+        return Err(ApiError::invalid(
+            "net",
+            "\"net\" belongs to \"kind\": \"demo\"; drop it or set that kind",
+        ));
+    }
     if b.kind != Kind::Scale && (b.workload.is_some() || b.duration_s.is_some()) {
         return Err(ApiError::invalid(
             "workload",
@@ -157,6 +168,28 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
             idle_ms: (b.idle_s * 1000.0) as u64,
             out: b.out,
         },
+        Kind::Demo => {
+            let [zones] = steps[..] else {
+                return Err(ApiError::invalid(
+                    "zones",
+                    format!(
+                        "zones {:?}: a demo takes one count of zones, e.g. \"100\"",
+                        b.zones
+                    ),
+                ));
+            };
+            let bridge = match b.net.as_deref() {
+                None | Some("none") => false,
+                Some("bridge") => true,
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "net",
+                        format!("net {other:?}: give none or bridge"),
+                    ))
+                }
+            };
+            Verb::Demo { zones, bridge }
+        }
         Kind::Metrics => Verb::BenchMetrics {
             steps,
             scrapes: b.scrapes,

@@ -503,7 +503,15 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let mut bars = output::Bars::new(json);
             let jobs = pipeline.jobs(&ctx);
-            let report = demo::run(&ctx, zones, jobs, net == "bridge", &mut bars)?;
+            // SIGINT/SIGTERM/SIGHUP stop it after the zone in hand; it then removes
+            // what it made, as after any failure.
+            let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+            let report = demo::run(&ctx, zones, jobs, net == "bridge", &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(demo::stopped(sig));
+            }
+            drop(progress);
+            let report = report?;
             if json {
                 output::json(&report);
             } else {
