@@ -140,6 +140,11 @@ pub enum Verb {
         scrapes: usize,
         out: Option<PathBuf>,
     },
+    /// `bench snapshot --repeat N --data-mib M`: progress lines, then its figures.
+    BenchSnapshot {
+        repeat: usize,
+        data_mib: u64,
+    },
     /// `warren demo --zones N [--net bridge]`: progress lines, then its report.
     Demo {
         zones: usize,
@@ -236,6 +241,7 @@ impl Verb {
             Verb::Bench { .. }
             | Verb::BenchMetrics { .. }
             | Verb::Demo { .. }
+            | Verb::BenchSnapshot { .. }
             | Verb::BenchCleanup { .. } => "bench",
             Verb::ProfileCreate { name, .. }
             | Verb::ProfileSet { name, .. }
@@ -522,6 +528,16 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             }
             to_json(&results)
         }
+        Verb::BenchSnapshot { repeat, data_mib } => {
+            let mut lines = LineProgress::default();
+            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
+            let r = warren::bench::snapshot::run(repeat, data_mib, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(warren::bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            to_json(&r?)
+        }
         Verb::Demo { zones, bridge } => {
             let jobs =
                 zone::pipeline::default_jobs(warren::stats::online_cpus(&ctx.host.sys).len());
@@ -645,6 +661,16 @@ fn bench_cleanup(ctx: &Context, pid: u32) -> warren::Result<Value> {
             template::delete(&ctx.layout, &m.name)?;
             templates.push(m.name);
         }
+    }
+    // `bench snapshot`'s scratch roots (unbooted zones only: files to remove).
+    let snap = std::env::temp_dir().join(format!("warren-bench-snap-{pid}"));
+    if snap.exists() {
+        warren::fsutil::remove_tree(&snap).ctx(|| {
+            format!(
+                "removing the snapshot bench's scratch roots {}",
+                snap.display()
+            )
+        })?;
     }
     let scratch = ctx.layout.root().join(format!(".bench-{pid}"));
     if scratch.exists() {

@@ -252,3 +252,35 @@ fn the_demo_runs_as_an_operation_and_a_cancel_removes_its_zones() {
     let cg = cgroups_named(&env, "warren-demo-");
     assert!(cg.is_empty(), "nor their cgroups: {cg:?}");
 }
+
+#[test]
+fn bench_snapshot_runs_as_an_operation() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"snapshot","repeat":0}"#),
+        400,
+    );
+    assert_eq!(e["field"], "repeat", "{e}");
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"snapshot","repeat":2,"data_mib":1}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    let r = &o["results"][0];
+    assert_eq!(
+        (r["repeat"].as_u64(), r["data_mib"].as_u64()),
+        (Some(2), Some(1)),
+        "{o}"
+    );
+    assert!(r["snapshot_ms_median"].is_number(), "{o}");
+    assert_eq!(
+        o["progress"]["phase"], "export and import",
+        "its last phase: {o}"
+    );
+}

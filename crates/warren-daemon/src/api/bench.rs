@@ -55,6 +55,8 @@ enum Kind {
     Scale,
     /// `warren demo`: `zones` is one count.
     Demo,
+    /// `bench snapshot`: `repeat` and `data_mib`.
+    Snapshot,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +74,12 @@ pub(super) struct BenchBody {
     pub(super) workload: Option<String>,
     /// scale: seconds each step's workload runs (`--duration`).
     pub(super) duration_s: Option<u64>,
+    /// snapshot: snapshots and restores timed (`--repeat`).
+    #[serde(default = "default_repeat")]
+    repeat: usize,
+    /// snapshot: MiB of private data in the exported zone (`--data-mib`).
+    #[serde(default = "default_data_mib")]
+    data_mib: u64,
     /// demo: the zones' network, none or bridge (`--net`).
     #[serde(default)]
     net: Option<String>,
@@ -87,6 +95,14 @@ pub(super) struct BenchBody {
 
 fn default_zones() -> String {
     "1,10,100".into()
+}
+
+fn default_repeat() -> usize {
+    20
+}
+
+fn default_data_mib() -> u64 {
+    100
 }
 
 fn default_scrapes() -> usize {
@@ -189,6 +205,21 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
                 }
             };
             Verb::Demo { zones, bridge }
+        }
+        Kind::Snapshot => {
+            if !(1..=1000).contains(&b.repeat) || !(1..=4096).contains(&b.data_mib) {
+                return Err(ApiError::invalid(
+                    "repeat",
+                    format!(
+                        "repeat {} and data_mib {}: give repeat 1 to 1000 and data_mib 1 to 4096, e.g. 20 and 100",
+                        b.repeat, b.data_mib
+                    ),
+                ));
+            }
+            Verb::BenchSnapshot {
+                repeat: b.repeat,
+                data_mib: b.data_mib,
+            }
         }
         Kind::Metrics => Verb::BenchMetrics {
             steps,

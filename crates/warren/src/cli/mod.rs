@@ -632,7 +632,16 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Snapshot(c) => snapshot_cmd::snapshot_cmd(&ctx, json, c)?,
         Command::Bench(BenchCmd::Snapshot { repeat, data_mib }) => {
             ctx.require_root()?;
-            let r = bench::snapshot::run(repeat, data_mib)?;
+            let mut bars = output::Bars::new(json);
+            // SIGINT/SIGTERM/SIGHUP stop it between measurements, its scratch roots
+            // removed by their guard.
+            let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+            let r = bench::snapshot::run(repeat, data_mib, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let r = r?;
             if json {
                 output::json(&r);
             } else {
