@@ -29,6 +29,7 @@ pub mod api;
 pub mod error;
 pub mod events;
 pub mod helper;
+pub mod helper_bench;
 pub mod listen;
 pub mod ops;
 pub mod remote;
