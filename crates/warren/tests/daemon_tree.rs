@@ -175,6 +175,10 @@ fn a_tree_round_trips_and_hostile_tars_are_refused() {
             ]),
         ),
         (
+            "a top that is a symlink to the host's /etc",
+            hostile(&[("tree", tar::EntryType::Symlink, "/etc")]),
+        ),
+        (
             "a hard link out",
             hostile(&[("tree/h", tar::EntryType::Link, "/etc/shadow")]),
         ),

@@ -9,7 +9,9 @@
 //!
 //! In: the body (at most the API's 1 MiB body limit) is checked whole before anything
 //! is written ([`check`]): every name plain and relative (no `..`, no absolute name)
-//! beneath one top entry, only directories, regular files, symlinks and hard links
+//! beneath one top entry (a directory or a file: `warren cp` follows its source, so a
+//! top that is a link would copy the host's files), only directories, regular files,
+//! symlinks and hard links
 //! to files of the same stream, nothing written through a symlink of the stream, no
 //! name twice. It is then unpacked into the spool and copied with `warren cp -r
 //! SPOOL/TOP ZONE:PATH`, whose zone side writes as the zone's root inside the zone's
@@ -168,7 +170,21 @@ pub fn check(data: &[u8]) -> Result<String, String> {
         if !seen.insert(name.clone()) {
             return Err(format!("{}: the name comes twice", raw.display()));
         }
-        match entry.header().entry_type() {
+        let kind = entry.header().entry_type();
+        if name.components().count() == 1
+            && !matches!(
+                kind,
+                EntryType::Directory | EntryType::Regular | EntryType::Continuous
+            )
+        {
+            // `warren cp` follows its source operand: a top that is a link would copy
+            // what it points to on the host.
+            return Err(format!(
+                "{}: the top entry must be a directory or a file, not a {kind:?}",
+                raw.display()
+            ));
+        }
+        match kind {
             EntryType::Directory => {}
             EntryType::Regular | EntryType::Continuous => {
                 files.insert(name);
@@ -317,6 +333,7 @@ mod tests {
                 "twice",
             ),
             (stream(&[("t/d", EntryType::Char, "")]), "only directories"),
+            (stream(&[("t", EntryType::Symlink, "/etc")]), "top entry"),
         ] {
             let e = check(&bad).unwrap_err();
             assert!(e.contains(why), "{why}: {e}");
