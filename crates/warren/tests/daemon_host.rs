@@ -158,6 +158,21 @@ fn the_agent_runs_as_an_operation_one_per_root_until_cancelled() {
         "the agent (pid {}) is still running",
         agents[0]
     );
+    // An agent whose daemon is killed outright stops too (it asked for SIGTERM when
+    // its parent dies), and frees the root.
+    let op = d.json("POST", "/1.0/agent", Some(r#"{"dry_run":true}"#), 202);
+    let url = op["operation"].as_str().unwrap().to_string();
+    daemon_client::wait_for(Duration::from_secs(60), "the second agent", || {
+        d.json("GET", &url, None, 200)["progress"]["last"]["agent"] == "started"
+    });
+    let agents = pids_with(&format!("{root}\0--json\0agent"));
+    assert_eq!(agents.len(), 1, "one agent process: {agents:?}");
+    drop(d.kill());
+    daemon_client::wait_for(
+        Duration::from_secs(30),
+        "the orphaned agent to stop",
+        || !common::alive(agents[0]),
+    );
     // The root is free again: a CLI agent may run.
     let cfg = env.root().join("agent-once.toml");
     std::fs::write(&cfg, "interval-ms = 100\nwindow-s = 1.0\n").unwrap();

@@ -10,7 +10,9 @@
 //! decisions it acts on are also in the journal, readable here and at `/1.0/events`.
 //! A cancel (`DELETE /1.0/operations/{id}`) sends it SIGTERM: it stops between ticks,
 //! after the action in hand (a halt is never torn), and exits; one that has not ended
-//! within [`GRACE`] is killed. Its config, when given, is TOML text, checked here and
+//! within [`GRACE`] is killed. The agent asks for SIGTERM when the daemon dies
+//! (`warren::agent::PARENT_ENV`), so a daemon killed outright leaves no agent behind.
+//! Its config, when given, is TOML text, checked here and
 //! passed through a 0600 file in the root-only state root, removed when the
 //! operation ends.
 
@@ -166,6 +168,8 @@ async fn run(app: &Shared, id: &str, args: &[String]) {
         .arg("--root")
         .arg(&app.root)
         .args(args)
+        // The agent stops (SIGTERM) when this daemon dies, however it dies.
+        .env(warren::agent::PARENT_ENV, std::process::id().to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -187,6 +187,31 @@ fn one_agent(ctx: &Context) -> Result<crate::lock::Lock> {
     })
 }
 
+/// Set by a daemon that runs the agent as an operation: its pid. The agent then asks
+/// for SIGTERM when that parent dies (`PR_SET_PDEATHSIG`), so a daemon killed outright
+/// does not leave its agent running; the signal is taken between ticks like any stop.
+pub const PARENT_ENV: &str = "WARREN_AGENT_PARENT_PID";
+
+fn stop_with_parent() -> Result<()> {
+    let Some(parent) = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return Ok(());
+    };
+    warren_sys::proc::set_pdeathsig(warren_sys::libc::SIGTERM)
+        .ctx(|| "asking for SIGTERM when the daemon that started the agent dies".into())?;
+    if warren_sys::proc::getppid() != parent {
+        return Err(Error::Relayed {
+            message: format!(
+                "agent: the daemon that started it (pid {parent}) is gone; start the agent again"
+            ),
+            exit: crate::ExitCode::Failure,
+        });
+    }
+    Ok(())
+}
+
 /// A stop signal taken (they are blocked while the agent runs), if one came.
 fn stop_signal() -> Option<i32> {
     warren_sys::signal::take(&crate::bench::interrupt::STOP)
@@ -215,6 +240,7 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     let _lock = one_agent(ctx)?;
     let mask = warren_sys::signal::block(&crate::bench::interrupt::STOP)
         .ctx(|| "blocking SIGINT, SIGTERM and SIGHUP".into())?;
+    stop_with_parent()?;
     let r = watch_loop(ctx, cfg, o);
     let _ = warren_sys::signal::restore(&mask);
     if let Ok(Some(sig)) = r {
