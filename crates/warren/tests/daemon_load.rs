@@ -221,8 +221,9 @@ fn schemathesis_finds_no_server_error() {
         // which would boot real zones for minutes (tests/daemon_verbs.rs runs it);
         // swap enable/disable, which change the whole machine (swapon, vm.swappiness:
         // tests/daemon_host.rs runs them, small and guarded); and the agent, which
-        // runs until cancelled (a fuzzer would leave agents running; daemon_host.rs
-        // starts and cancels one).
+        // runs until cancelled, acting (halting, suspending) on zones behind the
+        // fuzzer's back with whatever config it invented (daemon_host.rs starts and
+        // cancels one).
         .args(["--exclude-operation-id", "events"])
         .args(["--exclude-operation-id", "metrics"])
         .args(["--exclude-operation-id", "createTemplate"])
