@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
-use warren::error::IoContext;
 use warren::layout::{HostPaths, Layout};
 use warren::storage::template::{self, Source};
 use warren::zone::{self, ApplyTo, Context, Outcome};
@@ -134,6 +133,22 @@ pub enum Verb {
         /// Also write results.json, report.md and the charts there (`--out`).
         out: Option<PathBuf>,
     },
+    /// `bench metrics --zones STEPS --scrapes N`: progress lines, then the results.
+    BenchMetrics {
+        steps: Vec<usize>,
+        scrapes: usize,
+        out: Option<PathBuf>,
+    },
+    /// `bench snapshot --repeat N --data-mib M`: progress lines, then its figures.
+    BenchSnapshot {
+        repeat: usize,
+        data_mib: u64,
+    },
+    /// `warren demo --zones N [--net bridge]`: progress lines, then its report.
+    Demo {
+        zones: usize,
+        bridge: bool,
+    },
     /// Remove what a killed `bench` left: its zones, its templates, its scratch dir.
     BenchCleanup {
         pid: u32,
@@ -160,6 +175,16 @@ pub enum Verb {
     ProcViews {
         refresh: bool,
     },
+    /// `warren swap enable` (size in bytes).
+    SwapEnable {
+        size: u64,
+        file: Option<PathBuf>,
+        zram: bool,
+        zram_algorithm: Option<String>,
+        swappiness: u64,
+    },
+    /// `warren swap disable`.
+    SwapDisable,
 }
 
 /// Where a config change goes (`--live-only`, `--next-boot`).
@@ -213,13 +238,18 @@ impl Verb {
             | Verb::TemplateDelete { name }
             | Verb::TemplatePublish { name, .. }
             | Verb::TemplateOci { name, .. } => name,
-            Verb::Bench { .. } | Verb::BenchCleanup { .. } => "bench",
+            Verb::Bench { .. }
+            | Verb::BenchMetrics { .. }
+            | Verb::Demo { .. }
+            | Verb::BenchSnapshot { .. }
+            | Verb::BenchCleanup { .. } => "bench",
             Verb::ProfileCreate { name, .. }
             | Verb::ProfileSet { name, .. }
             | Verb::ProfileUnset { name, .. }
             | Verb::ProfileDelete { name } => name,
             Verb::Gc => "gc",
             Verb::ProcViews { .. } => "proc-views",
+            Verb::SwapEnable { .. } | Verb::SwapDisable => "swap",
         }
     }
 }
@@ -442,40 +472,11 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             z.as_deref(),
             with_template,
         )?),
-        Verb::Bench {
-            steps,
-            busybox,
-            idle_ms,
-            out,
-        } => {
-            let opts = warren::bench::Options {
-                steps,
-                template: if busybox {
-                    warren::bench::TemplateKind::Busybox
-                } else {
-                    warren::bench::TemplateKind::Host
-                },
-                bridge: false,
-                idle: Duration::from_millis(idle_ms),
-                compare: Vec::new(),
-                via_oci: false,
-            };
-            // SIGTERM (a cancel) stops it after its current step, and its own guards
-            // remove what it made.
-            let mut lines = LineProgress::default();
-            let mut progress = warren::bench::interrupt::Interruptible::new(&mut lines)?;
-            let results = warren::bench::run(ctx, &opts, &mut progress);
-            if let Some(sig) = progress.signal() {
-                return Err(warren::bench::interrupt::stopped(sig));
-            }
-            drop(progress);
-            let results = results?;
-            if let Some(dir) = out {
-                warren::bench::write(&dir, &results)?;
-            }
-            to_json(&results)
-        }
-        Verb::BenchCleanup { pid } => bench_cleanup(ctx, pid)?,
+        v @ (Verb::Bench { .. }
+        | Verb::BenchMetrics { .. }
+        | Verb::BenchSnapshot { .. }
+        | Verb::Demo { .. }
+        | Verb::BenchCleanup { .. }) => crate::helper_bench::run(ctx, v)?,
         Verb::ProfileCreate { name, set } => {
             to_json(&warren::profile::create(&ctx.layout, &name, &set)?)
         }
@@ -490,6 +491,38 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
         // Bounded by the daemon's lock wait, as the CLI's gc by --wait.
         Verb::Gc => to_json(&zone::gc(ctx)?),
         Verb::ProcViews { refresh } => to_json(&zone::proc_views(ctx, refresh)?),
+        Verb::SwapEnable {
+            size,
+            file,
+            zram,
+            zram_algorithm,
+            swappiness,
+        } => {
+            ctx.require_root()?;
+            let o = warren::swap::EnableOptions {
+                size,
+                file,
+                zram,
+                zram_algorithm,
+                swappiness,
+            };
+            let (r, already) =
+                warren::swap::enable(&ctx.layout, &ctx.host.proc, &ctx.host.sys, &o)?;
+            let mut v = to_json(&r);
+            v["changed"] = json!(!already);
+            v
+        }
+        Verb::SwapDisable => {
+            ctx.require_root()?;
+            match warren::swap::disable(&ctx.layout, &ctx.host.proc, &ctx.host.sys)? {
+                Some(r) => {
+                    let mut v = to_json(&r);
+                    v["changed"] = json!(true);
+                    v
+                }
+                None => json!({ "changed": false, "note": "warren has no swap on in this root" }),
+            }
+        }
     })
 }
 
@@ -509,62 +542,7 @@ fn snapshot_result(z: &str, verb: &str, name: &str) -> Value {
     json!({ "zone": z, "verb": verb, "snapshot": name, "changed": true })
 }
 
-/// The bench's progress as lines on stdout, `{"progress":{"phase","pos","len"}}`,
-/// which the daemon shows in the operation.
-#[derive(Default)]
-struct LineProgress {
-    phase: String,
-    pos: u64,
-    len: u64,
-}
-
-impl LineProgress {
-    fn emit(&self) {
-        use std::io::Write;
-        let line = json!({ "progress": { "phase": self.phase, "pos": self.pos, "len": self.len } });
-        let mut out = std::io::stdout().lock();
-        // The daemon reads these as they come; a lost line only delays what it shows.
-        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
-    }
-}
-
-impl warren::measure::Progress for LineProgress {
-    fn phase(&mut self, name: &str, len: u64) {
-        (self.phase, self.pos, self.len) = (name.to_string(), 0, len);
-        self.emit();
-    }
-    fn step(&mut self) {
-        self.pos += 1;
-        self.emit();
-    }
-    fn done(&mut self) {}
-}
-
-/// After a bench helper (pid `pid`) was killed: delete the zones and the templates the
-/// bench owns (`warren-bench-*`) and its scratch directory, as its own guards would
-/// have, had it not been killed.
-fn bench_cleanup(ctx: &Context, pid: u32) -> warren::Result<Value> {
-    let zones = warren::bench::cleanup(ctx)?;
-    let mut templates = Vec::new();
-    for m in template::list(&ctx.layout)? {
-        if m.name.starts_with(warren::bench::PREFIX) {
-            template::delete(&ctx.layout, &m.name)?;
-            templates.push(m.name);
-        }
-    }
-    let scratch = ctx.layout.root().join(format!(".bench-{pid}"));
-    if scratch.exists() {
-        std::fs::remove_dir_all(&scratch).ctx(|| {
-            format!(
-                "removing the bench's scratch directory {}",
-                scratch.display()
-            )
-        })?;
-    }
-    Ok(json!({ "zones_removed": zones, "templates_removed": templates }))
-}
-
 /// A library API object as JSON.
-fn to_json<T: Serialize>(v: &T) -> Value {
+pub(crate) fn to_json<T: Serialize>(v: &T) -> Value {
     serde_json::to_value(v).expect("API objects serialise")
 }

@@ -13,7 +13,8 @@
 //! - [`api`]: the routes; [`events`]: the SSE stream; [`ops`]: operations;
 //! - [`error`]: the one error object; [`state`]: what handlers share;
 //! - [`tls`]: the TCP+TLS listener; [`trust`]: its trust store and tokens;
-//!   [`remote`]: the client side (`warren remote`, `warren --remote NAME VERB`).
+//!   [`remote`]: the client side (`warren remote`, `warren --remote NAME VERB`, its
+//!   verbs in [`remote_verbs`]).
 //! - [`ui`]: the web dashboard and its loopback listener; [`ws`]: its terminal.
 //! - [`verdicts`]: the doctor's verdicts for `/metrics`, run in a child.
 
@@ -28,9 +29,11 @@ pub mod api;
 pub mod error;
 pub mod events;
 pub mod helper;
+pub mod helper_bench;
 pub mod listen;
 pub mod ops;
 pub mod remote;
+pub mod remote_verbs;
 pub mod state;
 pub mod tls;
 pub mod trust;

@@ -74,7 +74,7 @@ enum Cmd {
     },
     /// Forget a remote (the server keeps trusting the certificate).
     Remove { name: String },
-    /// `warren --remote NAME VERB ...`: list, info [ZONE], boot, halt, reboot ZONE.
+    /// `warren --remote NAME VERB ...`: the verbs of [`crate::remote_verbs`].
     #[command(hide = true)]
     Call {
         name: String,
@@ -467,52 +467,29 @@ fn run(cmd: Cmd) -> Result<i32, (String, i32)> {
     Ok(0)
 }
 
-/// `warren --remote NAME VERB ...` over the REST API.
+/// `warren --remote NAME VERB ...` over the REST API ([`crate::remote_verbs`]).
 fn call(dir: &Path, name: &str, args: Vec<String>) -> Result<i32, (String, i32)> {
     let all = remotes(dir).map_err(|m| (m, 1))?;
     let r = all
         .get(name)
         .ok_or_else(|| (format!("no remote '{name}'; add it with 'warren remote add {name} https://HOST:PORT --token TOKEN'"), 3))?;
-    let json = args.iter().any(|a| a == "--json");
-    let words: Vec<&str> = args
+    // `--json` is a global option: the CLI passes it before the verb; after a `--`
+    // (exec's command) every word is the command's.
+    let end = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let json = args[..end].iter().any(|a| a == "--json");
+    let words: Vec<String> = args[..end]
         .iter()
-        .map(String::as_str)
         .filter(|a| *a != "--json")
+        .chain(&args[end..])
+        .cloned()
         .collect();
-    let (method, path) = match words.as_slice() {
-        ["list"] => ("GET", "/1.0/zones".to_string()),
-        ["info"] => ("GET", "/1.0/info".to_string()),
-        ["info", z] => ("GET", format!("/1.0/zones/{z}")),
-        [v @ ("boot" | "halt" | "reboot"), z] => ("POST", format!("/1.0/zones/{z}/{v}")),
-        _ => {
-            return Err((
-                format!("--remote runs: list, info [ZONE], boot ZONE, halt ZONE, reboot ZONE (got {:?}); use the REST API for the rest (docs/daemon.md)", words.join(" ")),
-                2,
-            ))
-        }
-    };
-    let a = request(dir, r, method, &path, None).map_err(|m| (m, 1))?;
+    let c = crate::remote_verbs::route(&words).map_err(|m| (m, 2))?;
+    let a = request(dir, r, c.method, &c.path, c.body.as_deref()).map_err(|m| (m, 1))?;
     if !(200..300).contains(&a.status) {
         return Err(failed(&a));
     }
     let v: serde_json::Value = serde_json::from_str(&a.body).unwrap_or_default();
-    if json {
-        println!("{v}");
-    } else if words == ["list"] {
-        println!("{:<24} {:<12} {:<6}", "NAME", "STATE", "KIND");
-        for z in v.as_array().into_iter().flatten() {
-            let f = |k: &str| z[k].as_str().unwrap_or("-").to_string();
-            println!(
-                "{:<24} {:<12} {:<6}",
-                f("name"),
-                f("state"),
-                z["kind"].as_str().unwrap_or("zone")
-            );
-        }
-    } else {
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
-    }
-    Ok(0)
+    Ok(crate::remote_verbs::print(&words, &c, &v, json))
 }
 
 #[cfg(test)]

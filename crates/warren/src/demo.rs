@@ -51,6 +51,14 @@ pub struct Report {
     pub total_s: f64,
 }
 
+/// The error of a demo stopped by `sig` after it removed what it made.
+pub fn stopped(sig: i32) -> crate::Error {
+    crate::Error::Relayed {
+        message: format!("demo: interrupted by signal {sig}; what it had made was removed"),
+        exit: crate::ExitCode::Failure,
+    }
+}
+
 /// Remove every zone the demo owns (leftovers of an interrupted run, or this run's).
 pub fn cleanup(ctx: &Context) -> Result<usize> {
     let mut n = 0;

@@ -112,3 +112,175 @@ fn bench_runs_as_an_operation_and_a_cancel_leaves_nothing_behind() {
     let e = d.json("POST", "/1.0/bench", Some(r#"{"zones":"5000"}"#), 400);
     assert_eq!(e["field"], "zones", "{e}");
 }
+
+/// The bench's zones (`warren-bench-*`) in this root.
+fn bench_zones(env: &Env) -> Vec<String> {
+    let list: Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+    list.as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|z| z["name"].as_str())
+        .filter(|n| n.starts_with("warren-bench-"))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn bench_metrics_runs_as_an_operation_and_stops_cleanly_on_cancel() {
+    let env = Env::new();
+    require_busybox();
+    let d = Daemon::start(&env, &[]);
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"metrics","zones":"2","scrapes":2}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    let step = &o["results"][0]["steps"][0];
+    assert_eq!(step["zones"], 2, "{o}");
+    assert!(step["warm_ms"]["median"].is_number(), "{o}");
+    assert!(
+        bench_zones(&env).is_empty(),
+        "a finished bench leaves no zone"
+    );
+    // Options of another kind are refused.
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"metrics","workload":"http"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "workload", "{e}");
+    let e = d.json("POST", "/1.0/bench", Some(r#"{"kind":"scale"}"#), 400);
+    assert_eq!(e["field"], "workload", "scale needs a workload: {e}");
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"metrics","scrapes":0}"#),
+        400,
+    );
+    assert_eq!(e["field"], "scrapes", "{e}");
+    // A larger one, cancelled while its zones boot: SIGTERM stops it after the zone in
+    // hand and its own guards remove its zones, so the cleanup after it finds none.
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"metrics","zones":"60","scrapes":2}"#),
+        202,
+    );
+    let url = op["operation"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(120), "the bench's progress", || {
+        d.json("GET", &url, None, 200)["progress"]["pos"]
+            .as_u64()
+            .is_some_and(|p| p >= 3)
+    });
+    d.json("DELETE", &url, None, 202);
+    wait_for(Duration::from_secs(120), "the cancelled bench", || {
+        d.json("GET", &url, None, 200)["status"] != "running"
+    });
+    let o = d.json("GET", &url, None, 200);
+    assert_eq!(o["status"], "cancelled", "{o}");
+    eprintln!("cancelled metrics bench: {o}");
+    assert_eq!(
+        o["results"][0]["zones_removed"], 0,
+        "the bench's own guards removed its zones on SIGTERM: {o}"
+    );
+    assert!(bench_zones(&env).is_empty(), "no bench zone is left");
+    assert_eq!(env.ok(&["template", "list", "--json"]).stdout.trim(), "[]");
+    let cg = cgroups_named(&env, "warren-bench-");
+    assert!(cg.is_empty(), "nor their cgroups: {cg:?}");
+}
+
+#[test]
+fn the_demo_runs_as_an_operation_and_a_cancel_removes_its_zones() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let demo_zones = |env: &Env| -> Vec<String> {
+        let list: Value = serde_json::from_str(&env.ok(&["list", "--json"]).stdout).unwrap();
+        list.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|z| z["name"].as_str())
+            .filter(|n| n.starts_with("warren-demo-"))
+            .map(String::from)
+            .collect()
+    };
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"1,2"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "zones", "{e}");
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"2"}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    assert_eq!(o["results"][0]["zones"], 2, "{o}");
+    assert!(demo_zones(&env).is_empty(), "the demo removed its zones");
+    // Cancelled while its zones are cloned: it stops after the zone in hand and
+    // removes what it made.
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"demo","zones":"60"}"#),
+        202,
+    );
+    let url = op["operation"].as_str().unwrap().to_string();
+    wait_for(Duration::from_secs(120), "the demo's progress", || {
+        d.json("GET", &url, None, 200)["progress"]["pos"]
+            .as_u64()
+            .is_some_and(|p| p >= 3)
+    });
+    d.json("DELETE", &url, None, 202);
+    wait_for(Duration::from_secs(120), "the cancelled demo", || {
+        d.json("GET", &url, None, 200)["status"] != "running"
+    });
+    let o = d.json("GET", &url, None, 200);
+    assert_eq!(o["status"], "cancelled", "{o}");
+    assert_eq!(
+        o["results"][0]["zones_removed"], 0,
+        "the demo removed its own zones on SIGTERM: {o}"
+    );
+    assert!(demo_zones(&env).is_empty(), "no demo zone is left");
+    let cg = cgroups_named(&env, "warren-demo-");
+    assert!(cg.is_empty(), "nor their cgroups: {cg:?}");
+}
+
+#[test]
+fn bench_snapshot_runs_as_an_operation() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"snapshot","repeat":0}"#),
+        400,
+    );
+    assert_eq!(e["field"], "repeat", "{e}");
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"snapshot","repeat":2,"data_mib":1}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(o["status"], "success", "{o}");
+    let r = &o["results"][0];
+    assert_eq!(
+        (r["repeat"].as_u64(), r["data_mib"].as_u64()),
+        (Some(2), Some(1)),
+        "{o}"
+    );
+    assert!(r["snapshot_ms_median"].is_number(), "{o}");
+    assert_eq!(
+        o["progress"]["phase"], "export and import",
+        "its last phase: {o}"
+    );
+}

@@ -218,11 +218,19 @@ fn schemathesis_finds_no_server_error() {
         .args(["--checks", "not_a_server_error"])
         // A stream that never ends; 501 by design until metrics are plugged in;
         // templates copied from host paths that fuzzing would invent; and the bench,
-        // which would boot real zones for minutes (tests/daemon_verbs.rs runs it).
+        // which would boot real zones for minutes (tests/daemon_verbs.rs runs it);
+        // swap enable/disable, which change the whole machine (swapon, vm.swappiness:
+        // tests/daemon_host.rs runs them, small and guarded); and the agent, which
+        // runs until cancelled, acting (halting, suspending) on zones behind the
+        // fuzzer's back with whatever config it invented (daemon_host.rs starts and
+        // cancels one).
         .args(["--exclude-operation-id", "events"])
         .args(["--exclude-operation-id", "metrics"])
         .args(["--exclude-operation-id", "createTemplate"])
         .args(["--exclude-operation-id", "bench"])
+        .args(["--exclude-operation-id", "swapEnable"])
+        .args(["--exclude-operation-id", "swapDisable"])
+        .args(["--exclude-operation-id", "agentRun"])
         .args(["--phases", "examples,coverage,fuzzing"])
         .args([
             "--max-examples",

@@ -433,3 +433,84 @@ fn the_dashboard_and_its_terminal_work_over_tls_for_a_read_write_certificate_onl
     assert!(code != 0 && !out.contains("HTTP/1.1"), "{out}");
     env.ok(&["halt", "tt1"]);
 }
+
+#[test]
+fn suspend_snapshots_stat_config_and_exec_work_remotely() {
+    require_busybox();
+    let env = Env::new();
+    env.ok(&["template", "create", "bb", "--busybox"]);
+    env.ok(&["create", "tz2", "--template", "bb"]);
+    env.ok(&["install", "tz2"]);
+    let s = start(&env);
+    let t = token(&env, &["--name", "ops"]);
+    let me = cfg(&env, "ops");
+    client(&env, &me, &["remote", "add", "srv", &s.url, "--token", &t]).ok();
+    let remote = |args: &[&str]| {
+        let mut a = vec!["--remote", "srv"];
+        a.extend_from_slice(args);
+        client(&env, &me, &a)
+    };
+    remote(&["boot", "tz2"]).ok();
+    // exec: the command's output, and its exit code as the client's.
+    let x = remote(&[
+        "exec",
+        "tz2",
+        "--",
+        "sh",
+        "-c",
+        "echo hi; echo oops >&2; exit 3",
+    ]);
+    assert_eq!(
+        (x.code, x.stdout.as_str(), x.stderr.as_str()),
+        (3, "hi\n", "oops\n")
+    );
+    // A --json after the `--` is the command's; one before the verb is the client's.
+    let x = client(
+        &env,
+        &me,
+        &[
+            "--json", "--remote", "srv", "exec", "tz2", "--", "echo", "--json",
+        ],
+    )
+    .ok();
+    let v: serde_json::Value = serde_json::from_str(&x.stdout).unwrap();
+    assert_eq!(v["stdout"], "--json\n", "{v}");
+    // config set / get / unset, seen by the server's CLI.
+    remote(&["config", "set", "tz2", "max-processes=77"]).ok();
+    let g = remote(&["config", "get", "tz2", "max-processes"]).ok();
+    assert!(g.stdout.contains("77"), "{}", g.stdout);
+    assert!(
+        env.ok(&["config", "show", "tz2"]).stdout.contains("77"),
+        "the server sees the remote config set"
+    );
+    remote(&["config", "unset", "tz2", "max-processes"]).ok();
+    assert!(!env.ok(&["config", "show", "tz2"]).stdout.contains("77"));
+    // stat of one zone.
+    let st = client(&env, &me, &["--json", "--remote", "srv", "stat", "tz2"]).ok();
+    assert!(st.stdout.contains("tz2"), "{}", st.stdout);
+    // suspend and resume.
+    remote(&["suspend", "tz2"]).ok();
+    assert_eq!(env.state("tz2"), "suspended");
+    remote(&["resume", "tz2"]).ok();
+    assert_eq!(env.state("tz2"), "running");
+    // snapshots: create, list, restore (halted), delete.
+    remote(&["snapshot", "create", "tz2", "s1"]).ok();
+    let l = client(
+        &env,
+        &me,
+        &["--json", "--remote", "srv", "snapshot", "list", "tz2"],
+    )
+    .ok();
+    let v: serde_json::Value = serde_json::from_str(&l.stdout).unwrap();
+    assert_eq!(v[0]["name"], "s1", "{v}");
+    remote(&["halt", "tz2"]).ok();
+    remote(&["snapshot", "restore", "tz2", "s1"]).ok();
+    remote(&["snapshot", "delete", "tz2", "s1"]).ok();
+    remote(&["snapshot", "restore", "tz2", "s1"]).fails(3, "s1");
+    assert_eq!(
+        env.ok(&["snapshot", "list", "tz2", "--json"]).stdout.trim(),
+        "[]"
+    );
+    // A verb --remote does not run is refused, naming those it does.
+    remote(&["clone", "tz2", "tz3"]).fails(2, "--remote runs");
+}

@@ -1,5 +1,6 @@
-//! `POST /1.0/bench`: `warren bench density` as an operation. The bench runs in a
-//! helper process (the bench boots zones, so it needs a single-threaded process, as
+//! `POST /1.0/bench`: `warren bench density`, `bench metrics` (`"kind"`) as an
+//! operation; `bench scale` runs as the CLI beside the daemon ([`super::bench_cli`]).
+//! The bench runs in a helper process (the bench boots zones, so it needs a single-threaded process, as
 //! every changing verb: [`crate::helper`]); the helper writes its progress as lines
 //! (`{"progress":{"phase","pos","len"}}`) that the operation shows, then the results
 //! (`results.json`'s object) that become the operation's result.
@@ -44,12 +45,44 @@ enum BenchTemplate {
     Busybox,
 }
 
+/// Which bench (`warren bench KIND`).
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+enum Kind {
+    #[default]
+    Density,
+    Metrics,
+    Scale,
+    /// `warren demo`: `zones` is one count.
+    Demo,
+    /// `bench snapshot`: `repeat` and `data_mib`.
+    Snapshot,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct BenchBody {
+pub(super) struct BenchBody {
+    #[serde(default)]
+    kind: Kind,
     /// The steps, as `--zones`: "1,10,100".
     #[serde(default = "default_zones")]
-    zones: String,
+    pub(super) zones: String,
+    /// metrics: warm scrapes timed per step (`--scrapes`).
+    #[serde(default = "default_scrapes")]
+    scrapes: usize,
+    /// scale: the workload, pgbench or http (`--workload`).
+    pub(super) workload: Option<String>,
+    /// scale: seconds each step's workload runs (`--duration`).
+    pub(super) duration_s: Option<u64>,
+    /// snapshot: snapshots and restores timed (`--repeat`).
+    #[serde(default = "default_repeat")]
+    repeat: usize,
+    /// snapshot: MiB of private data in the exported zone (`--data-mib`).
+    #[serde(default = "default_data_mib")]
+    data_mib: u64,
+    /// demo: the zones' network, none or bridge (`--net`).
+    #[serde(default)]
+    net: Option<String>,
     /// The template zones are made from (`--template`).
     #[serde(default = "default_template")]
     template: BenchTemplate,
@@ -57,11 +90,23 @@ struct BenchBody {
     #[serde(default = "default_idle")]
     idle_s: f64,
     /// Also write results.json, report.md and the charts into this directory (`--out`).
-    out: Option<PathBuf>,
+    pub(super) out: Option<PathBuf>,
 }
 
 fn default_zones() -> String {
     "1,10,100".into()
+}
+
+fn default_repeat() -> usize {
+    20
+}
+
+fn default_data_mib() -> u64 {
+    100
+}
+
+fn default_scrapes() -> usize {
+    20
 }
 
 fn default_template() -> BenchTemplate {
@@ -114,11 +159,85 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
             "a bench is already running (its zones' names are fixed, so one runs at a time); wait for it or cancel it (GET /1.0/operations)",
         ));
     }
-    let verb = Verb::Bench {
-        steps,
-        busybox: b.template == BenchTemplate::Busybox,
-        idle_ms: (b.idle_s * 1000.0) as u64,
-        out: b.out,
+    if !(1..=1000).contains(&b.scrapes) {
+        return Err(ApiError::invalid(
+            "scrapes",
+            format!("scrapes {}: give 1 to 1000, e.g. 20", b.scrapes),
+        ));
+    }
+    if b.kind != Kind::Demo && b.net.is_some() {
+        return Err(ApiError::invalid(
+            "net",
+            "\"net\" belongs to \"kind\": \"demo\"; drop it or set that kind",
+        ));
+    }
+    if b.kind != Kind::Scale && (b.workload.is_some() || b.duration_s.is_some()) {
+        return Err(ApiError::invalid(
+            "workload",
+            "\"workload\" and \"duration_s\" belong to \"kind\": \"scale\"; drop them or set that kind",
+        ));
+    }
+    let verb = match b.kind {
+        Kind::Density => Verb::Bench {
+            steps,
+            busybox: b.template == BenchTemplate::Busybox,
+            idle_ms: (b.idle_s * 1000.0) as u64,
+            out: b.out,
+        },
+        Kind::Demo => {
+            let [zones] = steps[..] else {
+                return Err(ApiError::invalid(
+                    "zones",
+                    format!(
+                        "zones {:?}: a demo takes one count of zones, e.g. \"100\"",
+                        b.zones
+                    ),
+                ));
+            };
+            let bridge = match b.net.as_deref() {
+                None | Some("none") => false,
+                Some("bridge") => true,
+                Some(other) => {
+                    return Err(ApiError::invalid(
+                        "net",
+                        format!("net {other:?}: give none or bridge"),
+                    ))
+                }
+            };
+            Verb::Demo { zones, bridge }
+        }
+        Kind::Snapshot => {
+            if !(1..=1000).contains(&b.repeat) || !(1..=4096).contains(&b.data_mib) {
+                return Err(ApiError::invalid(
+                    "repeat",
+                    format!(
+                        "repeat {} and data_mib {}: give repeat 1 to 1000 and data_mib 1 to 4096, e.g. 20 and 100",
+                        b.repeat, b.data_mib
+                    ),
+                ));
+            }
+            Verb::BenchSnapshot {
+                repeat: b.repeat,
+                data_mib: b.data_mib,
+            }
+        }
+        Kind::Metrics => Verb::BenchMetrics {
+            steps,
+            scrapes: b.scrapes,
+            out: b.out,
+        },
+        Kind::Scale => {
+            let args = super::bench_cli::scale_args(&b)?;
+            let id = app.ops.start("bench", 1);
+            let task_id = id.clone();
+            tokio::spawn(async move {
+                if app.ops.begin_zone(&task_id, "bench") {
+                    super::bench_cli::run(&app, &task_id, &args).await;
+                }
+                app.ops.finish(&task_id);
+            });
+            return Ok(super::operations::accepted(&id));
+        }
     };
     let id = app.ops.start("bench", 1);
     let task_id = id.clone();
@@ -136,7 +255,7 @@ const GRACE: Duration = Duration::from_secs(60);
 
 /// Stop the bench helper: SIGTERM (it ends after its current step, its guards
 /// cleaning up), then SIGKILL if it has not ended within [`GRACE`].
-async fn stop(child: &mut tokio::process::Child, pid: u32) {
+pub(super) async fn stop(child: &mut tokio::process::Child, pid: u32) {
     if let Ok(p) = i32::try_from(pid) {
         let _ = warren_sys::proc::kill(p, warren_sys::libc::SIGTERM);
     }

@@ -38,13 +38,16 @@ struct FileQuery {
     uid: Option<u32>,
     gid: Option<u32>,
     mode: Option<String>,
+    /// A tree as a tar stream (`warren cp -r`): [`super::files_tree`].
+    #[serde(default)]
+    recursive: bool,
 }
 
 /// A spool file in the state root, removed when dropped.
-struct Spool(PathBuf);
+pub(super) struct Spool(pub(super) PathBuf);
 
 impl Spool {
-    fn new(root: &std::path::Path) -> Spool {
+    pub(super) fn new(root: &std::path::Path) -> Spool {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         Spool(root.join(format!(
             ".files-{}-{}",
@@ -81,7 +84,7 @@ fn in_zone(z: &str, q: &FileQuery) -> ApiResult<String> {
 }
 
 /// Run `warren cp ARGS`; a failure is the CLI's error, naming the zone.
-async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
+pub(super) async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
     let mut all = vec!["--json".to_string(), "cp".into()];
     all.extend(args);
     let out = app.cli(&all, Duration::from_secs(300)).await?;
@@ -99,6 +102,18 @@ async fn cp(app: &Shared, z: &str, args: Vec<String>) -> ApiResult<Value> {
     Ok(serde_json::from_slice(&out.stdout).unwrap_or(Value::Null))
 }
 
+/// Write a new 0600 file (a spool): never an existing one.
+pub(super) fn write_private(path: &std::path::Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(path)?;
+    f.write_all(data)
+}
+
 async fn read(
     State(app): State<Shared>,
     Path(z): Path<String>,
@@ -106,6 +121,9 @@ async fn read(
 ) -> ApiResult<Response> {
     checked(&z)?;
     let src = in_zone(&z, &q)?;
+    if q.recursive {
+        return super::files_tree::read(&app, &z, &q.path, src).await;
+    }
     let spool = Spool::new(&app.root);
     cp(&app, &z, vec![src, spool.0.display().to_string()]).await?;
     let path = spool.0.clone();
@@ -158,29 +176,27 @@ async fn write(
             return Err(e);
         }
     }
-    let spool = Spool::new(&app.root);
-    let path = spool.0.clone();
-    tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
-        f.write_all(&body)
-    })
-    .await
-    .map_err(|e| ApiError::new(500, "system", format!("the file's writer failed: {e}")))?
-    .map_err(|e| ApiError::new(500, "system", format!("spooling the file: {e}")))?;
-    let mut args = vec![spool.0.display().to_string(), dst];
+    let mut stamp = Vec::new();
     for (flag, v) in [("--uid", q.uid), ("--gid", q.gid)] {
         if let Some(v) = v {
-            args.extend([flag.to_string(), v.to_string()]);
+            stamp.extend([flag.to_string(), v.to_string()]);
         }
     }
     if let Some(m) = q.mode {
-        args.extend(["--mode".to_string(), m]);
+        stamp.extend(["--mode".to_string(), m]);
     }
+    if q.recursive {
+        return Ok(Json(
+            super::files_tree::write(&app, &z, dst, stamp, body).await?,
+        ));
+    }
+    let spool = Spool::new(&app.root);
+    let path = spool.0.clone();
+    tokio::task::spawn_blocking(move || write_private(&path, &body))
+        .await
+        .map_err(|e| ApiError::new(500, "system", format!("the file's writer failed: {e}")))?
+        .map_err(|e| ApiError::new(500, "system", format!("spooling the file: {e}")))?;
+    let mut args = vec![spool.0.display().to_string(), dst];
+    args.extend(stamp);
     Ok(Json(cp(&app, &z, args).await?))
 }

@@ -1,5 +1,5 @@
-//! `/1.0/templates`, `/1.0/info`, `/1.0/stat`, `/1.0/memstat`, `/1.0/doctor`,
-//! `/1.0/agent`, `/1.0/swap` and `/metrics`: the host-wide reading verbs (and the
+//! `/1.0/templates`, `/1.0/info`, `/1.0/stat`, `/1.0/memstat`, `/1.0/doctor`
+//! and `/metrics`: the host-wide reading verbs (and the
 //! template verbs, which change state through the helper).
 
 use std::path::PathBuf;
@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::Body;
 use crate::error::{ApiError, ApiResult};
@@ -29,8 +29,6 @@ pub fn routes() -> Router<Shared> {
         .route("/1.0/stat", get(stat))
         .route("/1.0/memstat", get(memstat))
         .route("/1.0/doctor", get(doctor))
-        .route("/1.0/agent", get(agent))
-        .route("/1.0/swap", get(swap))
 }
 
 fn value<T: serde::Serialize>(v: T) -> Json<Value> {
@@ -165,13 +163,6 @@ async fn memstat(State(app): State<Shared>) -> ApiResult<Json<Value>> {
     Ok(value(app.read(warren::stat::memstat::memstat).await?))
 }
 
-async fn swap(State(app): State<Shared>) -> ApiResult<Json<Value>> {
-    Ok(value(
-        app.read(|ctx| warren::swap::status(&ctx.layout, &ctx.host.proc))
-            .await?,
-    ))
-}
-
 #[derive(Deserialize)]
 struct DoctorQuery {
     /// The density to check the host for (`warren doctor --zones`).
@@ -190,26 +181,6 @@ async fn doctor(State(app): State<Shared>, Query(q): Query<DoctorQuery>) -> ApiR
         Ok(v) if out.code == 0 || out.code == 1 => Ok(Json(v)),
         _ => Err(cli_error(out.code, &out.stderr, None)),
     }
-}
-
-/// The agent: its default policy and the decisions it recorded in the journal.
-async fn agent(State(app): State<Shared>) -> ApiResult<Json<Value>> {
-    let events = app
-        .read(|ctx| {
-            warren::journal::read(
-                &ctx.layout,
-                &warren::journal::Filter {
-                    kind: Some(warren::journal::EventType::Agent),
-                    since_ms: None,
-                },
-            )
-        })
-        .await?;
-    let recent: Vec<_> = events.iter().rev().take(100).rev().collect();
-    Ok(Json(json!({
-        "defaults": warren::agent::AgentConfig::defaults(),
-        "events": recent,
-    })))
 }
 
 /// Prometheus exposition, from the renderer plugged into the router; 501 without one.

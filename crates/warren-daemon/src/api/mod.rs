@@ -3,13 +3,17 @@
 //! document is checked against ([`ROUTES`]), and [`read_whole_body`], which reads every
 //! request's body before it is routed.
 
+mod agent;
 mod archives;
 mod bench;
+mod bench_cli;
 mod files;
+mod files_tree;
 mod host;
 mod operations;
 mod profiles;
 mod snapshots;
+mod swap;
 mod zones;
 
 use axum::extract::rejection::JsonRejection;
@@ -82,7 +86,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("get", "/1.0/memstat"),
     ("get", "/1.0/doctor"),
     ("get", "/1.0/agent"),
+    ("post", "/1.0/agent"),
     ("get", "/1.0/swap"),
+    ("post", "/1.0/swap"),
+    ("delete", "/1.0/swap"),
     ("get", "/1.0/events"),
     ("get", "/1.0/operations"),
     ("post", "/1.0/operations"),
@@ -247,6 +254,8 @@ pub fn router(app: Shared) -> Router {
         .merge(bench::routes())
         .merge(profiles::routes())
         .merge(files::routes())
+        .merge(swap::routes())
+        .merge(agent::routes())
         .route(
             "/1.0/operations",
             get(operations::list).post(operations::start),

@@ -56,6 +56,13 @@
 //! Zones with `suspend-after` are suspended once idle that long ([`idle`]), pressure
 //! or not, read every `idle-scan-s`.
 //!
+//! One agent runs per state root: it holds the root's agent lock
+//! (`locks/agent-agent.lock`, [`lock_path`]) while it runs, and a second one (CLI or
+//! the daemon's agent operation) is refused, naming the holder. SIGINT, SIGTERM and
+//! SIGHUP are blocked while it runs and taken between ticks ([`stop_signal`]): the
+//! agent ends after the action in hand (never in the middle of a halt), logs
+//! `{"agent":"stopped"}`, and exits 0.
+//!
 //! What it does not do: limit a zone (that is `memory.max`), or page a zone out
 //! (the kernel does that, guided by `memory.request` as soft limit / memory.low).
 
@@ -73,7 +80,7 @@ use std::time::{Duration, Instant};
 pub use config::AgentConfig;
 use decide::{Policy, Track, ZoneView};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, IoContext, Result};
 use crate::state::ZoneState;
 use crate::zone::{self, Context};
 
@@ -163,11 +170,99 @@ fn log(json: bool, value: serde_json::Value, text: String) {
     }
 }
 
-/// `warren agent`: run until killed (or, with `once`, for one window).
+/// The lock file an agent holds while it runs on this root.
+pub fn lock_path(ctx: &Context) -> PathBuf {
+    ctx.layout.lock_file("agent", "agent")
+}
+
+/// Take this root's agent lock, or refuse naming the agent that holds it.
+fn one_agent(ctx: &Context) -> Result<crate::lock::Lock> {
+    let path = lock_path(ctx);
+    crate::lock::try_exclusive_path(&path)?.ok_or_else(|| Error::Relayed {
+        message: format!(
+            "another agent is running on the state root {} ({}); one agent runs per root: stop that one first (Ctrl-C, or cancel its operation in the daemon: GET /1.0/operations)",
+            ctx.layout.root().display(),
+            crate::lock::describe(&crate::lock::holders(&ctx.host.proc, &path))
+        ),
+        exit: crate::ExitCode::Conflict,
+    })
+}
+
+/// Refuse, naming the holder, when an agent already runs on this root (a command about
+/// to start its own agent, e.g. `bench scale --agent`, asks first: the agent it starts
+/// would be refused, its error unseen).
+pub fn none_running(ctx: &Context) -> Result<()> {
+    one_agent(ctx).map(drop)
+}
+
+/// Set by a daemon that runs the agent as an operation: its pid. The agent then asks
+/// for SIGTERM when that parent dies (`PR_SET_PDEATHSIG`), so a daemon killed outright
+/// does not leave its agent running; the signal is taken between ticks like any stop.
+pub const PARENT_ENV: &str = "WARREN_AGENT_PARENT_PID";
+
+fn stop_with_parent() -> Result<()> {
+    let Some(parent) = std::env::var(PARENT_ENV)
+        .ok()
+        .and_then(|p| p.parse::<i32>().ok())
+    else {
+        return Ok(());
+    };
+    warren_sys::proc::set_pdeathsig(warren_sys::libc::SIGTERM)
+        .ctx(|| "asking for SIGTERM when the daemon that started the agent dies".into())?;
+    if warren_sys::proc::getppid() != parent {
+        return Err(Error::Relayed {
+            message: format!(
+                "agent: the daemon that started it (pid {parent}) is gone; start the agent again"
+            ),
+            exit: crate::ExitCode::Failure,
+        });
+    }
+    Ok(())
+}
+
+/// A stop signal taken (they are blocked while the agent runs), if one came.
+fn stop_signal() -> Option<i32> {
+    warren_sys::signal::take(&crate::bench::interrupt::STOP)
+}
+
+/// Sleep `d`, waking early for a stop signal (which is returned).
+fn sleep_or_stop(d: Duration) -> Option<i32> {
+    let end = Instant::now() + d;
+    loop {
+        if let Some(sig) = stop_signal() {
+            return Some(sig);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        std::thread::sleep(left.min(Duration::from_millis(50)));
+    }
+}
+
+/// `warren agent`: run until stopped by a signal (or, with `once`, for one window).
 pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
     if !o.dry_run {
         ctx.require_root()?;
     }
+    let _lock = one_agent(ctx)?;
+    let mask = warren_sys::signal::block(&crate::bench::interrupt::STOP)
+        .ctx(|| "blocking SIGINT, SIGTERM and SIGHUP".into())?;
+    stop_with_parent()?;
+    let r = watch_loop(ctx, cfg, o);
+    let _ = warren_sys::signal::restore(&mask);
+    if let Ok(Some(sig)) = r {
+        log(
+            o.json,
+            serde_json::json!({"agent": "stopped", "signal": sig}),
+            format!("agent: stopped by signal {sig}"),
+        );
+    }
+    r.map(drop)
+}
+
+/// The agent's loop; `Some(signal)` when a stop signal ended it.
+fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option<i32>> {
     let watch = watched_dir(ctx, cfg)?;
     let interval = Duration::from_millis(cfg.interval_ms);
     let th = cfg.thresholds();
@@ -342,7 +437,7 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             }
             last_action = Some(now);
             if o.once {
-                return Ok(());
+                return Ok(None);
             }
         }
         // Restart evicted zones once the pressure has been gone long enough.
@@ -382,9 +477,11 @@ pub fn run(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<()> {
             idle_scan(ctx, o, &mut idle, &s)?;
         }
         if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
-            return Ok(());
+            return Ok(None);
         }
-        std::thread::sleep(interval.saturating_sub(tick.elapsed()));
+        if let Some(sig) = sleep_or_stop(interval.saturating_sub(tick.elapsed())) {
+            return Ok(Some(sig));
+        }
     }
 }
 

@@ -119,6 +119,15 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     })
 }
 
+/// A stop signal taken by the progress (`bench::interrupt`) ends the step with an
+/// error: the step's zones and the bench's template are removed by their guards.
+fn stop_if_asked(progress: &mut dyn Progress) -> Result<()> {
+    match progress.interrupted() {
+        Some(sig) => Err(super::interrupt::stopped(sig)),
+        None => Ok(()),
+    }
+}
+
 fn step(
     ctx: &Context,
     template: &str,
@@ -139,6 +148,7 @@ fn step(
         zones.create(i)?;
         zones.start(i)?;
         progress.step();
+        stop_if_asked(progress)?;
     }
     progress.phase(&format!("N={n} scrape"), scrapes as u64 + 1);
     let opts = ScrapeOptions {
@@ -158,6 +168,7 @@ fn step(
         kept.render(ctx, Format::OpenMetrics)?;
         warm.push(measure::ms(t.elapsed()));
         progress.step();
+        stop_if_asked(progress)?;
     }
     let loadavg = std::fs::read_to_string(ctx.host.proc.join("loadavg"))
         .map(|s| s.trim().to_string())

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use crate::error::{IoContext, Result};
 use crate::layout::{HostPaths, Layout};
+use crate::measure::Progress;
 use crate::storage::template::Source;
 use crate::zone::{self, Context};
 
@@ -75,8 +76,18 @@ fn ms(t: Instant) -> f64 {
     t.elapsed().as_secs_f64() * 1e3
 }
 
-/// Run the measurements.
-pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
+/// A stop signal taken by the progress (`bench::interrupt`) ends the bench with an
+/// error; the scratch roots go with their guard.
+fn go_on(progress: &mut dyn Progress) -> Result<()> {
+    match progress.interrupted() {
+        Some(sig) => Err(super::interrupt::stopped(sig)),
+        None => Ok(()),
+    }
+}
+
+/// Run the measurements, showing them on `progress` and stopping between them when it
+/// reports a stop signal.
+pub fn run(repeat: usize, data_mib: u64, progress: &mut dyn Progress) -> Result<SnapshotBench> {
     if repeat == 0 || data_mib == 0 {
         return Err(crate::error::Error::Invalid(
             "bench snapshot: --repeat and --data-mib must be at least 1, e.g. --repeat 20 --data-mib 100".into(),
@@ -107,18 +118,25 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
         .unwrap_or_default();
     let mut snaps = Vec::new();
     let mut size = 0;
+    progress.phase("snapshot", repeat as u64);
     for i in 0..repeat {
         let t = Instant::now();
         let s = zone::snapshot::create(a, "snap", Some(&format!("s{i}")))?;
         snaps.push(ms(t));
         size = s.size_bytes;
+        progress.step();
+        go_on(progress)?;
     }
     let mut restores = Vec::new();
+    progress.phase("restore", repeat as u64);
     for _ in 0..repeat {
         let t = Instant::now();
         zone::snapshot::restore(a, "snap", "s0")?;
         restores.push(ms(t));
+        progress.step();
+        go_on(progress)?;
     }
+    progress.phase("export and import", data_mib + 2);
     // The private data: incompressible bytes (xorshift), written into the layer.
     zone::create(a, "data", None, None, &[])?;
     zone::install(a, "data")?;
@@ -138,6 +156,8 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
         }
         f.write_all(&buf)
             .ctx(|| "writing the bench's data".to_string())?;
+        progress.step();
+        go_on(progress)?;
     }
     f.sync_all()
         .ctx(|| "syncing the bench's data".to_string())?;
@@ -146,9 +166,13 @@ pub fn run(repeat: usize, data_mib: u64) -> Result<SnapshotBench> {
     let t = Instant::now();
     let ex = zone::archive::export(a, "data", &file, false, None)?;
     let export_ms = ms(t);
+    progress.step();
+    go_on(progress)?;
     let t = Instant::now();
     zone::archive::import(&roots.ctxs[1], &file, None, false)?;
     let import_ms = ms(t);
+    progress.step();
+    progress.done();
     let (snapshot_ms_median, snapshot_ms_max) = median_max(snaps);
     let (restore_ms_median, restore_ms_max) = median_max(restores);
     Ok(SnapshotBench {

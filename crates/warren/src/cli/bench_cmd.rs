@@ -126,7 +126,14 @@ pub(super) fn metrics_bench(
         PathBuf::from(d)
     });
     let mut bars = output::Bars::new(json);
-    let results = bench::metrics::run(ctx, &opts, &mut bars)?;
+    // SIGINT/SIGTERM/SIGHUP stop it between zones and scrapes, its guards cleaning up.
+    let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+    let results = bench::metrics::run(ctx, &opts, &mut progress);
+    if let Some(sig) = progress.signal() {
+        return Err(bench::interrupt::stopped(sig));
+    }
+    drop(progress);
+    let results = results?;
     bench::metrics::write(&dir, &results)?;
     if json {
         output::json(&results);

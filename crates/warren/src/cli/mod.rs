@@ -506,7 +506,15 @@ fn run(cli: Cli) -> Result<i32> {
             }
             let mut bars = output::Bars::new(json);
             let jobs = pipeline.jobs(&ctx);
-            let report = demo::run(&ctx, zones, jobs, net == "bridge", &mut bars)?;
+            // SIGINT/SIGTERM/SIGHUP stop it after the zone in hand; it then removes
+            // what it made, as after any failure.
+            let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+            let report = demo::run(&ctx, zones, jobs, net == "bridge", &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(demo::stopped(sig));
+            }
+            drop(progress);
+            let report = report?;
             if json {
                 output::json(&report);
             } else {
@@ -634,7 +642,16 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Snapshot(c) => snapshot_cmd::snapshot_cmd(&ctx, json, c)?,
         Command::Bench(BenchCmd::Snapshot { repeat, data_mib }) => {
             ctx.require_root()?;
-            let r = bench::snapshot::run(repeat, data_mib)?;
+            let mut bars = output::Bars::new(json);
+            // SIGINT/SIGTERM/SIGHUP stop it between measurements, its scratch roots
+            // removed by their guard.
+            let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+            let r = bench::snapshot::run(repeat, data_mib, &mut progress);
+            if let Some(sig) = progress.signal() {
+                return Err(bench::interrupt::stopped(sig));
+            }
+            drop(progress);
+            let r = r?;
             if json {
                 output::json(&r);
             } else {
@@ -689,12 +706,18 @@ fn remote_args(argv: &[String]) -> Option<(Vec<String>, Option<String>)> {
         None if rest.first().is_some_and(|w| w == "remote") => vec![rest.remove(0)],
         None => return None,
     };
-    let takes_json = out.len() == 3
+    let call = out.len() == 3;
+    let takes_json = call
         || rest
             .first()
             .is_some_and(|v| ["list", "trust-token", "trust-list"].contains(&v.as_str()));
+    // A remote call takes it before the verb: what follows an exec's `--` is the
+    // command's own.
+    if json && call {
+        out.push("--json".into());
+    }
     out.extend(rest);
-    if json && takes_json {
+    if json && takes_json && !call {
         out.push("--json".into());
     }
     Some((out, root))
@@ -751,7 +774,11 @@ mod remote_args_tests {
         );
         assert_eq!(
             remote_args(&v("warren --remote srv list --json")),
-            some("remote call srv list --json", None)
+            some("remote call srv --json list", None)
+        );
+        assert_eq!(
+            remote_args(&v("warren --json --remote srv exec z -- ls --json")),
+            some("remote call srv --json exec z -- ls --json", None)
         );
         assert_eq!(
             remote_args(&v("warren boot z1 --remote=srv")),

@@ -95,10 +95,14 @@ pub(super) fn start_agent(
     scratch: &Path,
     policy: AgentPolicy,
 ) -> Result<AgentChild> {
+    crate::agent::none_running(ctx)?;
     let cfg = scratch.join("agent.toml");
     std::fs::write(&cfg, agent_config(policy)).ctx(|| format!("writing {}", cfg.display()))?;
     let log = scratch.join("agent.log");
     let f = File::create(&log).ctx(|| format!("creating {}", log.display()))?;
+    let errors = f
+        .try_clone()
+        .ctx(|| format!("opening {} for the agent's errors", log.display()))?;
     let exe = std::env::current_exe().ctx(|| "finding the warren binary".to_string())?;
     let child = Command::new(exe)
         .env("WARREN_ROOT", ctx.layout.root())
@@ -107,7 +111,7 @@ pub(super) fn start_agent(
         .arg(&cfg)
         .stdin(Stdio::null())
         .stdout(f)
-        .stderr(Stdio::null())
+        .stderr(errors)
         .spawn()
         .ctx(|| "--agent: starting warren agent".to_string())?;
     Ok(AgentChild(child))

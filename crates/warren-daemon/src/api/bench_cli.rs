@@ -1,0 +1,141 @@
+//! `POST /1.0/bench` with `"kind": "scale"`: `warren bench scale` run as the CLI beside
+//! the daemon (`warren --json bench scale ...`), so that it is the CLI's bench in every
+//! way, its own signal handling included (`bench/scale/guards.rs`). Its results object
+//! (what `--json` prints) becomes the operation's result; it shows no step progress.
+//!
+//! A cancel sends the CLI SIGTERM, by its pid, and relies on the CLI's own cleanup;
+//! one that has not ended within [`super::bench`]'s grace is killed, and the helper
+//! then removes whatever is left (`warren-bench-*` zones and templates, the bench's
+//! scratch directory), as for the other kinds.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+use super::bench::BenchBody;
+use crate::error::{ApiError, ApiResult};
+use crate::helper::Verb;
+use crate::state::{cli_error, Shared};
+
+/// The longest workload run the API starts per step (seconds).
+const MAX_DURATION_S: u64 = 3600;
+
+/// `bench scale`'s arguments from the body (the CLI checks the rest).
+pub(super) fn scale_args(b: &BenchBody) -> ApiResult<Vec<String>> {
+    let workload = b.workload.as_deref().ok_or_else(|| {
+        ApiError::invalid(
+            "workload",
+            "\"kind\": \"scale\" needs \"workload\": pgbench or http",
+        )
+    })?;
+    if !matches!(workload, "pgbench" | "http") {
+        return Err(ApiError::invalid(
+            "workload",
+            format!("workload {workload:?}: give pgbench or http"),
+        ));
+    }
+    let mut args: Vec<String> = [
+        "--json",
+        "bench",
+        "scale",
+        "--workload",
+        workload,
+        "--zones",
+        &b.zones,
+    ]
+    .map(String::from)
+    .to_vec();
+    if let Some(d) = b.duration_s {
+        if !(1..=MAX_DURATION_S).contains(&d) {
+            return Err(ApiError::invalid(
+                "duration_s",
+                format!("duration_s {d}: give 1 to {MAX_DURATION_S} seconds, e.g. 30"),
+            ));
+        }
+        args.extend(["--duration".into(), d.to_string()]);
+    }
+    if let Some(out) = &b.out {
+        if !out.is_absolute() {
+            return Err(ApiError::invalid(
+                "out",
+                format!(
+                    "out {:?} is relative; give an absolute directory on the daemon's host",
+                    out.display().to_string()
+                ),
+            ));
+        }
+        args.extend(["--out".into(), out.display().to_string()]);
+    }
+    Ok(args)
+}
+
+/// Run the CLI's bench for operation `id`, its results at the end, or on cancel the
+/// stop and the cleanup.
+pub(super) async fn run(app: &Shared, id: &str, args: &[String]) {
+    let mut child = match tokio::process::Command::new(&app.cli_exe)
+        .arg("--root")
+        .arg(&app.root)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => {
+            return app.ops.finish_zone(
+                id,
+                Err(ApiError::new(
+                    500,
+                    "system",
+                    format!(
+                    "could not start the bench ({}: {e}); install the warren CLI beside the daemon",
+                    app.cli_exe.display()
+                ),
+                )),
+            )
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let reader = tokio::spawn(async move {
+        let (mut o, mut e) = (Vec::new(), Vec::new());
+        let (mut out, mut err) = ((&mut out).take(64 << 20), (&mut err).take(64 << 10));
+        let _ = tokio::join!(out.read_to_end(&mut o), err.read_to_end(&mut e));
+        (o, e)
+    });
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    let status = loop {
+        tokio::select! {
+            s = child.wait() => break s,
+            _ = tick.tick() => {
+                if app.ops.cancelling(id) {
+                    super::bench::stop(&mut child, pid).await;
+                    let cleanup = app.verb(Verb::BenchCleanup { pid }).await;
+                    reader.abort();
+                    return app.ops.stopped(id, cleanup);
+                }
+            }
+        }
+    };
+    let (stdout, stderr) = reader.await.unwrap_or_default();
+    let r = match status.ok().and_then(|s| s.code()) {
+        Some(0) => serde_json::from_slice::<Value>(&stdout).map_err(|e| {
+            ApiError::new(
+                500,
+                "system",
+                format!("the bench's output is not its results ({e}); see the daemon's log"),
+            )
+        }),
+        Some(c) => Err(cli_error(c, &stderr, None)),
+        None => Err(ApiError::new(
+            500,
+            "system",
+            format!("the bench (pid {pid}) was killed by a signal; see the daemon's log"),
+        )),
+    };
+    app.ops.finish_zone(id, r);
+}
