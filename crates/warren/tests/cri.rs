@@ -1,7 +1,9 @@
 //! Kubernetes at the CRI level: the gRPC calls a kubelet makes, sent to a private
 //! containerd 1.6 with its CRI plugin (tests/common/cri.rs), against RuntimeClass
-//! handler `warren` (the runc v2 shim with BinaryName = warren-oci) and handler `runc`
-//! side by side, with the same assertions. The client is the Kubernetes project's
+//! handler `warren` (the runc v2 shim with BinaryName = warren-oci), handler
+//! `warren-shim` (warren's own shim, `containerd-shim-warren-v1`, built by `cargo
+//! build -p containerd-shim-warren` beside the warren under test, or
+//! `$WARREN_SHIM_BINARY`) and handler `runc` side by side, with the same assertions. The client is the Kubernetes project's
 //! generated CRI stubs (PyPI container-runtime-interface-api) over grpcio.
 //!
 //! Covered: RunPodSandbox (host network, and a pod network namespace with an address
@@ -292,6 +294,15 @@ fn cri_pod_lifecycle_with_warren() {
     pod_network(&mut cri, "warren");
 }
 
+/// warren's own shim (`containerd-shim-warren-v1`, one per pod): the same assertions.
+#[test]
+fn cri_pod_lifecycle_with_warren_shim() {
+    common::cri::require_shim();
+    let mut cri = Cri::start();
+    lifecycle(&mut cri, "warren-shim");
+    pod_network(&mut cri, "warren-shim");
+}
+
 #[test]
 fn cri_pod_lifecycle_with_runc() {
     let mut cri = Cri::start();
@@ -299,9 +310,10 @@ fn cri_pod_lifecycle_with_runc() {
     pod_network(&mut cri, "runc");
 }
 
-/// Failures as the kubelet reads them, both handlers in one daemon.
+/// Failures as the kubelet reads them, every handler in one daemon.
 #[test]
 fn cri_failures_are_reported_as_the_kubelet_expects() {
+    common::cri::require_shim();
     let mut cri = Cri::start();
     for handler in handlers() {
         let name = format!("fail-{handler}");

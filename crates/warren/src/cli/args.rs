@@ -568,8 +568,10 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         /// Pod counts, one step each (at most 300).
         #[arg(long, default_value = "10")]
         pods: String,
-        /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci).
-        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren"])]
+        /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci),
+        /// warren-shim (warren's own shim, containerd-shim-warren-v1 beside this
+        /// binary or $WARREN_SHIM_BINARY).
+        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren", "warren-shim"])]
         handlers: Vec<String>,
         /// Give each pod its own network namespace (a CNI bridge in containerd's
         /// namespace) instead of the host network.

@@ -77,6 +77,18 @@ pub struct CriResults {
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<CriResults> {
     ctx.require_root()?;
     super::client::python()?;
+    if opts.handlers.iter().any(|h| h == "warren-shim") {
+        let shim = super::daemon::shim_binary(&opts.warren);
+        if !shim.exists() {
+            return Err(Failure::Failed(format!(
+                "handler warren-shim: {} is missing; build it with `cargo build -p \
+                 containerd-shim-warren` (beside the warren binary) or name one in ${}",
+                shim.display(),
+                super::daemon::WARREN_SHIM_ENV
+            ))
+            .into());
+        }
+    }
     let date = crate::bench::now_rfc3339();
     let machine = crate::bench::machine(ctx)?;
     let containerd_version = std::process::Command::new("containerd")
