@@ -16,7 +16,8 @@
 //! StopPodSandbox, RemovePodSandbox (the containers' cgroups go); and failures as the
 //! kubelet reads them: an image that is not there, an image config without a command,
 //! a command the image lacks
-//! (StartError), OOM (OOMKilled, 137), a container that exits at once (its code).
+//! (StartError), OOM (OOMKilled, 137; with warren's shim also an OOM at once), a
+//! container that exits at once (its code).
 
 mod common;
 
@@ -372,6 +373,24 @@ fn cri_failures_are_reported_as_the_kubelet_expects() {
             "{handler}: {s}\ncontainerd:\n{}",
             cri.daemon.log()
         );
+
+        // warren's shim reads the OOM kill from the container's cgroup at its exit, so
+        // an OOM at once (before the runc shim would watch) is OOMKilled too.
+        if handler == "warren-shim" {
+            let c = Cri::container(
+                "oom-now",
+                &["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"],
+                json!({"linux": {"resources": {"memory_limit_in_bytes": 16 * MIB}}}),
+            );
+            let id = cri.create(&pod, &cfg, c);
+            cri.call("StartContainer", json!({"container_id": id}));
+            let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(20));
+            assert_eq!(
+                (&s["reason"], &s["exit_code"]),
+                (&json!("OOMKilled"), &json!(137)),
+                "{handler}: an OOM at once: {s}"
+            );
+        }
 
         // Exits at once: its code, reason Error; 0 is Completed.
         for (code, reason) in [(3, "Error"), (0, "Completed")] {

@@ -141,7 +141,10 @@ impl Handler {
         );
         if self.binary.is_empty() {
             // Not the runc shim: containerd would decode runc's options for it.
-            return format!("    [{t}]\n      runtime_type = \"{}\"\n", self.runtime_type);
+            return format!(
+                "    [{t}]\n      runtime_type = \"{}\"\n",
+                self.runtime_type
+            );
         }
         let binary = if self.binary == WARREN_OCI {
             warren_oci.display().to_string()
