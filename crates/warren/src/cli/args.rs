@@ -580,6 +580,11 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         /// Where to write the results [default: bench/results/<date>-<hostname>-cri].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Most pods a step may start. Raise it above 300 only when nothing else on
+        /// the host starts hundreds of processes (kernel.pid_max is shared), e.g.
+        /// the 500 pods under a machine-wide lock.
+        #[arg(long, default_value_t = crate::bench::cri::run::MAX_PODS)]
+        max_pods: usize,
     },
     /// Internal: started by `bench scale --tune`; writes the sysctls it raised back
     /// when the bench exits, however it exits.

@@ -25,7 +25,8 @@ use crate::measure::{mem_per_zone, mem_sample, summarize, MemPerZone, Progress, 
 use crate::stat::readers::{smaps_total, Smaps};
 use crate::zone::Context;
 
-/// Most pods one step may start (kernel.pid_max is shared with everything else).
+/// Most pods one step may start by default (kernel.pid_max is shared with everything
+/// else); `warren bench cri --max-pods` raises it.
 pub const MAX_PODS: usize = 300;
 
 /// What to run.
