@@ -213,7 +213,12 @@ impl Shared {
             }
         }
         match found {
-            Some((container_id, id)) => self.publish_exit(&container_id, &id, pid, code, at),
+            Some((container_id, id)) => {
+                if container_id == id {
+                    self.publish_oom(&container_id);
+                }
+                self.publish_exit(&container_id, &id, pid, code, at)
+            }
             None => {
                 if t.unclaimed.len() >= MAX_UNCLAIMED {
                     t.unclaimed.clear();
@@ -223,6 +228,29 @@ impl Shared {
         }
         drop(t);
         self.changed.notify_all();
+    }
+
+    /// `TaskOOM` before the exit of a container's init if the kernel's OOM killer
+    /// acted in its memory cgroup (v1 `memory.oom_control`, v2 `memory.events`
+    /// `oom_kill`): the CRI then reports the container `OOMKilled`. Read at the
+    /// exit, from the cgroup that outlives it until `delete`, so no thread per
+    /// container watches; an OOM kill of a child that the container survives is
+    /// reported at its exit too, which is what the kubelet reads.
+    fn publish_oom(&self, container_id: &str) {
+        let kills = warren::oci::state::load(&root(&self.namespace), container_id)
+            .ok()
+            .and_then(|r| r.cgroups)
+            .and_then(|set| set.oom_kills());
+        if kills.is_some_and(|k| k > 0) {
+            use containerd_shim::protos::events::task::TaskOOM;
+            self.publish(
+                containerd_shim::protos::topics::TASK_OOM_EVENT_TOPIC,
+                TaskOOM {
+                    container_id: container_id.into(),
+                    ..Default::default()
+                },
+            );
+        }
     }
 
     pub fn publish_exit(&self, container_id: &str, id: &str, pid: i32, code: i32, at: Timestamp) {
@@ -307,7 +335,13 @@ impl Service {
         let console = if paths.terminal {
             std::fs::create_dir_all(&ctx.root)
                 .map_err(|e| failed("creating the state root", &e))?;
-            let sock = ctx.root.join(format!(".{id}.{name}.console"));
+            // Short: a CRI id and exec id are 64 characters each, a socket path
+            // at most 107 (SUN_LEN).
+            static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let sock = ctx
+                .root
+                .join(format!(".console-{}-{n}", std::process::id()));
             Some(Console::listen(&sock).map_err(|e| failed("the console socket", &e))?)
         } else {
             None

@@ -1,7 +1,9 @@
 //! Kubernetes at the CRI level: the gRPC calls a kubelet makes, sent to a private
 //! containerd 1.6 with its CRI plugin (tests/common/cri.rs), against RuntimeClass
-//! handler `warren` (the runc v2 shim with BinaryName = warren-oci) and handler `runc`
-//! side by side, with the same assertions. The client is the Kubernetes project's
+//! handler `warren` (the runc v2 shim with BinaryName = warren-oci), handler
+//! `warren-shim` (warren's own shim, `containerd-shim-warren-v1`, built by `cargo
+//! build -p containerd-shim-warren` beside the warren under test, or
+//! `$WARREN_SHIM_BINARY`) and handler `runc` side by side, with the same assertions. The client is the Kubernetes project's
 //! generated CRI stubs (PyPI container-runtime-interface-api) over grpcio.
 //!
 //! Covered: RunPodSandbox (host network, and a pod network namespace with an address
@@ -14,7 +16,8 @@
 //! StopPodSandbox, RemovePodSandbox (the containers' cgroups go); and failures as the
 //! kubelet reads them: an image that is not there, an image config without a command,
 //! a command the image lacks
-//! (StartError), OOM (OOMKilled, 137), a container that exits at once (its code).
+//! (StartError), OOM (OOMKilled, 137; with warren's shim also an OOM at once), a
+//! container that exits at once (its code).
 
 mod common;
 
@@ -292,6 +295,15 @@ fn cri_pod_lifecycle_with_warren() {
     pod_network(&mut cri, "warren");
 }
 
+/// warren's own shim (`containerd-shim-warren-v1`, one per pod): the same assertions.
+#[test]
+fn cri_pod_lifecycle_with_warren_shim() {
+    common::cri::require_shim();
+    let mut cri = Cri::start();
+    lifecycle(&mut cri, "warren-shim");
+    pod_network(&mut cri, "warren-shim");
+}
+
 #[test]
 fn cri_pod_lifecycle_with_runc() {
     let mut cri = Cri::start();
@@ -299,9 +311,10 @@ fn cri_pod_lifecycle_with_runc() {
     pod_network(&mut cri, "runc");
 }
 
-/// Failures as the kubelet reads them, both handlers in one daemon.
+/// Failures as the kubelet reads them, every handler in one daemon.
 #[test]
 fn cri_failures_are_reported_as_the_kubelet_expects() {
+    common::cri::require_shim();
     let mut cri = Cri::start();
     for handler in handlers() {
         let name = format!("fail-{handler}");
@@ -360,6 +373,24 @@ fn cri_failures_are_reported_as_the_kubelet_expects() {
             "{handler}: {s}\ncontainerd:\n{}",
             cri.daemon.log()
         );
+
+        // warren's shim reads the OOM kill from the container's cgroup at its exit, so
+        // an OOM at once (before the runc shim would watch) is OOMKilled too.
+        if handler == "warren-shim" {
+            let c = Cri::container(
+                "oom-now",
+                &["dd", "if=/dev/zero", "of=/dev/null", "bs=64M", "count=1"],
+                json!({"linux": {"resources": {"memory_limit_in_bytes": 16 * MIB}}}),
+            );
+            let id = cri.create(&pod, &cfg, c);
+            cri.call("StartContainer", json!({"container_id": id}));
+            let s = cri.wait_state(&id, "CONTAINER_EXITED", Duration::from_secs(20));
+            assert_eq!(
+                (&s["reason"], &s["exit_code"]),
+                (&json!("OOMKilled"), &json!(137)),
+                "{handler}: an OOM at once: {s}"
+            );
+        }
 
         // Exits at once: its code, reason Error; 0 is Completed.
         for (code, reason) in [(3, "Error"), (0, "Completed")] {

@@ -568,8 +568,10 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         /// Pod counts, one step each (at most 300).
         #[arg(long, default_value = "10")]
         pods: String,
-        /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci).
-        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren"])]
+        /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci),
+        /// warren-shim (warren's own shim, containerd-shim-warren-v1 beside this
+        /// binary or $WARREN_SHIM_BINARY).
+        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren", "warren-shim"])]
         handlers: Vec<String>,
         /// Give each pod its own network namespace (a CNI bridge in containerd's
         /// namespace) instead of the host network.
@@ -578,6 +580,11 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         /// Where to write the results [default: bench/results/<date>-<hostname>-cri].
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Most pods a step may start. Raise it above 300 only when nothing else on
+        /// the host starts hundreds of processes (kernel.pid_max is shared), e.g.
+        /// the 500 pods under a machine-wide lock.
+        #[arg(long, default_value_t = crate::bench::cri::run::MAX_PODS)]
+        max_pods: usize,
     },
     /// Internal: started by `bench scale --tune`; writes the sysctls it raised back
     /// when the bench exits, however it exits.

@@ -149,15 +149,14 @@ pub(super) fn cri_bench(
     ctx: &Context,
     json: bool,
     pods: &str,
-    handlers: Vec<String>,
-    pod_network: bool,
+    (handlers, pod_network, max_pods): (Vec<String>, bool, usize),
     out: Option<PathBuf>,
 ) -> Result<()> {
     let steps = bench::parse_steps(pods)?;
-    if let Some(n) = steps.iter().find(|n| **n > bench::cri::run::MAX_PODS) {
+    if let Some(n) = steps.iter().find(|n| **n > max_pods) {
         return Err(Error::Invalid(format!(
-            "--pods {n}: at most {} pods a step (kernel.pid_max is shared), e.g. --pods 10,50",
-            bench::cri::run::MAX_PODS
+            "--pods {n}: at most {max_pods} pods a step (kernel.pid_max is shared), e.g. \
+             --pods 10,50; --max-pods raises it when nothing else on the host runs hundreds"
         )));
     }
     let warren = std::env::current_exe()

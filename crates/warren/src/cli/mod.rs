@@ -576,7 +576,8 @@ fn run(cli: Cli) -> Result<i32> {
             handlers,
             pod_network,
             out,
-        }) => bench_cmd::cri_bench(&ctx, json, &pods, handlers, pod_network, out)?,
+            max_pods,
+        }) => bench_cmd::cri_bench(&ctx, json, &pods, (handlers, pod_network, max_pods), out)?,
         Command::Bench(BenchCmd::TuneWatch) => bench::scale::tune::watch(&ctx)?,
         Command::Bench(BenchCmd::Metrics {
             zones,

@@ -1,6 +1,6 @@
 //! The CRI test harness: a private containerd with its CRI plugin
 //! (`warren::bench::cri::CriContainerd`: own mount, pid and network namespaces, handlers
-//! `runc` and `warren`), a CRI client, and a guard that stops and removes the pods it
+//! `runc`, `warren` and `warren-shim`), a CRI client, and a guard that stops and removes the pods it
 //! started before the daemon goes (everything else goes with the daemon's namespaces
 //! and the cgroup sweep of its drop), also when the test panics.
 
@@ -20,6 +20,18 @@ pub fn handlers() -> Vec<&'static str> {
         .collect()
 }
 pub const BUSYBOX: &str = warren::bench::cri::image::BUSYBOX;
+
+/// Handler `warren-shim` needs the shim build: fail saying how to make it.
+pub fn require_shim() {
+    let shim = warren::bench::cri::daemon::shim_binary(std::path::Path::new(super::WARREN));
+    assert!(
+        shim.exists(),
+        "{} is missing: build it with `cargo build -p containerd-shim-warren` (same target \
+         dir as this test) or name one in ${}",
+        shim.display(),
+        warren::bench::cri::daemon::WARREN_SHIM_ENV
+    );
+}
 
 /// A daemon, its client and the pods made through it. Fields drop in this order.
 pub struct Cri {

@@ -10,9 +10,12 @@
 //! share that namespace. Its root, state, socket, CNI config and the container logs
 //! are in the caller's directory.
 //!
-//! The RuntimeClass handlers are the rows of [`HANDLERS`], today both the runc v2
-//! shim: `runc` (Debian's runc) and `warren` (BinaryName = warren-oci, a symlink to
-//! the warren binary). containerd's
+//! The RuntimeClass handlers are the rows of [`HANDLERS`]: the runc v2 shim with
+//! `runc` (Debian's runc) and with `warren` (BinaryName = warren-oci, a symlink to
+//! the warren binary), and `warren-shim`, warren's own shim
+//! (`io.containerd.warren.v1`: `containerd-shim-warren-v1`, found through a
+//! symlink in the daemon's `bin/`, first on its PATH; see [`shim_binary`]).
+//! containerd's
 //! environment holds `WARREN_OCI_CGROUP_NEST=1`; pods are given cgroup parents
 //! relative to the runtime's own cgroup ([`CriContainerd::cgroup_parent`]), so both
 //! runtimes make their cgroups beneath the caller's own. `restrict_oom_score_adj`
@@ -88,14 +91,29 @@ pub struct Handler {
     /// `containerd-shim-runc-v2` on PATH).
     pub runtime_type: &'static str,
     /// The runc shim's BinaryName: a program on PATH, or [`WARREN_OCI`] for the
-    /// symlink to the warren binary.
+    /// symlink to the warren binary; empty for a shim that takes no runc options.
     pub binary: &'static str,
+}
+
+/// The runtime_type of warren's own shim (`containerd-shim-warren-v1` on PATH).
+pub const WARREN_SHIM_TYPE: &str = "io.containerd.warren.v1";
+/// The binary containerd looks for on its PATH for [`WARREN_SHIM_TYPE`].
+pub const WARREN_SHIM: &str = "containerd-shim-warren-v1";
+/// Names another build of the shim (`--release`, to measure).
+pub const WARREN_SHIM_ENV: &str = "WARREN_SHIM_BINARY";
+
+/// warren's shim: `$WARREN_SHIM_BINARY`, or `containerd-shim-warren-v1` beside the
+/// warren binary `warren` (where `cargo build -p containerd-shim-warren` puts it).
+pub fn shim_binary(warren: &Path) -> PathBuf {
+    std::env::var_os(WARREN_SHIM_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| warren.parent().unwrap_or(Path::new(".")).join(WARREN_SHIM))
 }
 
 /// Stands for the warren-oci symlink in [`Handler::binary`].
 pub const WARREN_OCI: &str = "<warren-oci>";
 
-/// The handlers, side by side. Another shim (warren's own) is one more row.
+/// The handlers, side by side.
 pub const HANDLERS: &[Handler] = &[
     Handler {
         name: "runc",
@@ -107,6 +125,11 @@ pub const HANDLERS: &[Handler] = &[
         runtime_type: "io.containerd.runc.v2",
         binary: WARREN_OCI,
     },
+    Handler {
+        name: "warren-shim",
+        runtime_type: WARREN_SHIM_TYPE,
+        binary: "",
+    },
 ];
 
 impl Handler {
@@ -116,6 +139,13 @@ impl Handler {
             r#"plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{}"#,
             self.name
         );
+        if self.binary.is_empty() {
+            // Not the runc shim: containerd would decode runc's options for it.
+            return format!(
+                "    [{t}]\n      runtime_type = \"{}\"\n",
+                self.runtime_type
+            );
+        }
         let binary = if self.binary == WARREN_OCI {
             warren_oci.display().to_string()
         } else {
@@ -179,7 +209,7 @@ impl CriContainerd {
         }
         let oci = dir.join("warren-oci");
         std::os::unix::fs::symlink(warren, &oci).map_err(Failure::io(&oci))?;
-        for d in ["cni", "cni-ipam", "logs"] {
+        for d in ["cni", "cni-ipam", "logs", "bin"] {
             let d = dir.join(d);
             std::fs::create_dir_all(&d).map_err(Failure::io(&d))?;
         }
@@ -188,6 +218,18 @@ impl CriContainerd {
             std::fs::write(&f, text).map_err(Failure::io(&f))
         };
         write("config.toml", config(dir, &oci))?;
+        // warren's shim on containerd's PATH. A missing build is not an error here
+        // (the runc handlers work without it); a pod of handler `warren-shim` then
+        // fails naming the binary, and its callers check first ([`shim_binary`]).
+        let shim = shim_binary(warren);
+        let link = dir.join("bin").join(WARREN_SHIM);
+        std::os::unix::fs::symlink(&shim, &link).map_err(Failure::io(&link))?;
+        let mut path = vec![dir.join("bin")];
+        path.extend(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ));
+        let path = std::env::join_paths(path)
+            .map_err(|e| Failure::Failed(format!("PATH with {}: {e}", dir.display())))?;
         write("cni/10-warren-cri.conflist", cni_config(dir))?;
         let log_path = dir.join("containerd.log");
         let log = std::fs::File::create(&log_path).map_err(Failure::io(&log_path))?;
@@ -199,6 +241,7 @@ impl CriContainerd {
         );
         let unshare = Command::new("unshare")
             .env(crate::oci::cgroup::NEST_ENV, "1")
+            .env("PATH", path)
             .args([
                 "--mount",
                 "--propagation",
@@ -388,5 +431,6 @@ mod tests {
             Some("/t/warren-oci")
         );
         assert_eq!(rt["runc"]["options"]["Root"].as_str(), Some("/t/runc-root"));
+        assert!(rt["warren-shim"].get("options").is_none(), "{c}");
     }
 }

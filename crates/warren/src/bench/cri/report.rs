@@ -13,7 +13,8 @@ pub fn markdown(r: &CriResults) -> String {
         "# warren bench cri ({})\n\n{} ({} CPUs, {:.0} MiB, cgroup {}), {}, load at start {}; \
          the host is shared with other work: the numbers are noisy.\n\n\
          Pods through a private containerd's CRI, one `busybox sleep` container each; \
-         handler `warren` is the runc v2 shim with BinaryName = warren-oci. Latencies \
+         handler `warren` is the runc v2 shim with BinaryName = warren-oci, \
+         `warren-shim` warren's own shim (containerd-shim-warren-v1). Latencies \
          in ms (median / p99); memory per pod in KiB.\n\n",
         r.date,
         m.kernel,

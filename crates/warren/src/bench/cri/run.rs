@@ -25,7 +25,8 @@ use crate::measure::{mem_per_zone, mem_sample, summarize, MemPerZone, Progress, 
 use crate::stat::readers::{smaps_total, Smaps};
 use crate::zone::Context;
 
-/// Most pods one step may start (kernel.pid_max is shared with everything else).
+/// Most pods one step may start by default (kernel.pid_max is shared with everything
+/// else); `warren bench cri --max-pods` raises it.
 pub const MAX_PODS: usize = 300;
 
 /// What to run.
@@ -77,6 +78,18 @@ pub struct CriResults {
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<CriResults> {
     ctx.require_root()?;
     super::client::python()?;
+    if opts.handlers.iter().any(|h| h == "warren-shim") {
+        let shim = super::daemon::shim_binary(&opts.warren);
+        if !shim.exists() {
+            return Err(Failure::Failed(format!(
+                "handler warren-shim: {} is missing; build it with `cargo build -p \
+                 containerd-shim-warren` (beside the warren binary) or name one in ${}",
+                shim.display(),
+                super::daemon::WARREN_SHIM_ENV
+            ))
+            .into());
+        }
+    }
     let date = crate::bench::now_rfc3339();
     let machine = crate::bench::machine(ctx)?;
     let containerd_version = std::process::Command::new("containerd")
