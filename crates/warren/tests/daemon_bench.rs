@@ -284,3 +284,49 @@ fn bench_snapshot_runs_as_an_operation() {
         "its last phase: {o}"
     );
 }
+
+/// `"kind": "cri"`: `warren bench cri` through the API — one pod with handler `warren`
+/// (the runc shim with warren-oci) in the CLI's own private containerd — its result,
+/// and the handlers refused when they are not CRI handlers or not of this kind.
+#[test]
+fn bench_cri_runs_as_an_operation() {
+    let env = Env::new();
+    let d = Daemon::start(&env, &[]);
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"cri","zones":"1","handlers":"warren,kata"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "handlers", "{e}");
+    let e = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"metrics","handlers":"runc"}"#),
+        400,
+    );
+    assert_eq!(e["field"], "handlers", "handlers belong to cri: {e}");
+    let op = d.json(
+        "POST",
+        "/1.0/bench",
+        Some(r#"{"kind":"cri","zones":"1","handlers":"warren"}"#),
+        202,
+    );
+    let o = ended(&d, &op, Duration::from_secs(300));
+    assert_eq!(
+        o["status"], "success",
+        "bench cri needs containerd, containernetworking-plugins and the CRI venv (scripts/test.sh installs them): {o}"
+    );
+    let step = &o["results"][0]["steps"][0];
+    assert_eq!(
+        (step["handler"].as_str(), step["pods"].as_u64()),
+        (Some("warren"), Some(1)),
+        "{o}"
+    );
+    assert!(
+        step["run_pod_sandbox_ms"]["median"]
+            .as_f64()
+            .is_some_and(|m| m > 0.0),
+        "{o}"
+    );
+}

@@ -57,6 +57,8 @@ enum Kind {
     Demo,
     /// `bench snapshot`: `repeat` and `data_mib`.
     Snapshot,
+    /// `bench cri`: `zones` are the pod counts, `handlers` the RuntimeClass handlers.
+    Cri,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +76,8 @@ pub(super) struct BenchBody {
     pub(super) workload: Option<String>,
     /// scale: seconds each step's workload runs (`--duration`).
     pub(super) duration_s: Option<u64>,
+    /// cri: the RuntimeClass handlers, as `--handlers`: "runc,warren,warren-shim".
+    pub(super) handlers: Option<String>,
     /// snapshot: snapshots and restores timed (`--repeat`).
     #[serde(default = "default_repeat")]
     repeat: usize,
@@ -177,6 +181,12 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
             "\"workload\" and \"duration_s\" belong to \"kind\": \"scale\"; drop them or set that kind",
         ));
     }
+    if b.kind != Kind::Cri && b.handlers.is_some() {
+        return Err(ApiError::invalid(
+            "handlers",
+            "\"handlers\" belongs to \"kind\": \"cri\"; drop it or set that kind",
+        ));
+    }
     let verb = match b.kind {
         Kind::Density => Verb::Bench {
             steps,
@@ -226,8 +236,12 @@ async fn start(State(app): State<Shared>, Body(b): Body<BenchBody>) -> ApiResult
             scrapes: b.scrapes,
             out: b.out,
         },
-        Kind::Scale => {
-            let args = super::bench_cli::scale_args(&b)?;
+        Kind::Scale | Kind::Cri => {
+            let args = if b.kind == Kind::Scale {
+                super::bench_cli::scale_args(&b)?
+            } else {
+                super::bench_cli::cri_args(&b)?
+            };
             let id = app.ops.start("bench", 1);
             let task_id = id.clone();
             tokio::spawn(async move {

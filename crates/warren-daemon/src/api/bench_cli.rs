@@ -1,6 +1,7 @@
-//! `POST /1.0/bench` with `"kind": "scale"`: `warren bench scale` run as the CLI beside
-//! the daemon (`warren --json bench scale ...`), so that it is the CLI's bench in every
-//! way, its own signal handling included (`bench/scale/guards.rs`). Its results object
+//! `POST /1.0/bench` with `"kind": "scale"` or `"cri"`: `warren bench scale|cri` run as
+//! the CLI beside the daemon (`warren --json bench scale ...`), so that it is the CLI's
+//! bench in every way, its own signal handling included (`bench::interrupt`; `bench cri`
+//! runs a private containerd of its own, which its guards end). Its results object
 //! (what `--json` prints) becomes the operation's result; it shows no step progress.
 //!
 //! A cancel sends the CLI SIGTERM, by its pid, and relies on the CLI's own cleanup;
@@ -56,6 +57,34 @@ pub(super) fn scale_args(b: &BenchBody) -> ApiResult<Vec<String>> {
         }
         args.extend(["--duration".into(), d.to_string()]);
     }
+    push_out(&mut args, b)?;
+    Ok(args)
+}
+
+/// `bench cri`'s arguments from the body: `zones` are the pod counts (the CLI checks
+/// their cap), `handlers` the RuntimeClass handlers.
+pub(super) fn cri_args(b: &BenchBody) -> ApiResult<Vec<String>> {
+    let mut args: Vec<String> = ["--json", "bench", "cri", "--pods", &b.zones]
+        .map(String::from)
+        .to_vec();
+    if let Some(h) = &b.handlers {
+        if let Some(bad) = h
+            .split(',')
+            .find(|x| !matches!(*x, "runc" | "warren" | "warren-shim"))
+        {
+            return Err(ApiError::invalid(
+                "handlers",
+                format!("handlers {h:?}: {bad:?} is not one; give runc, warren or warren-shim, comma-separated"),
+            ));
+        }
+        args.extend(["--handlers".into(), h.clone()]);
+    }
+    push_out(&mut args, b)?;
+    Ok(args)
+}
+
+/// `--out DIR` when the body names an (absolute) directory.
+fn push_out(args: &mut Vec<String>, b: &BenchBody) -> ApiResult<()> {
     if let Some(out) = &b.out {
         if !out.is_absolute() {
             return Err(ApiError::invalid(
@@ -68,7 +97,7 @@ pub(super) fn scale_args(b: &BenchBody) -> ApiResult<Vec<String>> {
         }
         args.extend(["--out".into(), out.display().to_string()]);
     }
-    Ok(args)
+    Ok(())
 }
 
 /// Run the CLI's bench for operation `id`, its results at the end, or on cancel the

@@ -173,7 +173,9 @@ pub(super) fn cri_bench(
         PathBuf::from(d)
     });
     let mut bars = output::Bars::new(json);
-    let results = bench::cri::run::run(ctx, &opts, &mut bars)?;
+    let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
+    let results = bench::cri::run::run(ctx, &opts, &mut progress)?;
+    drop(progress);
     bench::cri::report::write(&dir, &results)?;
     if json {
         output::json(&results);

@@ -145,6 +145,11 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
         let (mut run_ms, mut create_ms, mut start_ms) = (Vec::new(), Vec::new(), Vec::new());
         progress.phase(&format!("{handler} N={n} start"), n as u64);
         for i in 0..n {
+            // A stop signal (SIGINT, SIGTERM, SIGHUP: `bench::interrupt`) ends the step
+            // here; `Pods` and the daemon's drop remove what it made.
+            if let Some(sig) = progress.interrupted() {
+                return Err(Failure::Interrupted(sig));
+            }
             let name = format!("bench-{i}");
             let logs = daemon.logs().join(&name);
             std::fs::create_dir_all(&logs).map_err(Failure::io(&logs))?;
