@@ -20,6 +20,8 @@ pub const IMAGE: &str = warren::bench::cri::image::BUSYBOX;
 /// The containerd namespace; `ctr` makes cgroupsPath `/<namespace>/<id>`, which
 /// warren-oci, nesting, makes as `warren-oci/<namespace>/<id>` beneath its own cgroup.
 pub const NS: &str = "warrentest";
+/// The longest one `ctr` call may take, for `timeout(1)`.
+pub const CTR_LIMIT: &str = "180";
 
 /// The image archive `warren::bench::cri::image` builds (busybox, pause and a broken
 /// image) from the host's busybox, in `dir`.
@@ -236,9 +238,13 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt"
             .parse()
             .ok()
     }
+    /// `ctr` on this daemon's socket and namespace, bounded: a ctr call that hangs (a
+    /// shim that never answers) is killed after [`CTR_LIMIT`] by coreutils' `timeout`
+    /// (exit 124, 137 after the grace), so the test fails instead of the suite hanging.
     pub fn ctr_cmd(&self) -> Command {
-        let mut c = Command::new("ctr");
-        c.arg("-a")
+        let mut c = Command::new("timeout");
+        c.args(["--kill-after=10", CTR_LIMIT, "ctr"])
+            .arg("-a")
             .arg(self.path().join("containerd.sock"))
             .args(["-n", NS]);
         c
