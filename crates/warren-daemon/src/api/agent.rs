@@ -16,7 +16,6 @@
 //! passed through a 0600 file in the root-only state root, removed when the
 //! operation ends.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use axum::extract::State;
@@ -164,32 +163,10 @@ async fn start(
 
 /// Run the agent for operation `id` until it ends or is cancelled.
 async fn run(app: &Shared, id: &str, args: &[String]) {
-    let mut child = match tokio::process::Command::new(&app.cli_exe)
-        .arg("--root")
-        .arg(&app.root)
-        .args(args)
-        // The agent stops (SIGTERM) when this daemon dies, however it dies.
-        .env(warren::agent::PARENT_ENV, std::process::id().to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-    {
+    // The agent stops (SIGTERM) when this daemon dies, however it dies.
+    let mut child = match super::bench_cli::spawn_cli(app, args, "the agent", true) {
         Ok(c) => c,
-        Err(e) => {
-            return app.ops.finish_zone(
-                id,
-                Err(ApiError::new(
-                    500,
-                    "system",
-                    format!(
-                    "could not start the agent ({}: {e}); install the warren CLI beside the daemon",
-                    app.cli_exe.display()
-                ),
-                )),
-            )
-        }
+        Err(e) => return app.ops.finish_zone(id, Err(e)),
     };
     let pid = child.id().unwrap_or(0);
     let mut stderr = child.stderr.take().expect("piped");

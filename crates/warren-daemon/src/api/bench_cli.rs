@@ -103,29 +103,9 @@ fn push_out(args: &mut Vec<String>, b: &BenchBody) -> ApiResult<()> {
 /// Run the CLI's bench for operation `id`, its results at the end, or on cancel the
 /// stop and the cleanup.
 pub(super) async fn run(app: &Shared, id: &str, args: &[String]) {
-    let mut child = match tokio::process::Command::new(&app.cli_exe)
-        .arg("--root")
-        .arg(&app.root)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    {
+    let mut child = match spawn_cli(app, args, "the bench", false) {
         Ok(c) => c,
-        Err(e) => {
-            return app.ops.finish_zone(
-                id,
-                Err(ApiError::new(
-                    500,
-                    "system",
-                    format!(
-                    "could not start the bench ({}: {e}); install the warren CLI beside the daemon",
-                    app.cli_exe.display()
-                ),
-                )),
-            )
-        }
+        Err(e) => return app.ops.finish_zone(id, Err(e)),
     };
     let pid = child.id().unwrap_or(0);
     let mut out = child.stdout.take().expect("piped");
@@ -167,4 +147,37 @@ pub(super) async fn run(app: &Shared, id: &str, args: &[String]) {
         )),
     };
     app.ops.finish_zone(id, r);
+}
+
+/// `warren --root ROOT ARGS…` beside the daemon (`what` names it in the error), stdin
+/// closed, stdout and stderr piped. `stop_with_daemon`: it is told this daemon's pid
+/// (`warren::agent::PARENT_ENV`: it stops when the daemon dies, however it dies) and
+/// killed when its handle is dropped.
+pub(super) fn spawn_cli(
+    app: &Shared,
+    args: &[String],
+    what: &str,
+    stop_with_daemon: bool,
+) -> ApiResult<tokio::process::Child> {
+    let mut cmd = tokio::process::Command::new(&app.cli_exe);
+    cmd.arg("--root")
+        .arg(&app.root)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if stop_with_daemon {
+        cmd.env(warren::agent::PARENT_ENV, std::process::id().to_string())
+            .kill_on_drop(true);
+    }
+    cmd.spawn().map_err(|e| {
+        ApiError::new(
+            500,
+            "system",
+            format!(
+                "could not start {what} ({}: {e}); install the warren CLI beside the daemon",
+                app.cli_exe.display()
+            ),
+        )
+    })
 }

@@ -276,25 +276,9 @@ disabled_plugins = ["io.containerd.grpc.v1.cri", "io.containerd.internal.v1.opt"
     }
     /// The host pids of every process in the daemon's pid namespace.
     pub fn namespace_pids(&self) -> Vec<i32> {
-        let mut out = Vec::new();
-        let mut todo: Vec<i32> = self.daemon_pid().into_iter().collect();
-        while let Some(pid) = todo.pop() {
-            out.push(pid);
-            for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let children =
-                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-                todo.extend(
-                    children
-                        .split_whitespace()
-                        .filter_map(|s| s.parse::<i32>().ok()),
-                );
-            }
-        }
-        out
+        self.daemon_pid()
+            .map(warren::bench::cri::daemon::descendants)
+            .unwrap_or_default()
     }
 }
 

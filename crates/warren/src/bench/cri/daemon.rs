@@ -350,26 +350,15 @@ impl CriContainerd {
     /// Host pids of every process in the daemon's pid namespace (daemon, shims,
     /// containers), with their command names.
     pub fn processes(&self) -> Vec<(i32, String)> {
-        let mut out = Vec::new();
-        let mut todo: Vec<i32> = self.daemon_pid().into_iter().collect();
-        while let Some(pid) = todo.pop() {
-            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
-            out.push((pid, comm.trim().to_string()));
-            for t in std::fs::read_dir(format!("/proc/{pid}/task"))
-                .into_iter()
-                .flatten()
-                .flatten()
-            {
-                let children =
-                    std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
-                todo.extend(
-                    children
-                        .split_whitespace()
-                        .filter_map(|s| s.parse::<i32>().ok()),
-                );
-            }
-        }
-        out
+        self.daemon_pid()
+            .map(descendants)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|pid| {
+                let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+                (pid, comm.trim().to_string())
+            })
+            .collect()
     }
     /// The cgroup directories of this daemon's pods (both runtimes, every hierarchy).
     pub fn pod_cgroup_dirs(&self) -> Vec<PathBuf> {
@@ -410,6 +399,29 @@ impl Drop for CriContainerd {
         }
         let _ = std::io::stderr().flush();
     }
+}
+
+/// `root` and every process beneath it (through each thread's `children` list in /proc),
+/// e.g. a private containerd's pid namespace seen from the host.
+pub fn descendants(root: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut todo = vec![root];
+    while let Some(pid) = todo.pop() {
+        out.push(pid);
+        for t in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let children = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+            todo.extend(
+                children
+                    .split_whitespace()
+                    .filter_map(|s| s.parse::<i32>().ok()),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]
