@@ -1,6 +1,6 @@
 //! Who may do what, decided per connection from the peer's credentials (SO_PEERCRED):
 //! uid 0 reads and writes; a member of group `warren` (primary or supplementary) only
-//! reads (GET); anyone else is refused with 403 and a structured error. The decision
+//! reads (GET), and not a zone's files ([`zone_files`]); anyone else is refused with 403 and a structured error. The decision
 //! ([`decide`]) is pure; [`layer`] applies it to every request as an axum middleware,
 //! so another listener (TCP with client certificates) only has to attach its own
 //! [`Access`] to the connection.
@@ -86,8 +86,15 @@ pub fn of_peer(cred: &tokio::net::unix::UCred) -> Access {
 pub async fn layer(req: Request, next: Next) -> Response {
     let access = req.extensions().get::<Access>().copied();
     let read = matches!(*req.method(), Method::GET | Method::HEAD);
+    let files = zone_files(req.uri().path());
     match access.map(|a| (a.uid, a.level)) {
         Some((_, Level::ReadWrite)) => next.run(req).await,
+        Some((uid, Level::ReadOnly)) if files => ApiError::new(
+            403,
+            "forbidden",
+            format!("uid {uid} is in group 'warren', which may read warren's state but not a zone's files (the tenant's data; reading them wakes a suspended zone or mounts a halted one); run the client as root"),
+        )
+        .into_response(),
         Some((_, Level::ReadOnly)) if read => next.run(req).await,
         Some((uid, Level::ReadOnly)) => ApiError::new(
             403,
@@ -105,9 +112,29 @@ pub async fn layer(req: Request, next: Next) -> Response {
     }
 }
 
+/// Whether `path` is a zone's files (`/1.0/zones/{zone}/files`): read-write access only,
+/// GET included — they are the tenant's data, and copying them out costs the host
+/// disk and may resume a suspended zone or mount a halted one.
+pub fn zone_files(path: &str) -> bool {
+    let parts: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    matches!(parts[..], ["", "1.0", "zones", zone, "files"] if !zone.is_empty())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_zones_files_are_read_write_only_and_nothing_else_is() {
+        assert!(zone_files("/1.0/zones/web/files"));
+        assert!(zone_files("/1.0/zones/web/files/"));
+        // A zone named "files", and other routes, are not.
+        assert!(!zone_files("/1.0/zones/files"));
+        assert!(!zone_files("/1.0/zones/web"));
+        assert!(!zone_files("/1.0/zones/web/files/x"));
+        assert!(!zone_files("/1.0/zones//files"));
+        assert!(!zone_files("/1.0/templates/web/files"));
+    }
 
     #[test]
     fn root_writes_group_reads_others_are_refused() {

@@ -135,6 +135,8 @@ fn serve(opts: Opts) -> Result<(), String> {
             metrics: Some(metrics_renderer(&opts_oci_root, verdicts.clone())),
         });
         let root = app.root.clone();
+        // What a daemon killed mid-request left in the root (its upload and file spools).
+        api::sweep_spools(&root);
         let router = api::router(app);
         if let Some(addr) = opts.listen_https {
             let l = warren_daemon::tls::bind(addr, &root)

@@ -264,6 +264,15 @@ fn a_read_only_certificate_may_get_but_not_post() {
     assert_eq!(v["code"], "forbidden", "{v}");
     assert!(v["message"].as_str().unwrap().contains("read-only"), "{v}");
     client(&env, &ro, &["--remote", "srv", "halt", "any"]).fails(8, "read-only");
+    // A zone's files are the tenant's data: not for a read-only client, GET included.
+    let (rc, status, body) = curl(
+        &s.url,
+        Some(&ro),
+        "GET",
+        "/1.0/zones/any/files?path=/etc/hostname",
+    );
+    assert_eq!((rc, status), (0, 403), "{body}");
+    assert!(body.contains("not a zone's files"), "{body}");
 }
 
 /// A minimal WebSocket client over TLS with a client certificate (Debian's python3

@@ -124,11 +124,17 @@ async fn read(
     if q.recursive {
         return super::files_tree::read(&app, &z, &q.path, src).await;
     }
-    let spool = Spool::new(&app.root);
-    cp(&app, &z, vec![src, spool.0.display().to_string()]).await?;
-    let path = spool.0.clone();
+    // The copy lands in a 0700 directory of its own (the state root may be readable by
+    // other host users), removed with everything `warren cp` left in it.
+    let dir = super::files_tree::spool_dir(&app)?;
+    let path = dir.0.join("file");
+    cp(&app, &z, vec![src, path.display().to_string()]).await?;
     let data = tokio::task::spawn_blocking(move || -> std::io::Result<Option<Vec<u8>>> {
-        if std::fs::metadata(&path)?.len() > MAX_FILE {
+        let meta = std::fs::symlink_metadata(&path)?;
+        if !meta.is_file() {
+            return Err(std::io::Error::other("the copy is not a regular file"));
+        }
+        if meta.len() > MAX_FILE {
             return Ok(None);
         }
         std::fs::read(&path).map(Some)

@@ -34,7 +34,7 @@ use crate::error::{ApiError, ApiResult};
 use crate::state::Shared;
 
 /// A spool directory in the state root, removed (with what is in it) when dropped.
-struct SpoolDir(PathBuf);
+pub(super) struct SpoolDir(pub(super) PathBuf);
 
 impl SpoolDir {
     fn new(root: &Path) -> std::io::Result<SpoolDir> {
@@ -55,7 +55,7 @@ fn system(what: String) -> ApiError {
     ApiError::new(500, "system", what)
 }
 
-fn spool_dir(app: &Shared) -> ApiResult<SpoolDir> {
+pub(super) fn spool_dir(app: &Shared) -> ApiResult<SpoolDir> {
     SpoolDir::new(&app.root)
         .map_err(|e| system(format!("making a spool directory in the state root: {e}")))
 }

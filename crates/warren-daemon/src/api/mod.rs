@@ -241,6 +241,38 @@ async fn read_whole_body(req: Request, next: axum::middleware::Next) -> Response
     }
 }
 
+/// Remove the spools (`.files-PID-N[.d]`, `.upload-PID-N`) that daemons no longer
+/// running left in the state root `root` (killed mid-request); a live daemon's are kept.
+pub fn sweep_spools(root: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = spool_owner(&name) {
+            if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+                let p = e.path();
+                let _ = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+            }
+        }
+    }
+}
+
+/// The pid in a spool's name (`.files-PID-N`, `.files-PID-N.d`, `.upload-PID-N`).
+fn spool_owner(name: &str) -> Option<u32> {
+    let rest = name
+        .strip_prefix(".files-")
+        .or_else(|| name.strip_prefix(".upload-"))?;
+    let rest = rest.strip_suffix(".d").unwrap_or(rest);
+    let (pid, n) = rest.split_once('-')?;
+    n.parse::<u64>().ok()?;
+    pid.parse().ok()
+}
+
 /// The whole API over `app`, with the access layer (every request is judged by its
 /// connection's peer) and the body limit.
 pub fn router(app: Shared) -> Router {
@@ -273,4 +305,40 @@ pub fn router(app: Shared) -> Router {
         .layer(axum::middleware::from_fn(crate::access::layer))
         .layer(axum::middleware::from_fn(read_whole_body))
         .with_state(app)
+}
+
+#[cfg(test)]
+mod spool_tests {
+    use super::*;
+
+    #[test]
+    fn spools_of_dead_daemons_are_swept_and_nothing_else() {
+        assert_eq!(spool_owner(".files-12-3"), Some(12));
+        assert_eq!(spool_owner(".files-12-3.d"), Some(12));
+        assert_eq!(spool_owner(".upload-7-0"), Some(7));
+        assert_eq!(spool_owner(".files-x-3"), None);
+        assert_eq!(spool_owner("zones"), None);
+        assert_eq!(spool_owner(".files-12"), None);
+        let dir = tempfile::tempdir().unwrap();
+        // pid_max is below 2^22: no process has this pid.
+        let dead = 4_194_304 + 1;
+        let live = std::process::id();
+        for n in [
+            format!(".files-{dead}-0"),
+            format!(".upload-{dead}-1"),
+            format!(".files-{live}-0"),
+            "zones".into(),
+        ] {
+            std::fs::write(dir.path().join(n), b"x").unwrap();
+        }
+        std::fs::create_dir(dir.path().join(format!(".files-{dead}-2.d"))).unwrap();
+        std::fs::write(dir.path().join(format!(".files-{dead}-2.d/file")), b"x").unwrap();
+        sweep_spools(dir.path());
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec![format!(".files-{live}-0"), "zones".to_string()]);
+    }
 }
