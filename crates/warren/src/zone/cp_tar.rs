@@ -101,7 +101,14 @@ fn add<W: Write>(
             .open(path)?;
         let len = f.metadata()?.len();
         h.set_size(len);
-        b.append_data(&mut h, name, f.take(len))?;
+        // Exactly `len` bytes whatever the zone does to the file meanwhile: cut if it
+        // grew, padded with zeros if it was truncated — a short entry would make the
+        // tenant's bytes the stream's next header.
+        b.append_data(
+            &mut h,
+            name,
+            f.take(len).chain(std::io::repeat(0)).take(len),
+        )?;
     } else if ft.is_symlink() {
         counts.links += 1;
         let target = fs::read_link(path)?;
