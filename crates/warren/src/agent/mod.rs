@@ -175,10 +175,29 @@ pub fn lock_path(ctx: &Context) -> PathBuf {
     ctx.layout.lock_file("agent", "agent")
 }
 
-/// Take this root's agent lock, or refuse naming the agent that holds it.
-fn one_agent(ctx: &Context) -> Result<crate::lock::Lock> {
+/// Take this root's agent lock, or refuse naming the agent that holds it. With the
+/// state filesystem full (no block or inode for a first lock file), or read-only, the
+/// agent runs without it, saying so: evicting under pressure never waits on a write.
+fn one_agent(ctx: &Context) -> Result<Option<crate::lock::Lock>> {
     let path = lock_path(ctx);
-    crate::lock::try_exclusive_path(&path)?.ok_or_else(|| Error::Relayed {
+    let held = match crate::lock::try_exclusive_path(&path) {
+        Ok(held) => held,
+        Err(Error::Io { source, .. })
+            if matches!(
+                source.raw_os_error(),
+                Some(warren_sys::libc::ENOSPC | warren_sys::libc::EDQUOT | warren_sys::libc::EROFS)
+            ) =>
+        {
+            eprintln!(
+                "warren: warning: the agent runs without the root's agent lock ({}: {source}); make sure no other agent runs on {}",
+                path.display(),
+                ctx.layout.root().display()
+            );
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    held.map(Some).ok_or_else(|| Error::Relayed {
         message: format!(
             "another agent is running on the state root {} ({}); one agent runs per root: stop that one first (Ctrl-C, or cancel its operation in the daemon: GET /1.0/operations)",
             ctx.layout.root().display(),
