@@ -223,9 +223,12 @@ fn check_breakdown(sys: &serde_json::Value, n: u64, md: &str) {
             "{key}: per zone × {n} is not the whole set: {m}"
         );
     }
-    // A zone has at least its init's page tables and its cgroups' kernel memory.
+    // A zone has at least its init's page tables and its cgroups' kernel memory. Its
+    // anon is read but may show 0: the kernel batches memcg statistics per CPU (64
+    // pages each) and skips a flush below that, so an idle init's ~19 anon pages per
+    // zone can be unflushed when memory.stat is read (seen in a full suite run).
     let cg = &m["cgroups_per_zone"];
-    assert!(f(cg, "kernel_kib") > 0.0 && f(cg, "anon_kib") > 0.0, "{m}");
+    assert!(f(cg, "kernel_kib") > 0.0 && f(cg, "anon_kib") >= 0.0, "{m}");
     assert!(
         close(
             f(cg, "kernel_kib") * n as f64,
