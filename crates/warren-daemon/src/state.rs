@@ -182,33 +182,21 @@ pub fn cli_error(code: i32, stderr: &[u8], zone: Option<&str>) -> ApiError {
 }
 
 fn code_of_exit(code: i32) -> &'static str {
-    ALL.into_iter()
+    failures()
         .find(|c| *c as i32 == code)
         .map_or("failure", crate::error::code_name)
 }
 
-const ALL: [warren::ExitCode; 13] = {
-    use warren::ExitCode::*;
-    [
-        Failure,
-        Usage,
-        NotFound,
-        WrongState,
-        InvalidInput,
-        Conflict,
-        Unsupported,
-        Permission,
-        System,
-        Corrupt,
-        LoginFailed,
-        NotExecutable,
-        CommandNotFound,
-    ]
-};
+/// Every failure code (all but `Ok`).
+fn failures() -> impl Iterator<Item = warren::ExitCode> {
+    warren::ExitCode::ALL
+        .into_iter()
+        .filter(|c| *c != warren::ExitCode::Ok)
+}
 
 /// The HTTP status of an error code sent back by the helper.
 pub(crate) fn status_of_code(code: &str) -> u16 {
-    ALL.into_iter()
+    failures()
         .find(|c| crate::error::code_name(*c) == code)
         .map_or(500, crate::error::status_of)
 }

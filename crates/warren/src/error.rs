@@ -46,29 +46,31 @@ pub enum ExitCode {
 }
 
 impl ExitCode {
+    /// Every code, in number order.
+    pub const ALL: [ExitCode; 14] = [
+        ExitCode::Ok,
+        ExitCode::Failure,
+        ExitCode::Usage,
+        ExitCode::NotFound,
+        ExitCode::WrongState,
+        ExitCode::InvalidInput,
+        ExitCode::Conflict,
+        ExitCode::Unsupported,
+        ExitCode::Permission,
+        ExitCode::System,
+        ExitCode::Corrupt,
+        ExitCode::LoginFailed,
+        ExitCode::NotExecutable,
+        ExitCode::CommandNotFound,
+    ];
+
     /// The code with this number (a [`Error::Relayed`] error's, read back from its
     /// worker); an unknown number is [`ExitCode::Failure`].
     pub fn from_number(n: u8) -> ExitCode {
-        use ExitCode::*;
-        [
-            Ok,
-            Failure,
-            Usage,
-            NotFound,
-            WrongState,
-            InvalidInput,
-            Conflict,
-            Unsupported,
-            Permission,
-            System,
-            Corrupt,
-            LoginFailed,
-            NotExecutable,
-            CommandNotFound,
-        ]
-        .into_iter()
-        .find(|c| *c as u8 == n)
-        .unwrap_or(Failure)
+        Self::ALL
+            .into_iter()
+            .find(|c| *c as u8 == n)
+            .unwrap_or(ExitCode::Failure)
     }
 }
 

@@ -121,6 +121,29 @@ fn signals_json(s: &Sample) -> serde_json::Value {
     })
 }
 
+/// The event of an `action` taken on `zone_name` under pressure at `done` (ms): what
+/// the agent saw of it; the action's own figures and outcome are the caller's to fill.
+fn under_pressure(action: &str, zone_name: &str, reason: &str, seen: &Seen, done: u64) -> Event {
+    Event {
+        time_ms: done,
+        action: action.into(),
+        zone: zone_name.into(),
+        reason: reason.into(),
+        priority: Some(priority_name(seen.priority)),
+        usage_bytes: Some(seen.usage_bytes),
+        request_bytes: Some(seen.request_bytes),
+        zone_psi_full_avg10: seen.zone_psi_full_avg10,
+        signals: signals_json(seen.sample),
+        breaches: serde_json::to_value(seen.breaches).unwrap_or_default(),
+        graceful: None,
+        latency_ms: None,
+        halt_ms: None,
+        suspend_ms: None,
+        resident_after: None,
+        error: None,
+    }
+}
+
 /// Evict `zone` and record the event (also when the halt failed).
 pub fn evict(
     ctx: &Context,
@@ -134,24 +157,8 @@ pub fn evict(
     let halt_ms = t0.elapsed().as_millis() as u64;
     let done = now_ms();
     let active_since = seen.breaches.iter().map(|b| b.active_since_ms).min();
-    let mut e = Event {
-        time_ms: done,
-        action: "evict".into(),
-        zone: zone_name.into(),
-        reason: reason.into(),
-        priority: Some(priority_name(seen.priority)),
-        usage_bytes: Some(seen.usage_bytes),
-        request_bytes: Some(seen.request_bytes),
-        zone_psi_full_avg10: seen.zone_psi_full_avg10,
-        signals: signals_json(seen.sample),
-        breaches: serde_json::to_value(seen.breaches).unwrap_or_default(),
-        graceful: None,
-        latency_ms: None,
-        halt_ms: Some(halt_ms),
-        suspend_ms: None,
-        resident_after: None,
-        error: None,
-    };
+    let mut e = under_pressure("evict", zone_name, reason, seen, done);
+    e.halt_ms = Some(halt_ms);
     match &result {
         Ok(Some(graceful)) => {
             e.graceful = Some(*graceful);
@@ -175,24 +182,8 @@ pub fn suspend(ctx: &Context, zone_name: &str, reason: &str, seen: &Seen) -> Res
     let took = t0.elapsed().as_millis() as u64;
     let done = now_ms();
     let active_since = seen.breaches.iter().map(|b| b.active_since_ms).min();
-    let mut e = Event {
-        time_ms: done,
-        action: "suspend".into(),
-        zone: zone_name.into(),
-        reason: reason.into(),
-        priority: Some(priority_name(seen.priority)),
-        usage_bytes: Some(seen.usage_bytes),
-        request_bytes: Some(seen.request_bytes),
-        zone_psi_full_avg10: seen.zone_psi_full_avg10,
-        signals: signals_json(seen.sample),
-        breaches: serde_json::to_value(seen.breaches).unwrap_or_default(),
-        graceful: None,
-        latency_ms: None,
-        halt_ms: None,
-        suspend_ms: Some(took),
-        resident_after: None,
-        error: None,
-    };
+    let mut e = under_pressure("suspend", zone_name, reason, seen, done);
+    e.suspend_ms = Some(took);
     match &result {
         Ok((zone::Outcome::Done, r)) => {
             e.resident_after = Some(r.resident_after);
