@@ -26,8 +26,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::archive_tree::{self, plain_components, Ids, Unpacker};
-use super::lifecycle::zone_lock;
-use super::{load, reconcile, Context};
+use super::lifecycle::{load_locked, zone_lock};
+use super::Context;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{mkdir_mode, remove_tree, sync_dir, unique_suffix};
 use crate::idmap::{self, IdRange};
@@ -103,8 +103,7 @@ pub fn export(
     ctx.require_root()?;
     let t0 = std::time::Instant::now();
     let _lock = zone_lock(ctx, zone)?;
-    let mut z = load(ctx, zone)?;
-    reconcile(ctx, &mut z)?;
+    let mut z = load_locked(ctx, zone)?;
     let st = z.state(ctx);
     if !matches!(st, ZoneState::Installed | ZoneState::Running) {
         return Err(Error::WrongState {

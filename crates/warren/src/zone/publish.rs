@@ -15,8 +15,8 @@
 use std::fs;
 use std::path::Path;
 
-use super::lifecycle::zone_lock;
-use super::{load, reconcile, Context};
+use super::lifecycle::{load_locked, zone_lock};
+use super::Context;
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, mkdir_mode, sync_dir, unique_suffix};
 use crate::idmap::IdRange;
@@ -32,8 +32,7 @@ pub fn publish(ctx: &Context, name: &str, zone: &str) -> Result<Manifest> {
     ctx.require_root()?;
     names::template(name)?;
     let _zlock = zone_lock(ctx, zone)?;
-    let mut z = load(ctx, zone)?;
-    reconcile(ctx, &mut z)?;
+    let z = load_locked(ctx, zone)?;
     let st = z.state(ctx);
     if st != ZoneState::Installed {
         return Err(Error::WrongState {

@@ -29,8 +29,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::lifecycle::zone_lock;
-use super::{load, reconcile, Context, Zone};
+use super::lifecycle::{load_locked, zone_lock};
+use super::{load, Context, Zone};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::{atomic_write, disk_usage, mkdir_mode, remove_tree, sync_dir, unique_suffix};
 use crate::idmap::IdRange;
@@ -153,8 +153,7 @@ pub fn create(ctx: &Context, zone: &str, name: Option<&str>) -> Result<SnapshotI
     let name = name.map(str::to_string).unwrap_or_else(default_name);
     check_name(zone, &name)?;
     let _lock = zone_lock(ctx, zone)?;
-    let mut z = load(ctx, zone)?;
-    reconcile(ctx, &mut z)?;
+    let mut z = load_locked(ctx, zone)?;
     let st = z.state(ctx);
     if !matches!(st, ZoneState::Installed | ZoneState::Running) {
         return Err(Error::WrongState {
@@ -259,8 +258,7 @@ pub fn list(ctx: &Context, zone: Option<&str>) -> Result<Vec<SnapshotInfo>> {
 pub fn restore(ctx: &Context, zone: &str, name: &str) -> Result<()> {
     ctx.require_root()?;
     let _lock = zone_lock(ctx, zone)?;
-    let mut z = load(ctx, zone)?;
-    reconcile(ctx, &mut z)?;
+    let z = load_locked(ctx, zone)?;
     let st = z.state(ctx);
     if st != ZoneState::Installed {
         return Err(Error::WrongState {

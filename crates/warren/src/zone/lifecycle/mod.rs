@@ -59,7 +59,7 @@ pub(in crate::zone) fn zone_lock(ctx: &Context, name: &str) -> Result<Lock> {
 }
 
 /// Load under lock and repair leftovers.
-fn load_locked(ctx: &Context, name: &str) -> Result<Zone> {
+pub(in crate::zone) fn load_locked(ctx: &Context, name: &str) -> Result<Zone> {
     let mut z = load(ctx, name)?;
     reconcile(ctx, &mut z)?;
     Ok(z)
