@@ -26,6 +26,28 @@ pub const GC_WAIT: Duration = Duration::from_secs(60);
 
 static WAIT_LIMIT: OnceLock<Duration> = OnceLock::new();
 
+/// Set in a pipeline's worker: the pipeline's process, whose other workers contend
+/// for the same locks (the id ranges' lock, a template's) as a matter of course.
+static PIPELINE: OnceLock<i32> = OnceLock::new();
+
+/// This process is a worker of the pipeline run by `parent` (`zone::pipeline`): a wait
+/// for a lock that only the pipeline itself holds (`parent` or another of its workers)
+/// is expected and not announced; a holder outside it still is.
+pub fn in_pipeline_of(parent: i32) {
+    let _ = PIPELINE.set(parent);
+}
+
+/// Whether every holder is this process's own pipeline (see [`in_pipeline_of`]); an
+/// unidentified holder (one that let go while we looked) counts as the pipeline's.
+fn only_pipeline(holders: &[Holder]) -> bool {
+    let Some(parent) = PIPELINE.get() else {
+        return false;
+    };
+    holders
+        .iter()
+        .all(|h| h.pid == *parent || crate::stats::ppid(Path::new("/proc"), h.pid) == Some(*parent))
+}
+
 /// Bound every later lock wait of this process (`--wait S`); unset, waits are unbounded.
 pub fn set_wait_limit(limit: Duration) {
     let _ = WAIT_LIMIT.set(limit);
@@ -146,10 +168,12 @@ fn wait_for(file: &File, path: &Path, what: &str, shared: bool) -> Result<()> {
         if !noticed && waited >= NOTICE_AFTER {
             noticed = true;
             let holders = holders(Path::new("/proc"), path);
-            eprintln!(
-                "warren: waiting for {what}'s lock, held by {} (bound the wait with --wait SECONDS)",
-                describe(&holders)
-            );
+            if !only_pipeline(&holders) {
+                eprintln!(
+                    "warren: waiting for {what}'s lock, held by {} (bound the wait with --wait SECONDS)",
+                    describe(&holders)
+                );
+            }
             if WAIT_LIMIT.get().is_none() {
                 // Said; unbounded: queue in the kernel (no polling, no latency).
                 let got = if shared {

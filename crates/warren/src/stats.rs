@@ -42,6 +42,18 @@ pub fn proc_start_time(proc_root: &Path, pid: i32) -> Option<u64> {
     }
 }
 
+/// The parent of process `pid`, from its `stat` (LXC's monitor is its container's
+/// parent; a pipeline's workers are its children).
+pub fn ppid(proc_root: &Path, pid: i32) -> Option<i32> {
+    let s = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
+    s.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// The kernel's boot id: changes at every host boot.
 pub fn boot_id(proc_root: &Path) -> String {
     std::fs::read_to_string(proc_root.join("sys/kernel/random/boot_id"))

@@ -208,17 +208,6 @@ pub fn remove_dirs(mut dirs: Vec<PathBuf>, grace: Duration) {
     }
 }
 
-/// The parent of process `pid` (LXC's monitor is its container's parent).
-pub fn ppid(proc_root: &Path, pid: i32) -> Option<i32> {
-    let s = std::fs::read_to_string(proc_root.join(pid.to_string()).join("stat")).ok()?;
-    s.rsplit_once(')')?
-        .1
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

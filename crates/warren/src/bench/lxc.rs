@@ -34,11 +34,12 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::cgroups::{check_pids, collect_dirs, own_hierarchies, ppid, remove_dirs, Hier};
+use super::cgroups::{check_pids, collect_dirs, own_hierarchies, remove_dirs, Hier};
 use super::command;
 use super::system::{Cpu, Failure, Needs, System, Verbs};
 use crate::fsutil::disk_usage;
 use crate::measure::Progress;
+use crate::stats::ppid;
 
 /// The config of one container.
 pub fn config(name: &str, rootfs: &Path, cgroup_dir: &str) -> String {

@@ -37,6 +37,7 @@
 pub mod declared;
 pub mod running;
 
+use std::collections::{BTreeMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -172,19 +173,28 @@ fn first_free(others: &[(IdRange, &str)]) -> Option<u32> {
 }
 
 fn free_from(others: &[(IdRange, &str)], start: u32) -> Option<u32> {
+    // One sweep over the ranges in the order of their starts: a range that ends before
+    // the candidate is behind it, one that starts past the candidate's end means the
+    // candidate is free (every later range starts later still), and one in between
+    // moves the candidate past it, realigned. O(n log n); trying every candidate
+    // against every range was O(n²), seconds per clone at 10,000 zones.
+    let mut sorted: Vec<IdRange> = others.iter().map(|(r, _)| *r).collect();
+    sorted.sort_unstable_by_key(|r| r.base);
+    let range = u64::from(RANGE);
     let mut base = u64::from(start);
-    while base + u64::from(RANGE) <= u64::from(u32::MAX) {
-        let r = IdRange::new(base as u32);
-        match others.iter().find(|(o, _)| o.overlaps(&r)) {
-            None => return Some(base as u32),
-            // Skip past the blocking range, realigned.
-            Some((o, _)) => {
-                let next = u64::from(o.last()) + 1;
-                base = next.div_ceil(u64::from(RANGE)) * u64::from(RANGE);
-            }
+    for o in &sorted {
+        if base + range > u64::from(u32::MAX) {
+            return None;
         }
+        if u64::from(o.last()) < base {
+            continue;
+        }
+        if u64::from(o.base) >= base + range {
+            break;
+        }
+        base = (u64::from(o.last()) + 1).div_ceil(range) * range;
     }
-    None
+    (base + range <= u64::from(u32::MAX)).then_some(base as u32)
 }
 
 fn dir(layout: &Layout) -> PathBuf {
@@ -287,8 +297,9 @@ fn rederive(
     except: &str,
 ) -> Result<Vec<(u32, String)>> {
     let mut out: Vec<(u32, String)> = Vec::new();
+    let known: HashSet<&str> = indexed.iter().map(|(_, n)| n.as_str()).collect();
     for z in crate::zone::names_in(layout)? {
-        if z == except || indexed.iter().any(|(_, n)| *n == z) {
+        if z == except || known.contains(z.as_str()) {
             continue;
         }
         let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(&z)) else {
@@ -375,25 +386,34 @@ pub fn reconcile(ctx: &crate::zone::Context, zones: &[String]) -> Result<Reconci
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
     let taken = read_all(layout)?;
     let mut out = Reconciled::default();
-    let mut recorded: Vec<(String, IdRange)> = Vec::new();
+    let indexed: HashSet<(u32, &str)> = taken.iter().map(|(b, n)| (*b, n.as_str())).collect();
+    let named: HashSet<&str> = taken.iter().map(|(_, n)| n.as_str()).collect();
+    // The ranges kept so far, by base: disjoint, so the only one that can overlap a
+    // range r is the last one starting at or before r's end.
+    let mut recorded: BTreeMap<u32, (String, IdRange)> = BTreeMap::new();
     // Zones the index names first: of two zones claiming one range (a copied
     // directory), the one the index knows keeps it and the other is reported.
     let mut order: Vec<&String> = zones.iter().collect();
-    order.sort_by_key(|z| !taken.iter().any(|(_, n)| n == *z));
+    order.sort_by_key(|z| !named.contains(z.as_str()));
     for z in order {
         let Ok(Some(lc)) = crate::state::load_lifecycle(&layout.zone_dir(z)) else {
             continue;
         };
         let Some(r) = lc.idmap else { continue };
-        if let Some((other, o)) = recorded.iter().find(|(_, o)| o.overlaps(&r)) {
+        let overlapping = recorded
+            .range(..=r.last())
+            .next_back()
+            .map(|(_, kept)| kept)
+            .filter(|(_, o)| o.overlaps(&r));
+        if let Some((other, o)) = overlapping {
             out.conflicts.push(format!(
                 "zones '{other}' and '{z}' record overlapping host id ranges ({}-{} and {}-{}): one is probably a copy of the other's directory; delete the copy with 'warren delete --force' and make it with 'warren clone'",
                 o.base, o.last(), r.base, r.last()
             ));
             continue;
         }
-        recorded.push((z.clone(), r));
-        if !taken.iter().any(|(b, n)| n == z && *b == r.base) {
+        recorded.insert(r.base, (z.clone(), r));
+        if !indexed.contains(&(r.base, z.as_str())) {
             record(layout, z, r.base, true)?;
             out.rerecorded.push(format!(
                 "zone '{z}': re-recorded its id range {}-{} in {}",

@@ -248,6 +248,7 @@ fn fork_worker<T: Serialize>(
         return Ok((pid, rd));
     }
     drop(rd);
+    crate::lock::in_pipeline_of(warren_sys::proc::getppid());
     // A panic must never unwind into the parent's loop (this is a copy of it).
     let reply =
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(zone))).unwrap_or_else(|_| {
