@@ -152,6 +152,58 @@ fn zones_in_flight_overlap_their_waits() {
 }
 
 #[test]
+fn a_watched_boot_gives_its_slot_to_the_next_zone_and_still_catches_a_dying_init() {
+    // Two at a time, each init watched for 2 s: if a watch held its slot, the third
+    // zone could start only after the first one's watch ended (2 s later); released,
+    // all six start within a fraction of one watch.
+    let env = Env::new();
+    env.host_zone("wbase", &[]);
+    env.host_zone("wbad", &["init=/bin/false"]);
+    let zones = names("wz", 6);
+    let mut args = vec!["clone", "wbase"];
+    args.extend(zones.iter().map(String::as_str));
+    env.ok(&args);
+    let mut args = vec!["--json", "boot", "--watch", "2000", "--jobs", "2"];
+    args.extend(zones[..3].iter().map(String::as_str));
+    args.push("wbad");
+    args.extend(zones[3..].iter().map(String::as_str));
+    let r = env.run(&args);
+    assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
+    assert!(r.stderr.contains("1 of 7 zone(s) failed"), "{}", r.stderr);
+    let v = json(&r.stdout);
+    assert_eq!(zones_of(&v), args[6..].to_vec(), "in order: {v}");
+    let bad = v
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["zone"] == "wbad")
+        .unwrap();
+    assert!(
+        bad["error"]
+            .as_str()
+            .unwrap()
+            .contains("exited with status 1"),
+        "the watch still catches an init that dies: {bad}"
+    );
+    assert_eq!(env.state("wbad"), "installed");
+    // Start times of the six inits, in clock ticks since the host's boot.
+    let ticks = |pid: i32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = stat.rsplit_once(')').unwrap().1;
+        after.split_whitespace().nth(19).unwrap().parse().unwrap()
+    };
+    let hz = 100; // USER_HZ on Linux
+    let starts: Vec<u64> = zones.iter().map(|z| ticks(env.init_pid(z))).collect();
+    let spread = starts.iter().max().unwrap() - starts.iter().min().unwrap();
+    assert!(
+        spread * 1000 / hz < 2000,
+        "six inits started {} ms apart with two slots: a watch held its slot ({starts:?})",
+        spread * 1000 / hz
+    );
+    env.ok(&["halt", "--all"]);
+}
+
+#[test]
 fn jobs_must_be_positive_and_one_zone_keeps_its_own_exit_code() {
     let env = Env::new();
     let r = env.run(&["boot", "--jobs", "0", "x"]);

@@ -15,9 +15,14 @@
 //! does anything that N separate commands could not; the shared locks (id ranges,
 //! leases, the host's id-range registry, the journal) serialize only their short
 //! critical sections. A worker sends its result back as one JSON line on a pipe and
-//! exits; the parent reaps any worker that ends (`waitpid(-1)`), and hands the results
-//! to its caller **in the zones' order** (a finished zone waits for those before it),
-//! so output reads as a sequential run's. One zone's failure stops nothing else; the
+//! exits; the parent polls every worker's pipe, reaps any worker that ends
+//! (`waitpid(-1, WNOHANG)`), and hands the results to its caller **in the zones'
+//! order** (a finished zone waits for those before it), so output reads as a
+//! sequential run's. A boot's worker **releases its slot** once the zone runs
+//! ([`release_slot`]: a `released` line before its result): its 150 ms watch of the
+//! new init only waits, so the next zone starts meanwhile; `--jobs` bounds the zones
+//! being booted, not those being watched. At 10,000 zones the watch held every slot
+//! for 150 ms of each zone's ~175 and made `boot --all` 132 s (docs/scaling.md). One zone's failure stops nothing else; the
 //! caller counts them (the CLI exits non-zero, naming how many failed).
 //!
 //! `jobs` of 1, or a single zone, runs in this process without forking: the verbs
@@ -25,8 +30,9 @@
 //! halt") and SPEC.md ("Issue 18, pipeline").
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::{Read, Write};
-use std::os::fd::OwnedFd;
+use std::io::Write;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde::{de::DeserializeOwned, Deserialize, Serialize};
@@ -34,8 +40,9 @@ use serde::{de::DeserializeOwned, Deserialize, Serialize};
 use super::{Context, Outcome};
 use crate::error::{Error, ExitCode, IoContext, Result};
 
-/// Zones in flight by default: 8 per online CPU (a boot computes for ~5 ms and then
-/// mostly waits: its watch of init alone is 150 ms), at most [`MAX_DEFAULT_JOBS`].
+/// Zones in flight by default: 8 per online CPU (a boot, clone or halt computes for a
+/// few ms and otherwise waits on the kernel: RCU grace periods, mounts, syncs), at
+/// most [`MAX_DEFAULT_JOBS`].
 pub fn default_jobs(cpus: usize) -> usize {
     (cpus.max(1) * 8).min(MAX_DEFAULT_JOBS)
 }
@@ -173,13 +180,15 @@ pub fn run<T: Serialize + DeserializeOwned>(
     let _ = ctx.cgroups();
     let _ = ctx.boot_id();
     let mut finished: BTreeMap<usize, Result<T>> = BTreeMap::new();
-    let mut running: HashMap<i32, (usize, OwnedFd)> = HashMap::new();
+    let mut running: HashMap<i32, Worker> = HashMap::new();
     let (mut next, mut emitted) = (0, 0);
     while emitted < zones.len() {
-        while running.len() < jobs && next < zones.len() {
+        // A worker that released its slot (boot's watch of a started init) still
+        // runs, but no longer counts against `jobs`.
+        while running.values().filter(|w| !w.released).count() < jobs && next < zones.len() {
             match fork_worker(&zones[next], &op) {
                 Ok((pid, rd)) => {
-                    running.insert(pid, (next, rd));
+                    running.insert(pid, Worker::new(next, rd));
                 }
                 Err(e) => {
                     finished.insert(next, Err(e));
@@ -194,29 +203,98 @@ pub fn run<T: Serialize + DeserializeOwned>(
         if running.is_empty() {
             continue;
         }
-        match warren_sys::proc::wait_any() {
-            Ok((pid, status)) => {
-                if let Some((i, rd)) = running.remove(&pid) {
-                    finished.insert(i, collect(&zones[i], rd, status));
-                }
+        // Wait for a worker to say something (a release, its result) or to end.
+        let fds: Vec<RawFd> = running.values().map(|w| w.rd.as_raw_fd()).collect();
+        if warren_sys::pty::poll_in(&fds, TICK_MS).is_ok() {
+            for w in running.values_mut() {
+                w.take_release();
             }
-            // No child left to wait for (someone else reaped ours): what is still
-            // running is reported as lost, never waited for forever.
-            Err(e) => {
-                for (_, (i, _)) in running.drain() {
-                    let lost = Err(Error::Relayed {
-                        message: format!(
-                            "zone '{}': lost its worker process ({e}); see 'warren list' for the zone's state",
-                            zones[i]
-                        ),
-                        exit: ExitCode::Failure,
-                    });
-                    finished.insert(i, lost);
+        }
+        loop {
+            match warren_sys::proc::waitpid_nohang(-1) {
+                Ok(Some((pid, status))) => {
+                    if let Some(w) = running.remove(&pid) {
+                        let i = w.index;
+                        finished.insert(i, collect(&zones[i], w, status));
+                    }
+                }
+                Ok(None) => break,
+                // No child left to wait for (someone else reaped ours): what is still
+                // running is reported as lost, never waited for forever.
+                Err(e) => {
+                    for (_, w) in running.drain() {
+                        let lost = Err(Error::Relayed {
+                            message: format!(
+                                "zone '{}': lost its worker process ({e}); see 'warren list' for the zone's state",
+                                zones[w.index]
+                            ),
+                            exit: ExitCode::Failure,
+                        });
+                        finished.insert(w.index, lost);
+                    }
+                    break;
                 }
             }
         }
     }
     failed
+}
+
+/// How long the parent waits for its workers' pipes before it reaps whoever ended
+/// (a worker's exit is seen at the latest this much after it).
+const TICK_MS: i32 = 20;
+
+/// The line a worker writes when it no longer needs its slot (see [`release_slot`]).
+const RELEASED: &[u8] = b"released\n";
+
+/// A worker as the parent sees it: its zone's index, the read end of its pipe, what
+/// it has sent so far, and whether it released its slot.
+struct Worker {
+    index: usize,
+    rd: OwnedFd,
+    got: Vec<u8>,
+    released: bool,
+}
+
+impl Worker {
+    fn new(index: usize, rd: OwnedFd) -> Worker {
+        // Read without blocking: the parent polls every worker's pipe at once.
+        let _ = warren_sys::pty::set_nonblocking(rd.as_raw_fd(), true);
+        Worker {
+            index,
+            rd,
+            got: Vec::new(),
+            released: false,
+        }
+    }
+
+    /// Read what the pipe holds now and note a release at its start.
+    fn take_release(&mut self) {
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = warren_sys::pty::read_fd(self.rd.as_raw_fd(), &mut buf) {
+            if n == 0 {
+                break;
+            }
+            self.got.extend_from_slice(&buf[..n]);
+        }
+        if self.got.starts_with(RELEASED) {
+            self.got.drain(..RELEASED.len());
+            self.released = true;
+        }
+    }
+}
+
+/// Set in a worker: the write end of its pipe to the parent.
+static SLOT: std::sync::OnceLock<RawFd> = std::sync::OnceLock::new();
+
+/// In a pipeline's worker: tell the parent that this zone no longer needs its slot
+/// (the boot is done; what remains is the watch of its init, which waits without
+/// computing), so the next zone starts while this one is watched. Elsewhere a no-op.
+pub fn release_slot() {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if let Some(fd) = SLOT.get().filter(|_| !SAID.swap(true, Ordering::Relaxed)) {
+        let _ = warren_sys::pty::write_fd(*fd, RELEASED);
+    }
 }
 
 /// What a worker writes: its result or its error.
@@ -248,6 +326,7 @@ fn fork_worker<T: Serialize>(
         return Ok((pid, rd));
     }
     drop(rd);
+    let _ = SLOT.set(wr.as_raw_fd());
     crate::lock::in_pipeline_of(warren_sys::proc::getppid());
     // A panic must never unwind into the parent's loop (this is a copy of it).
     let reply =
@@ -298,22 +377,26 @@ fn truncate(mut s: String) -> String {
     s
 }
 
-/// The result of the worker for `zone` that ended with `status`: its reply line.
+/// The result of the worker `w` for `zone` that ended with `status`: its reply line
+/// (after what it sent before, if anything).
 fn collect<T: DeserializeOwned>(
     zone: &str,
-    rd: OwnedFd,
+    w: Worker,
     status: warren_sys::proc::ExitStatus,
 ) -> Result<T> {
-    let mut text = Vec::new();
-    let mut f = std::fs::File::from(rd);
+    let mut text = w.got;
     let mut buf = [0u8; 4096];
-    // Up to the line's end: a zone's process that inherited the pipe before its exec
-    // must not keep this waiting for EOF.
+    // Up to the line's end (everything was written before the worker ended; the pipe
+    // does not block): a zone's process that inherited the pipe before its exec must
+    // not keep this waiting for EOF.
     while !text.contains(&b'\n') {
-        match f.read(&mut buf) {
+        match warren_sys::pty::read_fd(w.rd.as_raw_fd(), &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => text.extend_from_slice(&buf[..n]),
         }
+    }
+    if text.starts_with(RELEASED) {
+        text.drain(..RELEASED.len());
     }
     match serde_json::from_slice::<Reply<T>>(text.split(|b| *b == b'\n').next().unwrap_or(&[])) {
         Ok(Reply::Ok(v)) => Ok(v),

@@ -207,6 +207,9 @@ fn boot_locked(ctx: &Context, z: &mut Zone, watch: Duration) -> Result<BootRepor
     }
     let total = t0.elapsed();
     if !watch.is_zero() {
+        // The boot's work is done: in a pipeline (`boot --all`) the next zone starts
+        // while this one's init is watched.
+        crate::zone::pipeline::release_slot();
         if let Some(status) = runtime::watch(booted.init.pid, watch) {
             release_claim();
             let e =
