@@ -22,8 +22,9 @@
 //! ([`release_slot`]: a `released` line before its result): its 150 ms watch of the
 //! new init only waits, so the next zone starts meanwhile; `--jobs` bounds the zones
 //! being booted, not those being watched. At 10,000 zones the watch held every slot
-//! for 150 ms of each zone's ~175 and made `boot --all` 132 s (docs/scaling.md). One zone's failure stops nothing else; the
-//! caller counts them (the CLI exits non-zero, naming how many failed).
+//! for 150 ms of each zone's ~175 and made `boot --all` 132 s (docs/scaling.md). One
+//! zone's failure stops nothing else; the caller counts them (the CLI exits non-zero,
+//! naming how many failed).
 //!
 //! `jobs` of 1, or a single zone, runs in this process without forking: the verbs
 //! behave exactly as before. The numbers: docs/scaling.md ("Pipelined boot, clone and
@@ -386,17 +387,20 @@ fn collect<T: DeserializeOwned>(
 ) -> Result<T> {
     let mut text = w.got;
     let mut buf = [0u8; 4096];
-    // Up to the line's end (everything was written before the worker ended; the pipe
-    // does not block): a zone's process that inherited the pipe before its exec must
-    // not keep this waiting for EOF.
-    while !text.contains(&b'\n') {
+    // Up to the result's line end (everything was written before the worker ended; the
+    // pipe does not block): a zone's process that inherited the pipe before its exec
+    // must not keep this waiting for EOF. A release not read yet comes first.
+    loop {
+        if text.starts_with(RELEASED) {
+            text.drain(..RELEASED.len());
+        }
+        if text.contains(&b'\n') {
+            break;
+        }
         match warren_sys::pty::read_fd(w.rd.as_raw_fd(), &mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => text.extend_from_slice(&buf[..n]),
         }
-    }
-    if text.starts_with(RELEASED) {
-        text.drain(..RELEASED.len());
     }
     match serde_json::from_slice::<Reply<T>>(text.split(|b| *b == b'\n').next().unwrap_or(&[])) {
         Ok(Reply::Ok(v)) => Ok(v),
@@ -435,6 +439,46 @@ mod tests {
         let s = truncate("é".repeat(MAX_MESSAGE));
         assert!(s.len() <= MAX_MESSAGE + 8 && s.ends_with(" […]"));
         assert_eq!(truncate("short".into()), "short");
+    }
+
+    #[test]
+    fn a_long_result_behind_a_release_is_read_whole() {
+        // The release and a result longer than one read, all in the pipe before the
+        // parent looks (the worker wrote both and ended between two polls).
+        let (rd, wr) = warren_sys::spawn::pipe_cloexec().unwrap();
+        let message = format!("zone 'z': {}", "x".repeat(20_000));
+        let reply: Reply<Done> = Reply::Err {
+            message: message.clone(),
+            exit: ExitCode::WrongState as u8,
+        };
+        let mut bytes = RELEASED.to_vec();
+        bytes.extend(serde_json::to_vec(&reply).unwrap());
+        bytes.push(b'\n');
+        std::fs::File::from(wr).write_all(&bytes).unwrap();
+        let w = Worker::new(0, rd);
+        match collect::<Done>("z", w, warren_sys::proc::ExitStatus::Exited(0)) {
+            Err(Error::Relayed { message: m, exit }) => {
+                assert_eq!(m, message);
+                assert_eq!(exit, ExitCode::WrongState);
+            }
+            other => panic!("{other:?}"),
+        }
+        // Read in two turns: the release first, then the result.
+        let (rd, wr) = warren_sys::spawn::pipe_cloexec().unwrap();
+        let mut wr = std::fs::File::from(wr);
+        wr.write_all(RELEASED).unwrap();
+        let mut w = Worker::new(1, rd);
+        w.take_release();
+        assert!(w.released && w.got.is_empty());
+        let done = Done {
+            ms: 2.5,
+            ..Done::default()
+        };
+        let mut line = serde_json::to_vec(&Reply::Ok(done.clone())).unwrap();
+        line.push(b'\n');
+        wr.write_all(&line).unwrap();
+        let got = collect::<Done>("z", w, warren_sys::proc::ExitStatus::Exited(0)).unwrap();
+        assert_eq!(got, done);
     }
 
     #[test]
