@@ -27,9 +27,8 @@ impl Epoll {
         // SAFETY: epoll_create1 takes a flag word and returns a new descriptor or -1.
         let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
         // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
-        Ok(Epoll {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Epoll { fd })
     }
 
     /// Watch `fd` for input; [`Epoll::wait`] returns `token` when it is readable.
@@ -126,9 +125,8 @@ impl Inotify {
         // SAFETY: inotify_init1 takes flags and returns a new descriptor or -1.
         let fd = cvt(unsafe { libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK) })?;
         // SAFETY: the kernel just returned this descriptor to us; nobody else owns it.
-        Ok(Inotify {
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
-        })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(Inotify { fd })
     }
 
     /// Watch `path` for `mask`; the watch descriptor events name.
