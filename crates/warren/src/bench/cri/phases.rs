@@ -322,7 +322,8 @@ mod tests {
                 MARKS[7].1, // the end, from task create
             ]
         );
-        assert!((b.phases[1].ms.median - 20.0).abs() < 1e-6);
+        // Seconds since the epoch in an f64 keep about a microsecond.
+        assert!((b.phases[1].ms.median - 20.0).abs() < 1e-2);
         assert!(b.helper_ms.is_none());
     }
 }
