@@ -11,11 +11,15 @@
 //!
 //! - `start`: find the socket of the container's group (its pod's, see
 //!   [`service::pod_of`]); if a server already listens there, answer with it;
-//!   otherwise start the server (this binary, in a process group of its own so a
-//!   signal to containerd's group does not reach it), wait until it listens, write
-//!   `address` in the bundle (containerd reads it again after a restart) and answer.
-//! - the server: subreaper of its containers; one thread reaps every child and
-//!   hands each exit to containerd-shim's monitor, the task service's watcher
+//!   otherwise bind and listen on it here and start the server (this binary, in a
+//!   process group of its own so a signal to containerd's group does not reach it)
+//!   with the listening socket as its stdin ([`LISTENER_ENV`]), write `address` in
+//!   the bundle (containerd reads it again after a restart) and answer at once:
+//!   containerd's first calls wait in the socket's backlog while the server starts,
+//!   instead of `start` waiting for the server before it answers.
+//! - the server: subreaper of its containers; one thread reaps every child (woken
+//!   by SIGCHLD, which every thread blocks) and hands each exit to containerd-shim's
+//!   monitor, the task service's watcher
 //!   records it; ttrpc on the socket until `Shutdown`.
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
 //!   (what is left of it killed) and its rootfs unmounted.
@@ -25,7 +29,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use containerd_shim::api::DeleteResponse;
 use containerd_shim::protos::protobuf::{Message, MessageField};
@@ -39,8 +43,26 @@ use crate::RUNTIME_ID;
 /// The most ttrpc workers per connection (containerd keeps one per shim).
 const WORKERS_MAX: usize = 256;
 
-/// How long `start` waits for a new server to listen.
-const LISTEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// Set (to "stdin") in a server's environment by `start`: its stdin is the socket,
+/// already listening.
+pub const LISTENER_ENV: &str = "WARREN_SHIM_LISTENER";
+
+/// Bind and listen on `path`. Ok(None): another server of the group listens there.
+fn bind(path: &str) -> std::io::Result<Option<UnixListener>> {
+    if let Some(dir) = Path::new(path).parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    match UnixListener::bind(path) {
+        Ok(l) => Ok(Some(l)),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && listening(path) => Ok(None),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
+            // A socket file nobody listens on: a server that died.
+            let _ = std::fs::remove_file(path);
+            UnixListener::bind(path).map(Some)
+        }
+        Err(e) => Err(e),
+    }
+}
 
 fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
@@ -65,15 +87,25 @@ pub fn start(flags: &Flags) -> i32 {
     let grouping = service::pod_of(Path::new(".")).unwrap_or_else(|| flags.id.clone());
     let address = containerd_shim::socket_address(&flags.address, &flags.namespace, &grouping);
     let path = socket_path(&address).to_string();
-    if !listening(&path) {
+    let listener = match bind(&path) {
+        Ok(l) => l,
+        Err(e) => return fail(flags, "listening on the shim socket", e),
+    };
+    if let Some(listener) = listener {
         let exe = match std::env::current_exe() {
             Ok(e) => e,
-            Err(e) => return fail(flags, "finding the shim binary", e),
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return fail(flags, "finding the shim binary", e);
+            }
         };
         let mut cmd = std::process::Command::new(exe);
         cmd.args(["-namespace", &flags.namespace, "-id", &flags.id])
             .args(["-address", &flags.address, "-socket", &address])
-            .stdin(std::process::Stdio::null())
+            .env(LISTENER_ENV, "stdin")
+            .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
+                listener,
+            )))
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             // One malloc arena: the server's threads mostly sleep, and an arena per
@@ -83,21 +115,12 @@ pub fn start(flags: &Flags) -> i32 {
         if flags.debug {
             cmd.arg("-debug");
         }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(e) => return fail(flags, "starting the shim server", e),
-        };
-        let deadline = Instant::now() + LISTEN_TIMEOUT;
-        while !listening(&path) {
-            if let Ok(Some(st)) = child.try_wait() {
-                return fail(flags, "the shim server exited", st);
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return fail(flags, "the shim server did not listen", &path);
-            }
-            std::thread::sleep(Duration::from_millis(1));
+        // The server outlives this process (reparented to containerd's subreaper or
+        // init); a server that dies before serving closes the socket, and
+        // containerd's first call on it fails.
+        if let Err(e) = cmd.spawn() {
+            let _ = std::fs::remove_file(&path);
+            return fail(flags, "starting the shim server", e);
         }
     }
     if let Err(e) = containerd_shim::synchronous::util::write_address(&address) {
@@ -132,20 +155,40 @@ pub fn delete(flags: &Flags) -> i32 {
 /// Reap every child; each exit goes to containerd-shim's monitor, whose
 /// subscriber (the task service's watcher) records it. The reaper never waits
 /// for the table's lock: a verb holding it may be waiting for a reaped process.
+///
+/// SIGCHLD is blocked in every thread of the server ([`serve`] blocks it before
+/// the first thread starts), so it stays pending until the reaper takes it: the
+/// reaper takes every exited child, then waits for the next SIGCHLD. A child that
+/// exits between the two leaves the signal pending, so none waits; and a shim with
+/// no child at all (a new one, before its first create) is woken by the first
+/// child's exit — the rootfs mount's, the helper's — instead of finding it on a
+/// poll round later (a 20 ms sleep per round cost every new pod up to 40 ms).
 fn reap() {
     loop {
-        match warren_sys::proc::wait_any() {
-            Ok((pid, status)) => {
+        match warren_sys::proc::waitpid_nohang(-1) {
+            Ok(Some((pid, status))) => {
                 let _ = containerd_shim::monitor::monitor_notify_by_pid(pid, status.code());
             }
-            // No child yet (or any more): nothing can exit until one is started.
-            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+            // Children that still run, or none: wait for the next exit. The bound
+            // only guards against a lost wake-up.
+            Ok(None) | Err(_) => {
+                let _ = warren_sys::signal::wait_for(
+                    &[warren_sys::libc::SIGCHLD],
+                    Duration::from_secs(1),
+                );
+            }
         }
     }
 }
 
 /// The server: ttrpc on `flags.socket` until Shutdown.
 pub fn serve(flags: &Flags) -> i32 {
+    // Before any thread: every thread inherits the mask, and the reaper takes
+    // SIGCHLD synchronously (see [`reap`]). Children get an empty mask (std's
+    // spawn resets it).
+    if let Err(e) = warren_sys::signal::block(&[warren_sys::libc::SIGCHLD]) {
+        return fail(flags, "blocking SIGCHLD for the reaper", e);
+    }
     if let Err(e) = warren_sys::proc::set_child_subreaper() {
         return fail(flags, "becoming the containers' subreaper", e);
     }
@@ -153,24 +196,24 @@ pub fn serve(flags: &Flags) -> i32 {
     {
         eprintln!("{RUNTIME_ID}: the log FIFO: {e}");
     }
+    // Debug lines that time a pod's start (`warren bench cri --breakdown` reads them
+    // from containerd's log, where containerd copies the shim's).
+    log::debug!("shim server up, pid {}", std::process::id());
     let path = socket_path(&flags.socket).to_string();
-    if let Some(dir) = Path::new(&path).parent() {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            return fail(flags, "creating the socket directory", e);
+    let listener = if std::env::var_os(LISTENER_ENV).is_some_and(|v| v == "stdin") {
+        // `start` bound it: the socket is our stdin.
+        use std::os::fd::AsFd;
+        match std::io::stdin().as_fd().try_clone_to_owned() {
+            Ok(fd) => UnixListener::from(fd),
+            Err(e) => return fail(flags, "taking the listening socket from stdin", e),
         }
-    }
-    let listener = match UnixListener::bind(&path) {
-        Ok(l) => l,
-        // Another server of this group got there first: it serves.
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && listening(&path) => return 0,
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            let _ = std::fs::remove_file(&path);
-            match UnixListener::bind(&path) {
-                Ok(l) => l,
-                Err(e) => return fail(flags, "listening on the shim socket", e),
-            }
+    } else {
+        match bind(&path) {
+            Ok(Some(l)) => l,
+            // Another server of this group got there first: it serves.
+            Ok(None) => return 0,
+            Err(e) => return fail(flags, "listening on the shim socket", e),
         }
-        Err(e) => return fail(flags, "listening on the shim socket", e),
     };
     let events = std::env::var("TTRPC_ADDRESS").ok();
     let exit = Arc::new(ExitSignal::default());
@@ -199,6 +242,7 @@ pub fn serve(flags: &Flags) -> i32 {
     if let Err(e) = server.start() {
         return fail(flags, "starting the ttrpc server", e);
     }
+    log::debug!("shim server listening");
     exit.wait();
     server.shutdown();
     let _ = std::fs::remove_file(&path);

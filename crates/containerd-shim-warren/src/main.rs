@@ -12,12 +12,14 @@
 //!   with one thread, and the ttrpc server has several, so those two verbs run
 //!   `warren::oci::ops::{create, exec}` in a fresh copy of this binary.
 //! - [`stdio`]: the FIFOs containerd hands over, and the pty of a terminal process.
+//! - [`oom`]: the live OOM watcher (one epoll for all the shim's memory cgroups).
 //! - [`metrics`]: cgroup figures as the `io.containerd.cgroups.v1/v2.Metrics` types.
 #![forbid(unsafe_code)]
 
 mod bootstrap;
 mod helper;
 mod metrics;
+mod oom;
 mod service;
 mod stdio;
 mod task;

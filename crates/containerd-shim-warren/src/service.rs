@@ -16,6 +16,10 @@
 //! ([`Shared::exited`]), which publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
 //! or a process that exited before its pid was recorded — is kept in `unclaimed`
 //! until its owner takes it.
+//!
+//! OOM: `TaskOOM` goes out when the kernel's OOM killer acts in a container's memory
+//! cgroup while it runs ([`crate::oom`]'s watcher, one thread for all containers)
+//! and, if not yet published, before its init's `TaskExit`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +38,7 @@ use containerd_shim::ExitSignal;
 use warren::oci::{Ctx, Log};
 
 use crate::helper::{Job, Verb};
+use crate::oom::{self, Event};
 use crate::stdio::{self, Console, Kept, Paths};
 
 /// The environment variable naming the shim's state root (warren's OCI `--root`,
@@ -120,6 +125,10 @@ pub struct Container {
     pub execs: HashMap<String, Proc>,
     /// The rootfs mounts made at create (unmounted at delete).
     pub mounted: bool,
+    /// Its cgroups, as create made them (read for OOM kills).
+    pub cgroups: Option<warren::cgroups::CgroupSet>,
+    /// TaskOOM events published for it.
+    pub ooms_published: u64,
 }
 
 impl Container {
@@ -150,6 +159,9 @@ pub struct Shared {
     events_address: Option<String>,
     publisher: Mutex<Option<EventsClient>>,
     pub exit: Arc<ExitSignal>,
+    /// The live OOM watcher (None if the kernel refused its epoll or inotify: then
+    /// only the exit check reports OOM kills).
+    pub oom: Option<Arc<oom::Watcher>>,
 }
 
 impl Shared {
@@ -215,7 +227,7 @@ impl Shared {
         match found {
             Some((container_id, id)) => {
                 if container_id == id {
-                    self.publish_oom(&container_id);
+                    self.check_oom(&mut t, &container_id, None);
                 }
                 self.publish_exit(&container_id, &id, pid, code, at)
             }
@@ -230,18 +242,20 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// `TaskOOM` before the exit of a container's init if the kernel's OOM killer
-    /// acted in its memory cgroup (v1 `memory.oom_control`, v2 `memory.events`
-    /// `oom_kill`): the CRI then reports the container `OOMKilled`. Read at the
-    /// exit, from the cgroup that outlives it until `delete`, so no thread per
-    /// container watches; an OOM kill of a child that the container survives is
-    /// reported at its exit too, which is what the kubelet reads.
-    fn publish_oom(&self, container_id: &str) {
-        let kills = warren::oci::state::load(&root(&self.namespace), container_id)
-            .ok()
-            .and_then(|r| r.cgroups)
-            .and_then(|set| set.oom_kills());
-        if kills.is_some_and(|k| k > 0) {
+    /// `TaskOOM` for `container_id` if [`oom::decide`] says so: on the watcher's
+    /// `event` while the container runs, and (`event` None) at its init's exit, before
+    /// its `TaskExit`, when its memory cgroup (v1 `memory.oom_control`, v2
+    /// `memory.events`, which outlive the init until `delete`) counted an OOM kill not
+    /// published yet. The CRI then reports the container `OOMKilled`. Under the
+    /// table's lock (`t`): the watcher and the exit never both publish one kill.
+    pub fn check_oom(&self, t: &mut Table, container_id: &str, event: Option<Event>) {
+        let Some(c) = t.containers.get_mut(container_id) else {
+            return;
+        };
+        let kills = c.cgroups.as_ref().and_then(|set| set.oom_kills());
+        let running = c.init.exit.is_none();
+        if let Some(n) = oom::decide(event, kills, c.ooms_published, running) {
+            c.ooms_published = n;
             use containerd_shim::protos::events::task::TaskOOM;
             self.publish(
                 containerd_shim::protos::topics::TASK_OOM_EVENT_TOPIC,
@@ -402,13 +416,29 @@ pub fn unmount_rootfs(bundle: &Path) {
 impl Service {
     /// The task service of namespace `namespace`.
     pub fn new(namespace: &str, events_address: Option<String>, exit: Arc<ExitSignal>) -> Service {
-        let shared = Arc::new(Shared {
-            table: Mutex::new(Table::default()),
-            changed: Condvar::new(),
-            namespace: namespace.into(),
-            publisher: Mutex::new(events_address.as_deref().and_then(connect_events)),
-            events_address,
-            exit,
+        let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| {
+            let me = me.clone();
+            let oom = oom::Watcher::start(move |id, event| {
+                if let Some(s) = me.upgrade() {
+                    let mut t = s.lock();
+                    s.check_oom(&mut t, id, Some(event));
+                }
+            })
+            .inspect_err(|e| {
+                log::warn!(
+                    "no live OOM watcher: {e}; OOM kills are reported at the container's exit"
+                )
+            })
+            .ok();
+            Shared {
+                table: Mutex::new(Table::default()),
+                changed: Condvar::new(),
+                namespace: namespace.into(),
+                publisher: Mutex::new(events_address.as_deref().and_then(connect_events)),
+                events_address,
+                exit,
+                oom,
+            }
         });
         // Subscribed before the server starts: no exit is missed.
         match monitor_subscribe(Topic::Pid) {

@@ -90,6 +90,8 @@ impl containerd_shim::Task for Service {
         req: api::CreateTaskRequest,
     ) -> TtrpcResult<api::CreateTaskResponse> {
         let id = req.id.clone();
+        let began = std::time::Instant::now();
+        log::debug!("create {id}: request");
         let bundle = PathBuf::from(&req.bundle);
         if self.shared.lock().containers.contains_key(&id) {
             return Err(rpc_err(
@@ -126,12 +128,22 @@ impl containerd_shim::Task for Service {
         let verb = Verb::Create {
             bundle: bundle.clone(),
         };
+        let helper = std::time::Instant::now();
         let (pid, kept) = self
             .spawn(&ctx, &id, verb, &paths, "init", &bundle)
             .inspect_err(|_| service::unmount_rootfs(&bundle))?;
+        let helper_ms = helper.elapsed().as_secs_f64() * 1e3;
         let mut init = Proc::new(paths.clone());
         init.pid = pid;
         init.kept = kept;
+        let cgroups = warren::oci::state::load(&ctx.root, &id)
+            .ok()
+            .and_then(|r| r.cgroups);
+        if let (Some(w), Some(set)) = (&self.shared.oom, &cgroups) {
+            if let Err(e) = w.add(&id, set) {
+                log::warn!("container '{id}': watching its memory cgroup for OOM kills: {e}; they are reported at its exit");
+            }
+        }
         let mut t = self.shared.lock();
         t.containers.insert(
             id.clone(),
@@ -140,12 +152,14 @@ impl containerd_shim::Task for Service {
                 init,
                 execs: Default::default(),
                 mounted: !req.rootfs.is_empty(),
+                cgroups,
+                ooms_published: 0,
             },
         );
         self.shared.publish(
             topics::TASK_CREATE_EVENT_TOPIC,
             ev::TaskCreate {
-                container_id: id,
+                container_id: id.clone(),
                 bundle: req.bundle.clone(),
                 rootfs: req.rootfs.clone(),
                 io: MessageField::some(ev::TaskIO {
@@ -158,6 +172,11 @@ impl containerd_shim::Task for Service {
                 pid: pid as u32,
                 ..Default::default()
             },
+        );
+        log::debug!(
+            "create {id}: done in {:.2} ms (rootfs mounts {:.2} ms, helper {helper_ms:.2} ms)",
+            began.elapsed().as_secs_f64() * 1e3,
+            (helper - began).as_secs_f64() * 1e3,
         );
         Ok(api::CreateTaskResponse {
             pid: pid as u32,
@@ -172,10 +191,15 @@ impl containerd_shim::Task for Service {
     ) -> TtrpcResult<api::StartResponse> {
         let id = &req.id;
         if req.exec_id.is_empty() {
+            let began = std::time::Instant::now();
             // Under the table's lock: TaskStart goes out before the init's TaskExit.
             let t = self.shared.lock();
             let pid = get(&t, id)?.init.pid;
             ops::start(&self.ctx(), id).map_err(warren_err)?;
+            log::debug!(
+                "start {id}: done in {:.2} ms",
+                began.elapsed().as_secs_f64() * 1e3
+            );
             self.shared.publish(
                 topics::TASK_START_EVENT_TOPIC,
                 ev::TaskStart {
@@ -469,6 +493,10 @@ impl containerd_shim::Task for Service {
                 exited_at,
                 ..Default::default()
             });
+        }
+        // The watch goes before the cgroup (whose removal v1 notifies).
+        if let Some(w) = &self.shared.oom {
+            w.remove(id);
         }
         // A created (never started) init is killed by the forced delete.
         ops::delete(&self.ctx(), id, true).map_err(warren_err)?;

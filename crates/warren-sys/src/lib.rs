@@ -15,6 +15,7 @@ pub mod fs;
 pub mod harden;
 pub mod init;
 pub mod loopdev;
+pub mod notify;
 pub mod proc;
 pub mod pty;
 pub mod signal;

@@ -40,6 +40,26 @@ pub fn wait_any(timeout: Duration) -> io::Result<Option<i32>> {
     Ok(Some(rc))
 }
 
+/// Wait for one of `sigs` (which must be blocked in every thread, or it may be
+/// delivered elsewhere) for at most `timeout`; `None` on timeout or interruption.
+pub fn wait_for(sigs: &[i32], timeout: Duration) -> io::Result<Option<i32>> {
+    let set = set_of(sigs);
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `set` and `ts` are initialised; the siginfo pointer may be NULL.
+    let rc = unsafe { libc::sigtimedwait(&set, std::ptr::null_mut(), &ts) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        return match e.raw_os_error() {
+            Some(libc::EAGAIN) | Some(libc::EINTR) => Ok(None),
+            _ => Err(e),
+        };
+    }
+    Ok(Some(rc))
+}
+
 fn set_of(sigs: &[i32]) -> libc::sigset_t {
     let mut set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
     // SAFETY: sigemptyset initialises the set; sigaddset only sets bits in it (an invalid

@@ -414,26 +414,35 @@ fn cri_failures_are_reported_as_the_kubelet_expects() {
     }
 }
 
-/// `warren bench cri` runs both handlers and reports what it measured.
+/// `warren bench cri` runs every handler and reports what it measured: latencies,
+/// the shims, the memory beyond the pods' cgroups, and (`--breakdown`, containerd at
+/// log level debug) RunPodSandbox's phases read from containerd's log.
 #[test]
 fn bench_cri_measures_pods_per_handler() {
     let env = common::Env::new();
     let out = env.root().join("cri-bench");
+    let shim = warren::bench::cri::daemon::shim_binary(std::path::Path::new(common::WARREN));
+    assert!(
+        shim.exists(),
+        "{} is missing: build it first with `cargo build -p containerd-shim-warren`",
+        shim.display()
+    );
     let r = env.ok(&[
         "bench",
         "cri",
         "--pods",
         "2",
         "--handlers",
-        "runc,warren",
+        "runc,warren,warren-shim",
+        "--breakdown",
         "--json",
         "--out",
         out.to_str().unwrap(),
     ]);
     let v: Value = serde_json::from_str(&r.stdout).unwrap();
     let steps = v["steps"].as_array().unwrap();
-    assert_eq!(steps.len(), 2, "{v}");
-    for (st, handler) in steps.iter().zip(["runc", "warren"]) {
+    assert_eq!(steps.len(), 3, "{v}");
+    for (st, handler) in steps.iter().zip(["runc", "warren", "warren-shim"]) {
         assert_eq!(
             (st["handler"].as_str(), st["pods"].as_u64()),
             (Some(handler), Some(2)),
@@ -450,14 +459,70 @@ fn bench_cri_measures_pods_per_handler() {
                 "{handler} {k}: {st}"
             );
         }
-        // The runc shim runs once per pod (both handlers use it).
+        // One shim per pod (the runc shim for runc and warren, warren's own).
         assert_eq!(st["shims"], 2, "{st}");
         assert!(
             st["shim_rss_kib_per_pod"].as_f64().unwrap() > 1024.0,
             "{st}"
         );
+        // The pods' own cgroups hold their processes; the shims' anonymous memory
+        // is part of what lies beyond them.
+        let b = &st["beyond"];
+        assert!(
+            b["cgroups_usage_kib"].as_f64().unwrap() > 0.0,
+            "{handler}: {b}"
+        );
+        assert!(
+            b["cgroups_held_kib"].as_f64().unwrap() > 0.0,
+            "{handler}: {b}"
+        );
+        assert!(b["shim_anon_kib"].as_f64().unwrap() > 0.0, "{handler}: {b}");
+        for k in [
+            "host_kib",
+            "beyond_kib",
+            "containerd_anon_kib",
+            "kernel_kib",
+            "rest_kib",
+        ] {
+            assert!(
+                b[k].as_f64().is_some_and(f64::is_finite),
+                "{handler} {k}: {b}"
+            );
+        }
+        // Both pods found whole in containerd's debug log, the shim's start and the
+        // task's create and start among the phases.
+        let bd = &st["breakdown"];
+        assert_eq!(bd["pods"], 2, "{handler}: {bd}");
+        assert!(bd["total_ms"]["median"].as_f64().unwrap() > 0.0, "{bd}");
+        let phases: Vec<&str> = bd["phases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        for want in ["task start", "task create (the pause container's create)"] {
+            assert!(
+                phases.contains(&want),
+                "{handler}: {want} not in {phases:?}"
+            );
+        }
+        if handler == "warren-shim" {
+            assert!(
+                bd["helper_ms"]["median"].as_f64().unwrap() > 0.0,
+                "the shim's helper timed: {bd}"
+            );
+        }
+        assert!(out.join(format!("containerd-{handler}-2.log")).exists());
     }
     let report = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(report.contains("| warren | 2 | host |"), "{report}");
+    assert!(
+        report.contains("## Memory beyond the containers"),
+        "{report}"
+    );
+    assert!(
+        report.contains("## RunPodSandbox broken down: warren-shim, 2 pods, native snapshotter"),
+        "{report}"
+    );
     assert!(out.join("results.json").exists());
 }

@@ -2,7 +2,8 @@
 //! (`ctr run --runtime io.containerd.warren.v1`), found on the private containerd's
 //! PATH (tests/common/containerd.rs): output and exit codes, `ctr task exec`, `ps`,
 //! `metrics`, `pause` / `resume`, `kill`, `delete`, a terminal; a containerd
-//! restart while a container runs; and the shim's memory beside the runc shim's.
+//! restart while a container runs; a live TaskOOM; and the shim's memory beside the
+//! runc shim's.
 //!
 //! The shim binary is built by `cargo build -p containerd-shim-warren` (scripts/test.sh
 //! does) into the directory of the `warren` binary under test; `WARREN_SHIM_BINARY`
@@ -302,6 +303,85 @@ fn a_containerd_restart_leaves_the_shim_and_its_container_running() {
         container_cgroup_dirs(&format!("{NS}/{id}")).is_empty(),
         "delete left the container's cgroups"
     );
+}
+
+/// A child of the container allocates past the container's memory limit and is
+/// OOM-killed while the container's init lives on: `TaskOOM` (`/tasks/oom`) reaches
+/// containerd's event stream while the task is still RUNNING (the shim's live
+/// watcher, not the check at the init's exit), and before any exit of the task.
+#[test]
+fn an_oom_kill_in_a_running_container_is_published_at_once() {
+    use std::io::BufRead;
+    let mut c = start(false);
+    let mut events = c
+        .ctr_cmd()
+        .arg("events")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let out = events.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // `ctr events` subscribes as it starts; give it the moment.
+    std::thread::sleep(Duration::from_millis(500));
+    let id = c.id("oom-live");
+    let o = run(
+        &c,
+        &["-d", "--memory-limit", &(32u64 << 20).to_string()],
+        &id,
+        &[
+            "sh",
+            "-c",
+            "sleep 1; dd if=/dev/zero of=/dev/null bs=128M count=1; sleep 1000",
+        ],
+    );
+    assert!(o.status.success(), "{}\n{}", text(&o), c.log());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut seen = Vec::new();
+    let oom = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) if line.contains(&id) => {
+                assert!(
+                    !line.contains("/tasks/exit"),
+                    "the task exited before any TaskOOM: {seen:#?}\n{line}"
+                );
+                let oom = line.contains("/tasks/oom");
+                seen.push(line);
+                if oom {
+                    break true;
+                }
+            }
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    let status = task_status(&c, &id);
+    let _ = events.kill();
+    let _ = events.wait();
+    assert!(
+        oom,
+        "no /tasks/oom for {id} within 30 s; its events: {seen:#?}\ncontainerd log:\n{}",
+        c.log()
+    );
+    assert_eq!(
+        status.as_deref(),
+        Some("RUNNING"),
+        "the container's init lives on after its child's OOM kill"
+    );
+    c.ctr_ok(&["task", "kill", "-s", "KILL", &id]);
+    wait_status(&c, &id, "STOPPED");
+    let o = c.ctr(&["task", "delete", &id]);
+    assert!(o.status.success(), "{}", text(&o));
+    c.ctr_ok(&["container", "delete", &id]);
 }
 
 /// `(Rss, Pss, Anonymous)` in KiB of `pid`, from smaps_rollup.

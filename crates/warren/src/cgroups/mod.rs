@@ -230,7 +230,8 @@ fn read_pids(path: &Path) -> io::Result<Vec<i32>> {
 }
 
 impl CgroupSet {
-    pub(crate) fn dir_with(&self, controller: &str) -> Option<&Path> {
+    /// The directory that holds `controller`'s files (v2: the one directory).
+    pub fn dir_with(&self, controller: &str) -> Option<&Path> {
         match self.version {
             CgroupVersion::V2 => self.dirs.first().map(|(_, d)| d.as_path()),
             CgroupVersion::V1 => self

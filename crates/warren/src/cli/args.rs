@@ -559,6 +559,7 @@ pub enum BenchCmd {
     #[command(after_help = "Examples:
   warren bench cri --pods 10,50
   warren bench cri --pods 10 --handlers warren --pod-network --out /tmp/cri-bench
+  warren bench cri --pods 20 --handlers runc,warren-shim --breakdown --snapshotter overlayfs
 
 Needs containerd, runc and containernetworking-plugins (apt-get) and the CRI client's
 venv (/var/cache/warren-test/cri; scripts/test.sh makes it; WARREN_CRI_PYTHON names
@@ -585,6 +586,14 @@ state in a temp dir; every pod, shim and cgroup goes when a step ends, also on f
         /// the issue's 500 pods under a machine-wide lock.
         #[arg(long, default_value_t = crate::bench::cri::run::MAX_PODS)]
         max_pods: usize,
+        /// containerd's snapshotter for the images and pods: native (copies the
+        /// image's tree per pod) or overlayfs.
+        #[arg(long, default_value = "native", value_parser = ["native", "overlayfs"])]
+        snapshotter: String,
+        /// Break RunPodSandbox down into phases from containerd's debug log (log
+        /// level debug, which slows containerd; each step's log is kept in --out).
+        #[arg(long)]
+        breakdown: bool,
     },
     /// Internal: started by `bench scale --tune`; writes the sysctls it raised back
     /// when the bench exits, however it exits.

@@ -149,7 +149,7 @@ pub(super) fn cri_bench(
     ctx: &Context,
     json: bool,
     pods: &str,
-    (handlers, pod_network, max_pods): (Vec<String>, bool, usize),
+    (handlers, pod_network, max_pods, setup): (Vec<String>, bool, usize, bench::cri::Setup),
     out: Option<PathBuf>,
 ) -> Result<()> {
     let steps = bench::parse_steps(pods)?;
@@ -161,17 +161,19 @@ pub(super) fn cri_bench(
     }
     let warren = std::env::current_exe()
         .map_err(|e| Error::Invalid(format!("bench cri: cannot find warren's own binary: {e}")))?;
-    let opts = bench::cri::run::Options {
-        steps,
-        handlers,
-        pod_network,
-        warren,
-    };
     let dir = out.unwrap_or_else(|| {
         let mut d = bench::default_out(ctx).into_os_string();
         d.push("-cri");
         PathBuf::from(d)
     });
+    let opts = bench::cri::run::Options {
+        steps,
+        handlers,
+        pod_network,
+        warren,
+        log_dir: setup.debug.then(|| dir.clone()),
+        setup,
+    };
     let mut bars = output::Bars::new(json);
     let mut progress = bench::interrupt::Interruptible::new(&mut bars)?;
     let results = bench::cri::run::run(ctx, &opts, &mut progress)?;

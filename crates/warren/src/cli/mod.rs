@@ -577,7 +577,21 @@ fn run(cli: Cli) -> Result<i32> {
             pod_network,
             out,
             max_pods,
-        }) => bench_cmd::cri_bench(&ctx, json, &pods, (handlers, pod_network, max_pods), out)?,
+            snapshotter,
+            breakdown,
+        }) => {
+            let setup = crate::bench::cri::Setup {
+                snapshotter,
+                debug: breakdown,
+            };
+            bench_cmd::cri_bench(
+                &ctx,
+                json,
+                &pods,
+                (handlers, pod_network, max_pods, setup),
+                out,
+            )?
+        }
         Command::Bench(BenchCmd::TuneWatch) => bench::scale::tune::watch(&ctx)?,
         Command::Bench(BenchCmd::Metrics {
             zones,

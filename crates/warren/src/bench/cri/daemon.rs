@@ -43,9 +43,39 @@ pub struct CriContainerd {
     prefix: String,
 }
 
+/// How a private containerd is set up beyond the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setup {
+    /// The snapshotter of the images and the pods: [`SNAPSHOTTERS`].
+    pub snapshotter: String,
+    /// Log level debug (containerd's per-event lines and its shims' debug lines, which
+    /// [`super::phases`] reads).
+    pub debug: bool,
+}
+
+/// The snapshotters a private containerd may use: `native` copies an image's tree
+/// for each container, `overlayfs` mounts it.
+pub const SNAPSHOTTERS: &[&str] = &["native", "overlayfs"];
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            snapshotter: "native".into(),
+            debug: false,
+        }
+    }
+}
+
 /// containerd's config.toml for a daemon in `p`.
-fn config(p: &Path, warren_oci: &Path) -> String {
+fn config(p: &Path, warren_oci: &Path, setup: &Setup) -> String {
     let cri = r#"plugins."io.containerd.grpc.v1.cri""#;
+    // Every snapshotter but the one in use is off (fewer plugins to load).
+    let off: String = SNAPSHOTTERS
+        .iter()
+        .filter(|s| **s != setup.snapshotter)
+        .map(|s| format!(", \"io.containerd.snapshotter.v1.{s}\""))
+        .collect();
+    let level = if setup.debug { "debug" } else { "info" };
     format!(
         r#"version = 2
 root = "{p}/root"
@@ -53,8 +83,9 @@ state = "{p}/state"
 disabled_plugins = ["io.containerd.internal.v1.opt",
   "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
-  "io.containerd.snapshotter.v1.overlayfs", "io.containerd.tracing.processor.v1.otlp",
-  "io.containerd.internal.v1.tracing"]
+  "io.containerd.tracing.processor.v1.otlp", "io.containerd.internal.v1.tracing"{off}]
+[debug]
+  level = "{level}"
 [grpc]
   address = "{p}/containerd.sock"
 [ttrpc]
@@ -67,7 +98,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt",
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
   [{cri}.containerd]
-    snapshotter = "native"
+    snapshotter = "{snapshotter}"
     default_runtime_name = "runc"
 {runtimes}  [{cri}.cni]
     bin_dir = "/usr/lib/cni"
@@ -75,6 +106,7 @@ disabled_plugins = ["io.containerd.internal.v1.opt",
 "#,
         p = p.display(),
         pause = super::image::PAUSE,
+        snapshotter = setup.snapshotter,
         runtimes = HANDLERS
             .iter()
             .map(|h| h.toml(p, warren_oci))
@@ -185,6 +217,18 @@ impl CriContainerd {
     /// Start one in `dir` (empty, the caller's; removed by the caller after the drop)
     /// with `warren` as warren-oci, and import the busybox and pause images.
     pub fn start(dir: &Path, warren: &Path) -> Result<CriContainerd, Failure> {
+        Self::start_with(dir, warren, &Setup::default())
+    }
+
+    /// [`CriContainerd::start`] set up as `setup` says.
+    pub fn start_with(dir: &Path, warren: &Path, setup: &Setup) -> Result<CriContainerd, Failure> {
+        if !SNAPSHOTTERS.contains(&setup.snapshotter.as_str()) {
+            return Err(Failure::Failed(format!(
+                "snapshotter {:?}: use one of {}",
+                setup.snapshotter,
+                SNAPSHOTTERS.join(", ")
+            )));
+        }
         for (bin, pkg) in [
             ("containerd", "containerd"),
             ("ctr", "containerd"),
@@ -217,7 +261,7 @@ impl CriContainerd {
             let f = dir.join(name);
             std::fs::write(&f, text).map_err(Failure::io(&f))
         };
-        write("config.toml", config(dir, &oci))?;
+        write("config.toml", config(dir, &oci, setup))?;
         // warren's shim on containerd's PATH. A missing build is not an error here
         // (the runc handlers work without it); a pod of handler `warren-shim` then
         // fails naming the binary, and its callers check first ([`shim_binary`]).
@@ -290,7 +334,7 @@ impl CriContainerd {
             "images",
             "import",
             "--snapshotter",
-            "native",
+            &setup.snapshotter,
             &images.to_string_lossy(),
         ])?;
         Ok(c)
@@ -305,6 +349,10 @@ impl CriContainerd {
     /// Where pods' logs go (`log_directory` of a pod: a directory beneath it).
     pub fn logs(&self) -> PathBuf {
         self.dir.join("logs")
+    }
+    /// The daemon's whole log so far.
+    pub fn full_log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("containerd.log")).unwrap_or_default()
     }
     /// The daemon's log so far (for failure messages).
     pub fn log(&self) -> String {
@@ -360,6 +408,51 @@ impl CriContainerd {
             })
             .collect()
     }
+    /// What the memory cgroups of this daemon's pods hold now, summed over each pod's
+    /// cgroup parent (its sandbox and containers beneath it): the memory hierarchy
+    /// (v1) or the unified one (v2, where it has the memory controller).
+    pub fn pod_memory(&self) -> PodCgroupMemory {
+        let hiers = cgroups::own_hierarchies(Path::new("/proc")).unwrap_or_default();
+        let v1 = hiers
+            .iter()
+            .find(|h| h.key.split(',').any(|c| c == "memory"));
+        let (h, v1) = match v1 {
+            Some(h) => (h, true),
+            None => match hiers.iter().find(|h| h.key.is_empty()) {
+                Some(h) => (h, false),
+                None => return PodCgroupMemory::default(),
+            },
+        };
+        let mut total = PodCgroupMemory::default();
+        for base in [h.own.clone(), h.own.join(crate::oci::cgroup::GROUP)] {
+            for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
+                if !e.file_name().to_string_lossy().starts_with(&self.prefix) {
+                    continue;
+                }
+                let d = e.path();
+                let read = |f: &str| std::fs::read_to_string(d.join(f)).unwrap_or_default();
+                let num = |f: &str| read(f).trim().parse::<u64>().ok();
+                let m = if v1 {
+                    cgroup_memory(
+                        true,
+                        &read("memory.stat"),
+                        num("memory.usage_in_bytes").unwrap_or(0),
+                        num("memory.kmem.usage_in_bytes"),
+                    )
+                } else {
+                    cgroup_memory(
+                        false,
+                        &read("memory.stat"),
+                        num("memory.current").unwrap_or(0),
+                        None,
+                    )
+                };
+                total.add(&m);
+            }
+        }
+        total
+    }
+
     /// The cgroup directories of this daemon's pods (both runtimes, every hierarchy).
     pub fn pod_cgroup_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
@@ -373,6 +466,68 @@ impl CriContainerd {
             }
         }
         dirs
+    }
+}
+
+/// What pods' memory cgroups hold (bytes), summed over the pods' cgroup parents.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PodCgroupMemory {
+    /// Pod cgroups read.
+    pub pods: u64,
+    /// v1 memory.usage_in_bytes / v2 memory.current: everything charged (page
+    /// cache and kernel memory included).
+    pub usage_bytes: u64,
+    /// Anonymous pages (v1 total_rss, v2 anon).
+    pub anon_bytes: u64,
+    pub shmem_bytes: u64,
+    /// Kernel memory charged to them (v1 memory.kmem.usage_in_bytes; v2 the
+    /// memory.stat kernel rows: slab, kernel_stack, pagetables, percpu, sock).
+    pub kernel_bytes: u64,
+}
+
+impl PodCgroupMemory {
+    fn add(&mut self, o: &PodCgroupMemory) {
+        self.pods += o.pods;
+        self.usage_bytes += o.usage_bytes;
+        self.anon_bytes += o.anon_bytes;
+        self.shmem_bytes += o.shmem_bytes;
+        self.kernel_bytes += o.kernel_bytes;
+    }
+    /// What of it the host counts as pinned (not reclaimable page cache): anon,
+    /// shmem, kernel.
+    pub fn pinned_bytes(&self) -> u64 {
+        self.anon_bytes + self.shmem_bytes + self.kernel_bytes
+    }
+}
+
+/// One pod cgroup's memory from its memory.stat text, its usage and (v1) its kmem
+/// usage.
+fn cgroup_memory(v1: bool, stat: &str, usage: u64, kmem: Option<u64>) -> PodCgroupMemory {
+    let field = |k: &str| {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(k)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if v1 {
+        PodCgroupMemory {
+            pods: 1,
+            usage_bytes: usage,
+            anon_bytes: field("total_rss"),
+            shmem_bytes: field("total_shmem"),
+            kernel_bytes: kmem.unwrap_or(0),
+        }
+    } else {
+        PodCgroupMemory {
+            pods: 1,
+            usage_bytes: usage,
+            anon_bytes: field("anon"),
+            shmem_bytes: field("shmem"),
+            kernel_bytes: ["slab", "kernel_stack", "pagetables", "percpu", "sock"]
+                .iter()
+                .map(|k| field(k))
+                .sum(),
+        }
     }
 }
 
@@ -430,9 +585,40 @@ mod tests {
 
     #[test]
     fn config_has_a_runtime_table_per_handler() {
-        let c = config(Path::new("/t"), Path::new("/t/warren-oci"));
+        let c = config(
+            Path::new("/t"),
+            Path::new("/t/warren-oci"),
+            &Setup::default(),
+        );
         let v: toml::Value = toml::from_str(&c).unwrap();
         let cri = &v["plugins"]["io.containerd.grpc.v1.cri"];
+        assert_eq!(cri["containerd"]["snapshotter"].as_str(), Some("native"));
+        assert_eq!(v["debug"]["level"].as_str(), Some("info"));
+        let off = v["disabled_plugins"].as_array().unwrap();
+        assert!(off
+            .iter()
+            .any(|p| p.as_str() == Some("io.containerd.snapshotter.v1.overlayfs")));
+        let c = config(
+            Path::new("/t"),
+            Path::new("/t/warren-oci"),
+            &Setup {
+                snapshotter: "overlayfs".into(),
+                debug: true,
+            },
+        );
+        let v: toml::Value = toml::from_str(&c).unwrap();
+        assert_eq!(
+            v["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["snapshotter"].as_str(),
+            Some("overlayfs")
+        );
+        assert_eq!(v["debug"]["level"].as_str(), Some("debug"));
+        let off = v["disabled_plugins"].as_array().unwrap();
+        assert!(off
+            .iter()
+            .any(|p| p.as_str() == Some("io.containerd.snapshotter.v1.native")));
+        assert!(!off
+            .iter()
+            .any(|p| p.as_str() == Some("io.containerd.snapshotter.v1.overlayfs")));
         assert_eq!(cri["restrict_oom_score_adj"].as_bool(), Some(true));
         let rt = &cri["containerd"]["runtimes"];
         for h in HANDLERS {
@@ -444,5 +630,29 @@ mod tests {
         );
         assert_eq!(rt["runc"]["options"]["Root"].as_str(), Some("/t/runc-root"));
         assert!(rt["warren-shim"].get("options").is_none(), "{c}");
+    }
+
+    #[test]
+    fn pod_cgroup_memory_from_v1_and_v2_files() {
+        let v1 = "cache 10\nrss 20\nshmem 1\ntotal_cache 100\ntotal_rss 4096\ntotal_rss_huge 0\ntotal_shmem 8\n";
+        let m = cgroup_memory(true, v1, 9000, Some(700));
+        assert_eq!(
+            m,
+            PodCgroupMemory {
+                pods: 1,
+                usage_bytes: 9000,
+                anon_bytes: 4096,
+                shmem_bytes: 8,
+                kernel_bytes: 700
+            }
+        );
+        assert_eq!(m.pinned_bytes(), 4096 + 8 + 700);
+        let v2 = "anon 300\nfile 50\nkernel 999\nkernel_stack 16\npagetables 8\npercpu 4\nsock 0\nshmem 2\nslab 100\nslab_reclaimable 60\n";
+        let m = cgroup_memory(false, v2, 800, None);
+        assert_eq!((m.anon_bytes, m.shmem_bytes, m.kernel_bytes), (300, 2, 128));
+        let mut sum = PodCgroupMemory::default();
+        sum.add(&m);
+        sum.add(&m);
+        assert_eq!((sum.pods, sum.usage_bytes), (2, 1600));
     }
 }

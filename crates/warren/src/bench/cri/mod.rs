@@ -2,13 +2,15 @@
 //! containerd with its CRI plugin and two RuntimeClass handlers, `runc` and `warren`
 //! (the runc v2 shim with BinaryName = warren-oci) ([`daemon`]), the busybox and pause
 //! images built from the host's busybox ([`image`]), and a CRI client ([`client`]);
-//! the density bench over them ([`run`], [`report`]).
+//! the density bench over them ([`run`], [`report`]) and where RunPodSandbox's time
+//! goes ([`phases`], from containerd's debug log).
 
 pub mod client;
 pub mod daemon;
 pub mod image;
+pub mod phases;
 pub mod report;
 pub mod run;
 
 pub use client::{CriClient, CriError};
-pub use daemon::CriContainerd;
+pub use daemon::{CriContainerd, Setup};

@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::run::CriResults;
+use super::phases::Breakdown;
+use super::run::{CriResults, CriStep};
 use crate::error::Result;
 
 /// The Markdown report.
@@ -49,6 +50,66 @@ pub fn markdown(r: &CriResults) -> String {
             st.loadavg
         ));
     }
+    s.push_str(
+        "\n## Memory beyond the containers\n\nPer pod, KiB. *Held* memory is what the \
+         kernel cannot drop (anon, shmem, kernel: slab, stacks, page tables, per-CPU): the \
+         host's rise from /proc/meminfo, the pods' memory cgroups (sandbox and containers) \
+         from their stat files. *Beyond* = host − cgroups, split into the shims' anonymous \
+         PSS, containerd's anonymous growth, the kernel's rise outside the pods' cgroups \
+         and the rest (other processes of the host: noise).\n\n\
+         | handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | rest | containerd PSS growth |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    for st in &r.steps {
+        let b = &st.beyond;
+        s.push_str(&format!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            st.handler,
+            st.pods,
+            b.host_kib,
+            b.cgroups_usage_kib,
+            b.cgroups_held_kib,
+            b.cgroups_kernel_kib,
+            b.beyond_kib,
+            b.shim_anon_kib,
+            b.containerd_anon_kib,
+            b.kernel_kib,
+            b.rest_kib,
+            b.containerd_pss_kib,
+        ));
+    }
+    for st in &r.steps {
+        if let Some(b) = &st.breakdown {
+            s.push_str(&breakdown(st, b));
+        }
+    }
+    s
+}
+
+/// A step's RunPodSandbox phases (containerd at log level debug, which slows it).
+fn breakdown(st: &CriStep, b: &Breakdown) -> String {
+    let l = |x: &crate::measure::Summary| format!("{:.1} / {:.1}", x.median, x.p99);
+    let mut s = format!(
+        "\n## RunPodSandbox broken down: {}, {} pods, {} snapshotter\n\n\
+         From containerd's debug log ({} pods found whole); ms, median / p99. \
+         containerd's own view, request in to answer: {}.\n\n\
+         | phase | pods | ms |\n|---|---:|---:|\n",
+        st.handler,
+        st.pods,
+        st.snapshotter,
+        b.pods,
+        b.total_ms.as_ref().map(l).unwrap_or_else(|| "-".into()),
+    );
+    for p in &b.phases {
+        s.push_str(&format!("| {} | {} | {} |\n", p.name, p.pods, l(&p.ms)));
+    }
+    if let Some(h) = &b.helper_ms {
+        s.push_str(&format!(
+            "| of task create: the shim's helper (fork, exec, the pause container's create) | {} | {} |\n",
+            b.pods,
+            l(h)
+        ));
+    }
     s
 }
 
@@ -60,7 +121,8 @@ pub fn write(dir: &Path, r: &CriResults) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::cri::run::CriStep;
+    use crate::bench::cri::phases::Phase;
+    use crate::bench::cri::run::Beyond;
     use crate::bench::Machine;
     use crate::measure::{summarize, MemPerZone};
 
@@ -70,6 +132,7 @@ mod tests {
             handler: handler.into(),
             pods,
             pod_network: false,
+            snapshotter: "native".into(),
             run_pod_sandbox_ms: summarize(&[90.0, 110.0]),
             create_container_ms: summarize(&[40.0]),
             start_container_ms: summarize(&[50.0]),
@@ -80,6 +143,21 @@ mod tests {
             shim_pss_kib_per_pod: 3000.0,
             containerd_rss_growth_kib_per_pod: 400.0,
             host_per_pod: MemPerZone::default(),
+            beyond: Beyond {
+                beyond_kib: 812.0,
+                shim_anon_kib: 600.0,
+                ..Beyond::default()
+            },
+            breakdown: (handler == "warren").then(|| Breakdown {
+                pods,
+                total_ms: Some(summarize(&[50.0])),
+                phases: vec![Phase {
+                    name: "task start".into(),
+                    pods,
+                    ms: summarize(&[3.0]),
+                }],
+                helper_ms: None,
+            }),
             loadavg: "1.00 1.00 1.00".into(),
         };
         let r = CriResults {
@@ -104,5 +182,16 @@ mod tests {
         );
         assert!(md.contains("| warren | 10 | host |"), "{md}");
         assert!(md.contains("13400 | 3000 | 400 |"), "{md}");
+        assert!(md.contains("## Memory beyond the containers"), "{md}");
+        assert!(
+            md.contains("## RunPodSandbox broken down: warren, 10 pods, native snapshotter"),
+            "{md}"
+        );
+        assert!(md.contains("| task start | 10 | 3.0 / 3.0 |"), "{md}");
+        assert!(!md.contains("broken down: runc"), "{md}");
+        assert!(
+            md.contains("| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 0 | 0 | 0 |"),
+            "{md}"
+        );
     }
 }

@@ -3,9 +3,10 @@
 //! pods, one `busybox sleep` container each, as a kubelet does: RunPodSandbox, then
 //! CreateContainer and StartContainer, timed one call at a time. With the N pods
 //! running it reads what they cost the host: the shims' RSS and PSS (smaps_rollup of
-//! every `containerd-shim-runc-v2`), containerd's own growth, and the host's memory
-//! before and after (the pinned sum and the memstat anon row, as `bench density`
-//! does), per pod. Then it stops and removes every pod (StopPodSandbox +
+//! every shim), containerd's own growth, the host's memory before and after (the
+//! pinned sum and the memstat anon row, as `bench density` does), and what the pods'
+//! own memory cgroups hold, per pod; [`Beyond`] is the host's growth beyond the
+//! pods' cgroups and where it went (shims, containerd, the kernel outside them). Then it stops and removes every pod (StopPodSandbox +
 //! RemovePodSandbox, timed per pod) and ends the daemon, with everything in its
 //! namespaces and the pods' cgroups, also when the step fails.
 
@@ -16,12 +17,15 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::client::CriClient;
-use super::daemon::CriContainerd;
+use super::daemon::{CriContainerd, PodCgroupMemory, Setup};
 use super::image::BUSYBOX;
+use super::phases::Breakdown;
 use crate::bench::system::Failure;
 use crate::bench::Machine;
 use crate::error::Result;
-use crate::measure::{mem_per_zone, mem_sample, summarize, MemPerZone, Progress, Summary};
+use crate::measure::{
+    mem_per_zone, mem_sample, summarize, MemPerZone, MemSample, Progress, Summary,
+};
 use crate::stat::readers::{smaps_total, Smaps};
 use crate::zone::Context;
 
@@ -38,6 +42,12 @@ pub struct Options {
     pub pod_network: bool,
     /// The warren binary warren-oci runs as.
     pub warren: PathBuf,
+    /// The daemon's snapshotter and log level (debug: each step's RunPodSandbox
+    /// broken down, [`super::phases`]).
+    pub setup: Setup,
+    /// Where each step's containerd log is copied (`containerd-<handler>-<n>.log`),
+    /// with `setup.debug`.
+    pub log_dir: Option<PathBuf>,
 }
 
 /// One handler at one N.
@@ -46,6 +56,7 @@ pub struct CriStep {
     pub handler: String,
     pub pods: usize,
     pub pod_network: bool,
+    pub snapshotter: String,
     pub run_pod_sandbox_ms: Summary,
     pub create_container_ms: Summary,
     pub start_container_ms: Summary,
@@ -61,7 +72,93 @@ pub struct CriStep {
     pub containerd_rss_growth_kib_per_pod: f64,
     /// Host memory per pod (shims, containers, kernel: everything the pods added).
     pub host_per_pod: MemPerZone,
+    /// The host's memory per pod beyond what the pods' own cgroups hold.
+    pub beyond: Beyond,
+    /// Where RunPodSandbox's time went (with containerd at log level debug).
+    pub breakdown: Option<Breakdown>,
     pub loadavg: String,
+}
+
+/// Per pod, KiB: what a pod costs the host beyond its containers, and where.
+///
+/// "Held" memory is what the kernel cannot drop: anonymous pages, shmem and kernel
+/// memory (slab, both kinds, stacks, page tables, per-CPU), on the host from
+/// /proc/meminfo before and after the pods started, in the pods' memory cgroups
+/// from their stat files (each pod's cgroup parent holds its sandbox and its
+/// containers). `beyond` is the host's rise less the cgroups'; it is split into the
+/// shims' anonymous memory (PSS of their anonymous pages), containerd's anonymous
+/// growth, the kernel's growth outside the pods' cgroups, and the rest, which none
+/// of them explains (other processes of the host: noise on a shared machine).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Beyond {
+    /// The host's held memory, its rise per pod.
+    pub host_kib: f64,
+    /// The pods' cgroups: usage (page cache included), then held: anon + shmem +
+    /// kernel, and the kernel part alone.
+    pub cgroups_usage_kib: f64,
+    pub cgroups_held_kib: f64,
+    pub cgroups_kernel_kib: f64,
+    /// host − the cgroups' held memory.
+    pub beyond_kib: f64,
+    pub shim_anon_kib: f64,
+    pub containerd_anon_kib: f64,
+    /// containerd's PSS growth (its file pages included: not part of `beyond`).
+    pub containerd_pss_kib: f64,
+    /// The kernel's rise outside the pods' cgroups: the host's kernel rows less the
+    /// cgroups' kernel memory.
+    pub kernel_kib: f64,
+    /// beyond − shims − containerd − kernel.
+    pub rest_kib: f64,
+}
+
+/// The host's held memory in a meminfo reading (bytes), and its kernel part.
+fn held(m: &MemSample) -> (u64, u64) {
+    let g = |k: &str| m.meminfo.get(k).copied().unwrap_or(0);
+    let kernel = ["Slab", "KernelStack", "PageTables", "Percpu"]
+        .iter()
+        .map(|k| g(k))
+        .sum::<u64>();
+    (g("AnonPages") + g("Shmem") + kernel, kernel)
+}
+
+/// What one process holds, for [`beyond`]: (anonymous PSS, PSS) in bytes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Held {
+    pub anon_bytes: u64,
+    pub pss_bytes: u64,
+}
+
+/// [`Beyond`] for `n` pods from the host before/after, the pods' cgroups (which
+/// hold nothing before the first pod), the shims and containerd before/after.
+pub fn beyond(
+    n: usize,
+    (before, after): (&MemSample, &MemSample),
+    cgroups: &PodCgroupMemory,
+    shims: Held,
+    (cd_before, cd_after): (Held, Held),
+) -> Beyond {
+    let per = |b: f64| b / 1024.0 / n.max(1) as f64;
+    let d = |a: u64, b: u64| b as f64 - a as f64;
+    let ((hb, kb), (ha, ka)) = (held(before), held(after));
+    let host = per(d(hb, ha));
+    let cg_held = per(cgroups.pinned_bytes() as f64);
+    let cg_kernel = per(cgroups.kernel_bytes as f64);
+    let beyond_kib = host - cg_held;
+    let shim_anon = per(shims.anon_bytes as f64);
+    let cd_anon = per(d(cd_before.anon_bytes, cd_after.anon_bytes));
+    let kernel = per(d(kb, ka)) - cg_kernel;
+    Beyond {
+        host_kib: host,
+        cgroups_usage_kib: per(cgroups.usage_bytes as f64),
+        cgroups_held_kib: cg_held,
+        cgroups_kernel_kib: cg_kernel,
+        beyond_kib,
+        shim_anon_kib: shim_anon,
+        containerd_anon_kib: cd_anon,
+        containerd_pss_kib: per(d(cd_before.pss_bytes, cd_after.pss_bytes)),
+        kernel_kib: kernel,
+        rest_kib: beyond_kib - shim_anon - cd_anon - kernel,
+    }
 }
 
 /// A whole run.
@@ -119,15 +216,22 @@ fn loadavg() -> String {
         .unwrap_or_default()
 }
 
-/// RSS of one process, bytes (0 if gone).
-fn rss(pid: i32) -> u64 {
-    smaps_total(Path::new("/proc"), &[pid]).rss_bytes
+/// smaps_rollup of one process (zeros if gone).
+fn smaps(pid: i32) -> Smaps {
+    smaps_total(Path::new("/proc"), &[pid])
+}
+
+fn held_of(s: &Smaps) -> Held {
+    Held {
+        anon_bytes: s.pss_anon_bytes,
+        pss_bytes: s.pss_bytes,
+    }
 }
 
 fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) -> Result<CriStep> {
     let dir = tempfile_dir()?;
     let r = (|| -> std::result::Result<CriStep, Failure> {
-        let daemon = CriContainerd::start(&dir, &opts.warren)?;
+        let daemon = CriContainerd::start_with(&dir, &opts.warren, &opts.setup)?;
         let mut client = CriClient::connect(&daemon)?;
         let mut pods = Pods {
             client: &mut client,
@@ -141,7 +245,7 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
             .ok_or_else(|| Failure::Failed("containerd is not running".into()))?;
         std::thread::sleep(Duration::from_millis(500));
         let before = mem_sample(Path::new("/proc"));
-        let containerd_before = rss(containerd);
+        let containerd_before = smaps(containerd);
         let (mut run_ms, mut create_ms, mut start_ms) = (Vec::new(), Vec::new(), Vec::new());
         progress.phase(&format!("{handler} N={n} start"), n as u64);
         for i in 0..n {
@@ -191,7 +295,8 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
         }
         std::thread::sleep(Duration::from_secs(2));
         let after = mem_sample(Path::new("/proc"));
-        let containerd_after = rss(containerd);
+        let containerd_after = smaps(containerd);
+        let pod_cgroups = daemon.pod_memory();
         let shim_pids: Vec<i32> = daemon
             .processes()
             .into_iter()
@@ -202,6 +307,15 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
         let per = |b: u64| b as f64 / 1024.0 / n.max(1) as f64;
         let load = loadavg();
         progress.phase(&format!("{handler} N={n} teardown"), n as u64);
+        let breakdown = opts.setup.debug.then(|| {
+            let log = daemon.full_log();
+            if let Some(d) = &opts.log_dir {
+                let f = d.join(format!("containerd-{handler}-{n}.log"));
+                let _ = std::fs::create_dir_all(d).and_then(|()| std::fs::write(&f, &log));
+            }
+            let names: Vec<String> = (0..n).map(|i| format!("bench-{i}")).collect();
+            super::phases::breakdown(&log, &names)
+        });
         let mut down_ms = Vec::new();
         let t = Instant::now();
         for pod in std::mem::take(&mut pods.ids) {
@@ -219,6 +333,7 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
             handler: handler.to_string(),
             pods: n,
             pod_network: opts.pod_network,
+            snapshotter: opts.setup.snapshotter.clone(),
             run_pod_sandbox_ms: summarize(&run_ms),
             create_container_ms: summarize(&create_ms),
             start_container_ms: summarize(&start_ms),
@@ -227,10 +342,19 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
             shims: shims.processes,
             shim_rss_kib_per_pod: per(shims.rss_bytes),
             shim_pss_kib_per_pod: per(shims.pss_bytes),
-            containerd_rss_growth_kib_per_pod: (containerd_after as f64 - containerd_before as f64)
+            containerd_rss_growth_kib_per_pod: (containerd_after.rss_bytes as f64
+                - containerd_before.rss_bytes as f64)
                 / 1024.0
                 / n.max(1) as f64,
             host_per_pod: mem_per_zone(&before, &after, n),
+            beyond: beyond(
+                n,
+                (&before, &after),
+                &pod_cgroups,
+                held_of(&shims),
+                (held_of(&containerd_before), held_of(&containerd_after)),
+            ),
+            breakdown,
             loadavg: load,
         })
     })();
@@ -265,5 +389,72 @@ impl Drop for Pods<'_> {
                 let _ = self.client.call(call, json!({"pod_sandbox_id": id}));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(anon: u64, slab: u64) -> MemSample {
+        let mut meminfo = std::collections::BTreeMap::new();
+        for (k, v) in [
+            ("AnonPages", anon),
+            ("Shmem", 0),
+            ("Slab", slab),
+            ("KernelStack", 0),
+            ("PageTables", 0),
+            ("Percpu", 0),
+        ] {
+            meminfo.insert(k.to_string(), v);
+        }
+        MemSample {
+            pinned: 0,
+            available: 0,
+            host: None,
+            meminfo,
+        }
+    }
+
+    #[track_caller]
+    fn close(a: f64, b: f64) {
+        assert!((a - b).abs() < 1e-6, "{a} != {b}");
+    }
+
+    #[test]
+    fn beyond_the_containers_splits_the_hosts_rise() {
+        const MIB: u64 = 1 << 20;
+        // 10 pods: the host held 40 MiB more anon and 12 MiB more slab; the pods'
+        // cgroups hold 20 MiB anon and 8 MiB kernel; shims 10 MiB anon; containerd
+        // grew by 5 MiB anon.
+        let (before, after) = (sample(100 * MIB, 50 * MIB), sample(140 * MIB, 62 * MIB));
+        let cg = PodCgroupMemory {
+            pods: 10,
+            usage_bytes: 35 * MIB,
+            anon_bytes: 20 * MIB,
+            shmem_bytes: 0,
+            kernel_bytes: 8 * MIB,
+        };
+        let held = |a: u64, p: u64| Held {
+            anon_bytes: a * MIB,
+            pss_bytes: p * MIB,
+        };
+        let b = beyond(
+            10,
+            (&before, &after),
+            &cg,
+            held(10, 30),
+            (held(20, 40), held(25, 48)),
+        );
+        close(b.host_kib, 52.0 * 1024.0 / 10.0);
+        close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
+        close(b.cgroups_usage_kib, 35.0 * 1024.0 / 10.0);
+        close(b.beyond_kib, 24.0 * 1024.0 / 10.0);
+        close(b.shim_anon_kib, 1024.0);
+        close(b.containerd_anon_kib, 512.0);
+        close(b.containerd_pss_kib, 8.0 * 1024.0 / 10.0);
+        close(b.kernel_kib, 4.0 * 1024.0 / 10.0);
+        // 24 − 10 − 5 − 4 = 5 MiB nobody named, over 10 pods.
+        close(b.rest_kib, 512.0);
     }
 }
