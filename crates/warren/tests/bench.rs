@@ -160,6 +160,9 @@ fn density_writes_results_report_and_charts_and_cleans_up() {
     );
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with("| warren |")).collect();
     assert_eq!(rows.len(), 2, "one summary row per step: {md}");
+    // After 1 zone the doctor is asked about the next step's 3, after 3 about 30.
+    check_solaris(warren, 1, 3, &md);
+    check_solaris(warren, 3, 30, &md);
     check_svg(&out.join("latency.svg"));
     check_svg(&out.join("memory.svg"));
 
@@ -253,6 +256,76 @@ fn check_breakdown(sys: &serde_json::Value, n: u64, md: &str) {
     }
 }
 
+/// The Solaris density study's figures of a step of `n` zones: processes and threads
+/// (host-wide and the zones' own), the host's free memory and CPU, and the first limit
+/// the doctor names for the next step; and the report's table with the seed's figures.
+fn check_solaris(sys: &serde_json::Value, n: u64, next: u64, md: &str) {
+    let st = step(sys, n);
+    let c = &st["census"];
+    let u = |k: &str| {
+        c[k].as_u64()
+            .unwrap_or_else(|| panic!("no census.{k}: {c}"))
+    };
+    // Every zone has its init at least; each process at least its main thread.
+    assert!(u("zone_processes") >= n, "{c}");
+    assert!(u("zone_threads") >= u("zone_processes"), "{c}");
+    assert!(u("host_processes") >= u("zone_processes"), "{c}");
+    assert!(u("host_threads") >= u("zone_threads"), "{c}");
+    // warren-init holds no inotify instance.
+    assert_eq!(u("zone_inotify_instances"), 0, "{c}");
+    let host_cpu = st["host_cpu_pct"].as_f64().unwrap();
+    assert!(
+        (0.0..=100.0).contains(&host_cpu),
+        "host CPU {host_cpu}: {st}"
+    );
+    assert!(st["idle_cpu_pct"].as_f64().unwrap() >= 0.0, "{st}");
+    assert!(
+        st["memory"]["host_free_kib"].as_f64().unwrap() > 0.0,
+        "{st}"
+    );
+    assert!(st["memory"]["free_drop_kib"].as_f64().is_some(), "{st}");
+    // The doctor's first limit for the next step: named, with its numbers.
+    let ns = &st["next_step"];
+    assert_eq!(ns["zones"], next, "{ns}");
+    let plan = &ns["plan"];
+    assert_eq!(plan["zones"], next, "{ns}");
+    // Each process has its main thread: threads per zone > the processes besides init.
+    let (threads, procs) = (
+        plan["threads_per_zone"].as_u64().unwrap(),
+        plan["procs_per_zone"].as_u64().unwrap(),
+    );
+    assert!(threads > procs, "{ns}");
+    let first = &ns["first"];
+    let limit = first["limit"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no first limit: {ns}"));
+    assert!(!limit.is_empty(), "{ns}");
+    let from = first["fails_from"].as_u64().unwrap();
+    assert!(from >= 1 && first["needed"].as_u64().is_some(), "{ns}");
+    // It stops the next step exactly when it fails at or below the next step's zones.
+    assert_eq!(ns["stops_next"], from <= next, "{ns}");
+    assert!(ns["first_by_default_plan"]["limit"].is_string(), "{ns}");
+
+    for text in [
+        "## The Solaris density study",
+        "| | seed: Solaris, 1,000 zones |",
+        "| processes, host (kernel threads included) | 18,048 |",
+        "| threads (LWPs), host | 84,798 |",
+        "| memory, all zones, MiB (seed: GB in use) | 38 GB |",
+        "| anon per zone, MiB | 25 MB |",
+        "| kernel per zone, MiB | 11 MB |",
+        "| CPU busy, host, % of all CPUs (zones idle) | 2 % |",
+        "| free, host at the sample, MiB |",
+    ] {
+        assert!(md.contains(text), "no {text:?} in the report: {md}");
+    }
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| first limit ahead (doctor) |"))
+        .unwrap_or_else(|| panic!("no first-limit row: {md}"));
+    assert!(row.contains(limit), "{row} does not name {limit}");
+}
+
 #[test]
 fn density_breaks_memory_down_by_kind_and_the_columns_add_up() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -271,7 +344,20 @@ fn density_breaks_memory_down_by_kind_and_the_columns_add_up() {
     let r = results(&out);
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     check_breakdown(&r["systems"][0], 3, &md);
+    // The one step's next is ten times it.
+    check_solaris(&r["systems"][0], 3, 30, &md);
     check_svg(&out.join("breakdown.svg"));
+    check_svg(&out.join("kinds.svg"));
+    let kinds = std::fs::read_to_string(out.join("kinds.svg")).unwrap();
+    for kind in [
+        "kernel",
+        "anon",
+        "mapped files (text)",
+        "page cache (unmapped)",
+        "free (host)",
+    ] {
+        assert!(kinds.contains(kind), "no series {kind} in kinds.svg");
+    }
     // The chart says where and when it was measured.
     let svg = std::fs::read_to_string(out.join("breakdown.svg")).unwrap();
     let day = &r["date"].as_str().unwrap()[..10];

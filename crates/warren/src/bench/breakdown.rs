@@ -69,6 +69,11 @@ pub struct Breakdown {
     pub cgroups_all: Option<CgroupKinds>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cgroups_per_zone: Option<CgroupKinds>,
+    /// The host's free memory (MemFree) at the sample, KiB: memstat's "free" row.
+    pub host_free_kib: f64,
+    /// How far MemFree fell from the baseline to the sample, KiB, whole set (page
+    /// cache and per-CPU free lists move it too: noisier than `all.total_kib`).
+    pub free_drop_kib: f64,
 }
 
 /// The breakdown of `n` containers from two /proc/meminfo readings (bytes per key, as
@@ -127,12 +132,15 @@ pub fn breakdown(
             }
         })
     };
+    let free = |m: &BTreeMap<String, u64>| m.get("MemFree").copied().unwrap_or(0) as f64 / 1024.0;
     Breakdown {
         containers: n,
         all,
         per_zone,
         cgroups_all: cg(1.0),
         cgroups_per_zone: cg(d),
+        host_free_kib: free(after),
+        free_drop_kib: free(before) - free(after),
     }
 }
 
@@ -203,6 +211,8 @@ mod tests {
         }
         assert_eq!(b.per_zone.total_kib, 170.0);
         assert!(b.cgroups_all.is_none() && b.cgroups_per_zone.is_none());
+        // Free is the host's at the sample, and how far it fell.
+        assert_eq!((b.host_free_kib, b.free_drop_kib), (400000.0, 100000.0));
     }
 
     #[test]
@@ -227,6 +237,7 @@ mod tests {
         assert_eq!(per.shmem_kib, None);
         // No host change: every host row is zero, the total too.
         assert_eq!(b.all, Kinds::default());
+        assert_eq!((b.host_free_kib, b.free_drop_kib), (5.0, 0.0));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! `warren bench density`: for each step N, clone and boot N fresh zones, measure what
 //! they cost (clone/boot latency, memory per zone with the memstat breakdown, disk, idle
-//! CPU, halt and delete), remove them, and write `results.json`, `report.md` and two SVG
-//! charts. `--compare crun,lxc,podman` runs the same steps with crun, LXC and podman
-//! on the same machine, in the same run.
+//! CPU of the zones and of the host, processes and threads ([`census`]), halt and
+//! delete), remove them, ask the doctor's model for the first limit that would stop the
+//! next step ([`headroom`]), and write `results.json`, `report.md` (with the Solaris
+//! density study's table, [`solaris`]) and four SVG charts. `--compare crun,lxc,podman`
+//! runs the same steps with crun, LXC and podman on the same machine, in the same run.
 //!
 //! Every measured system, warren's zones included, is a [`system::System`] driven by
 //! one measured step loop ([`system::step`]) that times each step the same way:
@@ -14,10 +16,12 @@
 //! removed when a step ends, also when it fails.
 
 pub mod breakdown;
+pub mod census;
 pub mod cgroups;
 pub mod command;
 pub mod cri;
 pub mod crun;
+pub mod headroom;
 pub mod interrupt;
 pub mod lxc;
 pub mod metrics;
@@ -28,6 +32,7 @@ pub mod report;
 pub mod runc_cli;
 pub mod scale;
 pub mod snapshot;
+pub mod solaris;
 pub mod svg;
 pub mod system;
 pub mod zones;
@@ -41,7 +46,7 @@ use crate::error::{Error, IoContext, Result};
 use crate::measure::{MemPerZone, Progress, Summary};
 use crate::storage::template::{self, Source};
 use crate::zone::{self, Context};
-use crate::{demo, stats, storage};
+use crate::{demo, doctor, stats, storage};
 
 /// Zone names the bench owns.
 pub const PREFIX: &str = "warren-bench-";
@@ -103,6 +108,15 @@ pub struct Step {
     pub disk_per_zone_kib: f64,
     /// CPU of all zones together over the idle window, % of one CPU.
     pub idle_cpu_pct: f64,
+    /// How busy the host's CPUs were over the idle window, % of all CPUs.
+    pub host_cpu_pct: f64,
+    /// Processes and threads at the sample, host-wide and the zones' own, and the
+    /// inotify instances and watches the zones hold.
+    pub census: census::Census,
+    /// The first limit that would stop the next step, from the doctor's model (warren's
+    /// steps; `None` for compared systems).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_step: Option<headroom::NextStep>,
     /// warren: `halt`; crun: `kill`.
     pub halt_ms: Summary,
     /// warren: `delete`; crun: `delete`.
@@ -377,15 +391,23 @@ fn run_warren(
         proc_root: &ctx.host.proc,
         idle: opts.idle,
     };
+    let net = match opts.bridge {
+        true => doctor::NetPlan::Bridge,
+        false => doctor::NetPlan::None,
+    };
     let mut steps = Vec::new();
     for &n in &opts.steps {
-        steps.push(system::step(&mut zones, n, &at, progress)?);
+        let mut step = system::step(&mut zones, n, &at, progress)?;
+        // The host as the step left it (its zones gone), asked about the next step.
+        let plan = headroom::plan_like(&step, headroom::next_zones(&opts.steps, n), net)?;
+        step.next_step = Some(headroom::next_step(&doctor::read_snapshot(ctx), &plan));
+        steps.push(step);
     }
     Ok(steps)
 }
 
-/// Write `results.json`, `report.md`, `latency.svg`, `memory.svg` and `breakdown.svg`
-/// into `dir`.
+/// Write `results.json`, `report.md`, `latency.svg`, `memory.svg`, `breakdown.svg`
+/// and `kinds.svg` into `dir`.
 pub fn write(dir: &Path, r: &Results) -> Result<()> {
     write_files(
         dir,
@@ -395,6 +417,7 @@ pub fn write(dir: &Path, r: &Results) -> Result<()> {
             ("latency.svg", svg::latency(r)),
             ("memory.svg", svg::memory(r)),
             ("breakdown.svg", svg::breakdown(r)),
+            ("kinds.svg", svg::kinds(r)),
         ],
     )
 }

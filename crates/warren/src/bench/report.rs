@@ -1,5 +1,6 @@
-//! `report.md`: the machine, a table per step (one column per system, ratios to warren)
-//! and a summary table over the steps. Pure: results in, text out.
+//! `report.md`: the machine, a table per step (one column per system, ratios to warren),
+//! a summary table over the steps, and the Solaris density study's table
+//! ([`super::solaris`]). Pure: results in, text out.
 
 use std::fmt::Write;
 
@@ -40,6 +41,13 @@ const ROWS: &[Row] = &[
     ("  slab, KiB", &|s| s.mem_per_zone.slab_kib),
     ("disk per zone, KiB", &|s| s.disk_per_zone_kib),
     ("idle CPU, all zones, %", &|s| s.idle_cpu_pct),
+    ("host CPU busy while idle, % of all CPUs", &|s| {
+        s.host_cpu_pct
+    }),
+    ("processes, the zones' own", &|s| {
+        s.census.zone_processes as f64
+    }),
+    ("threads, the zones' own", &|s| s.census.zone_threads as f64),
     ("halt median, ms", &|s| s.halt_ms.median),
     ("delete median, ms", &|s| s.delete_ms.median),
     ("step total, s", &|s| s.total_s),
@@ -181,5 +189,6 @@ pub fn markdown(r: &Results) -> String {
             );
         }
     }
+    super::solaris::section(&mut o, r);
     o
 }

@@ -222,6 +222,42 @@ pub fn breakdown(r: &Results) -> String {
     chart(&title, "zones (N, log scale)", "KiB per zone", &s)
 }
 
+/// `kinds.svg`: warren's memory by kind for all zones of a step (MiB) against N, the
+/// memstat rows, with the host's free memory at each sample.
+pub fn kinds(r: &Results) -> String {
+    let mut s = Vec::new();
+    if let Some(w) = r.systems.first().filter(|w| !w.steps.is_empty()) {
+        let mib = |kib: f64| kib / 1024.0;
+        for (name, f) in super::breakdown::ROWS
+            .iter()
+            .filter(|(name, _)| !name.starts_with("  "))
+        {
+            s.push(Series {
+                name: name.to_string(),
+                points: w
+                    .steps
+                    .iter()
+                    .map(|st| (st.zones as f64, mib(f(&st.memory.all))))
+                    .collect(),
+            });
+        }
+        s.push(Series {
+            name: "free (host)".into(),
+            points: w
+                .steps
+                .iter()
+                .map(|st| (st.zones as f64, mib(st.memory.host_free_kib)))
+                .collect(),
+        });
+    }
+    let title = format!(
+        "warren: memory by kind, all zones ({}, {})",
+        r.machine.hostname,
+        r.date.get(..10).unwrap_or(&r.date)
+    );
+    chart(&title, "zones (N, log scale)", "MiB", &s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

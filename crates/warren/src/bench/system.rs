@@ -16,12 +16,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use super::breakdown::{breakdown, Breakdown};
+use super::census::{self, Census};
 use super::{Options, Step, SystemRun};
 use crate::cgroups::CgroupSet;
 use crate::error::Error;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, MemPerZone, Progress};
 use crate::stat::{memstat::zone_totals, readers};
-use crate::stats::procs_cpu_ns;
+use crate::stats::{cpu_ticks, procs_cpu_ns};
 
 /// Why a system's steps stopped. The message is the system's note in results.json.
 #[derive(Debug, thiserror::Error)]
@@ -213,6 +214,10 @@ pub struct Measured {
     pub disk_bytes: u64,
     /// CPU of all containers together over the idle window, % of one CPU.
     pub idle_cpu_pct: f64,
+    /// How busy the host's CPUs were over the idle window, % of all CPUs.
+    pub host_cpu_pct: f64,
+    /// Processes, threads and inotify use at the sample, host-wide and the containers'.
+    pub census: Census,
     pub halt_ms: Vec<f64>,
     pub delete_ms: Vec<f64>,
 }
@@ -282,6 +287,7 @@ pub fn measure(
     let secs = idle.as_secs().max(1);
     progress.phase(&format!("{label}idle {} s", idle.as_secs_f64()), secs);
     let cpu0 = sys.cpu().ns(proc_root);
+    let host0 = cpu_ticks(proc_root);
     let t_idle = Instant::now();
     for _ in 0..secs {
         std::thread::sleep(idle / secs as u32);
@@ -289,9 +295,11 @@ pub fn measure(
         go_on(progress)?;
     }
     let cpu1 = sys.cpu().ns(proc_root);
+    let host_cpu_pct = census::busy_pct(host0, cpu_ticks(proc_root));
     let idle_cpu_pct =
         cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
     let after = mem_sample(proc_root);
+    let census = census::take(proc_root, &sys.cpu());
     // What the zones' own memory cgroups hold, where the system names its cgroups.
     let charged = match sys.cpu() {
         Cpu::Cgroups(sets) => Some(zone_totals(
@@ -310,6 +318,8 @@ pub fn measure(
         breakdown,
         disk_bytes,
         idle_cpu_pct,
+        host_cpu_pct,
+        census,
         halt_ms,
         delete_ms,
     })
@@ -340,6 +350,9 @@ pub fn step(
         memory: r.breakdown,
         disk_per_zone_kib: r.disk_bytes as f64 / n as f64 / 1024.0,
         idle_cpu_pct: r.idle_cpu_pct,
+        host_cpu_pct: r.host_cpu_pct,
+        census: r.census,
+        next_step: None,
         halt_ms: summarize(&r.halt_ms),
         delete_ms: summarize(&r.delete_ms),
     })

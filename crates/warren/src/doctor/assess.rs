@@ -183,19 +183,29 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
     // Per-user limits: a zone in its own user namespace runs as its own host ids, but the
     // kernel charges each namespace's counts up to its creator (root) as well, so the
     // totals are root's either way.
+    let (instances, watches) = (
+        plan.inotify_instances_per_zone,
+        plan.inotify_watches_per_zone,
+    );
+    let planned = if (instances, watches) == (INOTIFY_INSTANCES_PER_ZONE, INOTIFY_WATCHES_PER_ZONE)
+    {
+        "for a service manager or file watcher"
+    } else {
+        "as planned"
+    };
     push(sysctl(
         s,
         "fs.inotify.max_user_instances",
-        n * INOTIFY_INSTANCES_PER_ZONE,
+        n * instances,
         INT_MAX,
-        format!("per user, and all zones run as root: {INOTIFY_INSTANCES_PER_ZONE} per zone for a service manager or file watcher (the host's own use comes on top)"),
+        format!("per user, and all zones run as root: {instances} per zone {planned} (the host's own use comes on top)"),
     ));
     push(sysctl(
         s,
         "fs.inotify.max_user_watches",
-        n * INOTIFY_WATCHES_PER_ZONE,
+        n * watches,
         INT_MAX,
-        format!("per user: {INOTIFY_WATCHES_PER_ZONE} watches per zone"),
+        format!("per user: {watches} watches per zone {planned}"),
     ));
     for kind in ["mnt", "pid", "uts", "ipc", "cgroup"] {
         push(sysctl(

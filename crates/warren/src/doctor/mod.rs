@@ -154,6 +154,10 @@ pub struct Plan {
     /// New connections per second each zone gets from the host (0: no load planned);
     /// the serving checks ([`serving`]) count with it.
     pub rate_per_zone: u64,
+    /// inotify instances per zone ([`INOTIFY_INSTANCES_PER_ZONE`] unless measured).
+    pub inotify_instances_per_zone: u64,
+    /// inotify watches per zone ([`INOTIFY_WATCHES_PER_ZONE`] unless measured).
+    pub inotify_watches_per_zone: u64,
 }
 
 impl Plan {
@@ -185,7 +189,20 @@ impl Plan {
             mem_per_zone,
             net,
             rate_per_zone: 0,
+            inotify_instances_per_zone: INOTIFY_INSTANCES_PER_ZONE,
+            inotify_watches_per_zone: INOTIFY_WATCHES_PER_ZONE,
         })
+    }
+
+    /// The plan with zones that hold `instances` inotify instances and `watches`
+    /// watches each (as `warren bench density` counted them) instead of the allowance
+    /// for a service manager.
+    pub fn with_inotify(self, instances: u64, watches: u64) -> Plan {
+        Plan {
+            inotify_instances_per_zone: instances,
+            inotify_watches_per_zone: watches,
+            ..self
+        }
     }
 
     /// The plan with a load of `rate` new connections per second per zone.

@@ -320,3 +320,19 @@ fn zone_memory_grows_with_the_zones_as_measured() {
     assert_eq!(zone_memory(10_000), (480 + 625) << 10);
     assert_eq!(zone_memory(u64::MAX / 2), u64::MAX);
 }
+
+#[test]
+fn measured_inotify_use_replaces_the_service_manager_allowance() {
+    let s = dev_vm();
+    let f = assess(&s, &plan(20_000).with_inotify(0, 0));
+    let ino = get(&f, "fs.inotify.max_user_instances");
+    assert_eq!((ino.needed, ino.verdict), (0, Verdict::Ok));
+    assert!(ino.note.contains("0 per zone as planned"), "{}", ino.note);
+    let f = assess(&s, &plan(100).with_inotify(2, 10));
+    let w = get(&f, "fs.inotify.max_user_watches");
+    assert_eq!(w.needed, 1000);
+    assert_eq!(get(&f, "fs.inotify.max_user_instances").needed, 200);
+    // The default plan keeps the allowance, and says what it is for.
+    let d = get(&assess(&s, &plan(10)), "fs.inotify.max_user_instances").clone();
+    assert!(d.note.contains("service manager"), "{}", d.note);
+}
