@@ -141,8 +141,9 @@ impl Holder {
     /// the process that holds it) and init's pidfd, all in the set. Returns the
     /// holding's id (in [`Ready`]).
     pub fn hold(&mut self, init: i32, watched: &[Watched]) -> Result<u64, NotHeld> {
-        // Its sockets, init's pidfd, and one pidfd at a time to take them with.
-        let need = watched.len() as u64 + 2;
+        // Its sockets, init's pidfd, the zone's sock_diag socket (held by its watch,
+        // counted here), and one pidfd at a time to take them with.
+        let need = watched.len() as u64 + 3;
         if self.used + need > self.budget {
             return Err(NotHeld::Full);
         }
@@ -196,7 +197,7 @@ impl Holder {
             }
             return Err(fail(e));
         }
-        self.used += socks.len() as u64 + 1;
+        self.used += socks.len() as u64 + 2;
         self.held.insert(
             id,
             Held {
@@ -213,7 +214,7 @@ impl Holder {
             for fd in h.socks.iter().chain([&h.init]) {
                 let _ = self.ep.delete(fd.as_fd());
             }
-            self.used -= h.socks.len() as u64 + 1;
+            self.used -= h.socks.len() as u64 + 2;
         }
     }
 
