@@ -19,6 +19,12 @@
 //! once when the zone is first watched: a frozen zone makes no new ones). So
 //! host-network zones are watched too. The encoding and parsing are pure and
 //! unit-tested.
+//!
+//! A wake is a queue longer than its baseline ([`super::wake::Baseline`]: what waited
+//! at suspension). The same sweep serves a zone held in the agent's one wait
+//! ([`super::wake_hold`]): there it runs only when one of the zone's sockets became
+//! readable, to tell a new client from a backlog that was already there; and
+//! [`queues_now`] gives the suspend its record of that backlog.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
