@@ -65,7 +65,8 @@ for a in open(sys.argv[1]).read().split():
         if time.time() > deadline: sys.exit("zone at %s does not answer" % a)
         time.sleep(0.2)
 EOF
-t=$(date +%s.%N); "$W" suspend $NAMES >/dev/null; echo "suspend $N: $(python3 -c "print('%.1f s' % ($(date +%s.%N) - $t))")"
+# No swap: only the freeze/thaw path (the suspend says so for every zone, on stderr).
+t=$(date +%s.%N); "$W" suspend $NAMES >/dev/null 2>&1; echo "suspend $N: $(python3 -c "print('%.1f s' % ($(date +%s.%N) - $t))")"
 HZ=$(getconf CLK_TCK)
 K=0
 for HOLD in false true; do
