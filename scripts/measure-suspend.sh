@@ -8,7 +8,9 @@
 #   scripts/measure-suspend.sh [file|zram] [ROUNDS] [MIB] [path/to/warren]
 # Environment (docs/suspend.md, "Warm again"): ZRAM_ALG=lz4 (zram's compressor),
 # PAGE_CLUSTER=0 (vm.page-cluster for the run, restored on exit), PREFETCH=1 (resume
-# --prefetch). The last column, warm_ms, is thaw + prefetch + first touch: from the
+# --prefetch), MTHP=64 (anonymous memory in 64 KiB folios — mTHP — for the run:
+# /sys/kernel/mm/transparent_hugepage/hugepages-64kB/enabled = always, restored on
+# exit; the folios' swap-out and swap-in counts are printed at the end). The last column, warm_ms, is thaw + prefetch + first touch: from the
 # resume to the whole working set resident again.
 set -euo pipefail
 KIND=${1:-file}
@@ -21,8 +23,13 @@ W=$(realpath "$W")
 TMP=$(mktemp -d /tmp/warren-suspend-XXXXXX)
 export WARREN_ROOT=$TMP/root WARREN_RUN_DIR=$TMP/run WARREN_OCI_ROOT=$TMP/oci
 OLD_PC=$(cat /proc/sys/vm/page-cluster)
+THP=/sys/kernel/mm/transparent_hugepage
+MTHP_DIR=${MTHP:+$THP/hugepages-${MTHP}kB}
+[ -z "$MTHP_DIR" ] || [ -w "$MTHP_DIR/enabled" ] || { echo "MTHP=$MTHP: this kernel has no $MTHP_DIR" >&2; exit 1; }
+OLD_MTHP=${MTHP_DIR:+$(grep -o '\[[a-z]*\]' "$MTHP_DIR/enabled" | tr -d '[]')}
 cleanup() {
     echo "$OLD_PC" > /proc/sys/vm/page-cluster
+    [ -z "$MTHP_DIR" ] || echo "$OLD_MTHP" > "$MTHP_DIR/enabled"
     "$W" halt --all --timeout 1 >/dev/null 2>&1 || true
     "$W" delete --force m >/dev/null 2>&1 || true
     "$W" swap disable >/dev/null 2>&1 || true
@@ -31,6 +38,9 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$WARREN_ROOT"
 [ -n "${PAGE_CLUSTER:-}" ] && echo "$PAGE_CLUSTER" > /proc/sys/vm/page-cluster
+[ -z "$MTHP_DIR" ] || echo always > "$MTHP_DIR/enabled"
+mthp_stats() { [ -z "$MTHP_DIR" ] || for f in anon_fault_alloc swpout swpout_fallback swpin swpin_fallback; do printf '%s=%s ' "$f" "$(cat "$MTHP_DIR/stats/$f")"; done; }
+MTHP_BEFORE=$(mthp_stats)
 if [ "$KIND" = zram ]; then
     "$W" swap enable --zram --size 1G ${ZRAM_ALG:+--zram-algorithm "$ZRAM_ALG"} >/dev/null
 else
@@ -72,7 +82,7 @@ touch_ms() { # N: let the process touch its pages once, print the time in ms
     python3 -c "print('%.1f' % (float(open('$ROOT/tmp/touch$1').read()) * 1000))"
 }
 n=0
-echo "# $(uname -r), $(nproc) CPUs, swap: $KIND $(cat /sys/block/zram0/comp_algorithm 2>/dev/null | grep -o '\[[^]]*\]' || true), page-cluster $(cat /proc/sys/vm/page-cluster), prefetch ${PREFETCH:-0}, $MIB MiB; load: $(cut -d' ' -f1-3 /proc/loadavg) (shared machine: noisy)"
+echo "# $(uname -r), $(nproc) CPUs, swap: $KIND $(cat /sys/block/zram0/comp_algorithm 2>/dev/null | grep -o '\[[^]]*\]' || true), page-cluster $(cat /proc/sys/vm/page-cluster), prefetch ${PREFETCH:-0}, mTHP ${MTHP:-off}, $MIB MiB; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# a touch of every page while resident (the loop's own cost): $(touch_ms $n) ms"; n=$((n+1))
 printf '%-6s %9s %11s %12s %12s %11s %8s %11s %14s %15s %8s\n' round freeze_ms pageout_ms resident_MiB after_MiB swapped_MiB thaw_ms prefetch_ms first_touch_ms second_touch_ms warm_ms
 for r in $(seq "$ROUNDS"); do
@@ -90,3 +100,4 @@ print('%-6s %9.2f %11.1f %12.1f %12.1f %11.1f %8.2f %11.1f %14s %15s %8.1f' % (
     mib(s['swapped']), u['thaw_ms'], pf, first, second, u['thaw_ms'] + pf + float(first)))
 EOF
 done
+[ -z "$MTHP_DIR" ] || echo "# ${MTHP} KiB folios, before: $MTHP_BEFORE; after: $(mthp_stats)"

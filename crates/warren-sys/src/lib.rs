@@ -10,6 +10,7 @@
 //! to [`spawn::spawn_zone`] to execute.
 
 pub mod bpf;
+pub mod epoll;
 pub mod fds;
 pub mod fs;
 pub mod harden;

@@ -18,6 +18,20 @@ pub fn pidfd_open(pid: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
+/// `pidfd_getfd(pidfd, fd, 0)`: a duplicate, in this process, of descriptor `fd` of
+/// the process behind `pidfd` (the same open file; close-on-exec set by the kernel).
+/// Needs ptrace access to that process (`PTRACE_MODE_ATTACH_REALCREDS`).
+pub fn pidfd_getfd(pidfd: BorrowedFd<'_>, fd: i32) -> io::Result<OwnedFd> {
+    // SAFETY: a valid pidfd, a descriptor number of that process and flags 0; the
+    // syscall reads no memory of ours and returns a new descriptor or -1.
+    let got = unsafe { libc::syscall(libc::SYS_pidfd_getfd, pidfd.as_raw_fd(), fd, 0) };
+    if got < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just installed this descriptor in our table; nobody else owns it.
+    Ok(unsafe { OwnedFd::from_raw_fd(got as i32) })
+}
+
 /// `pidfd_send_signal(pidfd, sig, NULL, 0)`.
 pub fn pidfd_send_signal(pidfd: BorrowedFd<'_>, sig: i32) -> io::Result<()> {
     // SAFETY: a valid pidfd, a signal number and a NULL siginfo, as the syscall allows.

@@ -188,6 +188,14 @@ pub struct Suspension {
     /// Whether the host had swap: without it only file pages could be reclaimed.
     #[serde(default)]
     pub host_swap: bool,
+    /// The zone's sockets that had something waiting once it was frozen: socket inode →
+    /// queue (a listener's pending connections, a UDP socket's bytes). The agent wakes
+    /// the zone only when a queue grows past this (docs/suspend.md, "Wake on
+    /// connection"); sockets not listed had nothing waiting. `None`: not read (an
+    /// older warren, or the zone's sockets could not be read); the agent then takes
+    /// its own baseline when it first watches the zone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub socket_queues: Option<std::collections::BTreeMap<u32, u32>>,
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Option<T>> {
@@ -268,6 +276,9 @@ pub fn load_runtime(zone_dir: &Path) -> Result<Option<Runtime>> {
 }
 
 /// What `runtime.json` holds.
+// One value per zone read, returned and matched at once: boxing the common case to
+// shrink the rare ones would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum RuntimeRecord {
     /// No file: the zone is not booted.

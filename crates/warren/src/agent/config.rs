@@ -19,6 +19,7 @@ suspend-first = true     # suspend a zone (never a critical one) before halting 
 idle-scan-s = 30.0       # how often zones with suspend-after are checked for idleness
 wake-on-connect = true   # resume a suspended zone when a client waits on its sockets...
 wake-scan-s = 1.0        # ...the list of suspended zones is re-read this often
+wake-hold = true         # watch them in one wait, holding their sockets (else: swept every tick)
 restart-evicted = false  # boot evicted zones again once pressure is gone...
 restart-after-s = 60.0   # ...for this long
 
@@ -67,6 +68,7 @@ pub struct AgentConfig {
     pub idle_scan_s: f64,
     pub wake_on_connect: bool,
     pub wake_scan_s: f64,
+    pub wake_hold: bool,
     pub restart_evicted: bool,
     pub restart_after_s: f64,
     pub available: ThresholdConfig,

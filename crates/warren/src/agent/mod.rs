@@ -73,7 +73,10 @@ pub mod idle;
 pub mod sample;
 pub mod wake;
 pub mod wake_diag;
+pub mod wake_hold;
 
+use std::fs::File;
+use std::io::{Read, Seek};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -106,6 +109,8 @@ struct Known {
     /// The host end of its veth (bridged zones).
     veth: Option<String>,
     init_pid: Option<i32>,
+    /// A suspended zone's socket queues at suspension (the wake's baseline).
+    socket_queues: Option<std::collections::BTreeMap<u32, u32>>,
 }
 
 /// Installed zones the agent evicted, with their class (for restarts).
@@ -131,6 +136,7 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         suspend_after: z.config.suspend_after,
                         veth: rt.net.as_ref().map(|n| n.veth.clone()),
                         init_pid: rt.init.map(|i| i.pid),
+                        socket_queues: rt.suspension.as_ref().and_then(|s| s.socket_queues.clone()),
                     });
                 }
             }
@@ -295,9 +301,20 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
     let mut last_action: Option<u64> = None;
     let mut idle: idle::Tracks = idle::Tracks::new();
     let mut idle_scanned: Option<Instant> = None;
-    // Suspended zones whose sockets are watched (`wake-on-connect`).
+    // Suspended zones whose sockets are watched (`wake-on-connect`): held in one wait
+    // (`wake-hold`) or swept every tick.
     let mut sleeping: Vec<Sleeper> = Vec::new();
     let mut sleeping_read: Option<Instant> = None;
+    let mut holder = (cfg.wake_on_connect && cfg.wake_hold && !o.dry_run)
+        .then(|| wake_hold::Holder::new(&ctx.host.proc, None))
+        .and_then(|h| {
+            h.map_err(|e| {
+                eprintln!("warren: agent: no epoll set for suspended zones ({e}); their sockets are swept every tick")
+            })
+            .ok()
+        });
+    let mut swept_said: Option<usize> = None;
+    let mut journal = JournalWatch::new(ctx);
     let mut calm_since: Option<u64> = None;
     let mut zones: Vec<Known> = Vec::new();
     let mut evicted: Evicted = Vec::new();
@@ -487,8 +504,11 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
             {
                 sleeping_read = Some(Instant::now());
                 let known = running_zones(ctx)?.0;
-                sleeping = sleepers(ctx, known, std::mem::take(&mut sleeping));
+                sleeping = sleepers(ctx, known, std::mem::take(&mut sleeping), holder.as_mut());
+                say_swept(o, &sleeping, holder.as_ref(), &mut swept_said);
             }
+            // Another command resumed, halted or deleted one: let go of it now.
+            journal.release_left(&mut sleeping, holder.as_mut());
             wake_waiting(ctx, o, &mut sleeping);
         }
         if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
@@ -498,9 +518,165 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
         if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
             return Ok(None);
         }
-        if let Some(sig) = sleep_or_stop(interval.saturating_sub(tick.elapsed())) {
+        let rest = interval.saturating_sub(tick.elapsed());
+        let stopped = match holder.as_mut().filter(|h| !h.is_empty()) {
+            Some(h) => wait_or_stop(ctx, o, rest, h, &mut sleeping),
+            None => sleep_or_stop(rest),
+        };
+        if let Some(sig) = stopped {
             return Ok(Some(sig));
         }
+    }
+}
+
+/// Sleep `d` in the held zones' one wait, waking each zone whose queue grew as soon
+/// as it does (not at the next tick) and letting go of those whose init exited;
+/// returns early for a stop signal (which is returned).
+fn wait_or_stop(
+    ctx: &Context,
+    o: &RunOptions,
+    d: Duration,
+    holder: &mut wake_hold::Holder,
+    sleeping: &mut Vec<Sleeper>,
+) -> Option<i32> {
+    let end = Instant::now() + d;
+    loop {
+        if let Some(sig) = stop_signal() {
+            return Some(sig);
+        }
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        let ready = match holder.wait(left.min(Duration::from_millis(50))) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("warren: agent: waiting on the suspended zones' sockets: {e}");
+                std::thread::sleep(left.min(Duration::from_millis(50)));
+                continue;
+            }
+        };
+        for r in ready {
+            let (wake_hold::Ready::Socket(id) | wake_hold::Ready::Exited(id)) = r;
+            let Some(i) = sleeping.iter().position(|z| z.held == Some(id)) else {
+                holder.release(id);
+                continue;
+            };
+            let z = &mut sleeping[i];
+            let waiting = match r {
+                // Halted, deleted or dead: its sockets must not outlive it here.
+                wake_hold::Ready::Exited(_) => None,
+                wake_hold::Ready::Socket(_) => match z.sockets.as_mut().map(|w| w.pending()) {
+                    Some(Ok(None)) => continue,
+                    Some(Ok(Some(kind))) => Some(kind),
+                    Some(Err(e)) => {
+                        eprintln!(
+                            "warren: agent: zone '{}': sock_diag failed ({e}); waking it (a socket of it was readable)",
+                            z.name
+                        );
+                        Some("a socket")
+                    }
+                    None => Some("a socket"),
+                },
+            };
+            let z = sleeping.swap_remove(i);
+            holder.release(id);
+            if let Some(waiting) = waiting {
+                wake_zone(ctx, o, &z.name, waiting);
+            }
+        }
+    }
+}
+
+/// Say, when it changes, how many suspended zones are swept every tick rather than
+/// held in the one wait because the descriptor budget is used up.
+fn say_swept(
+    o: &RunOptions,
+    sleeping: &[Sleeper],
+    holder: Option<&wake_hold::Holder>,
+    said: &mut Option<usize>,
+) {
+    let Some(h) = holder else {
+        return;
+    };
+    let swept = sleeping.iter().filter(|z| z.over_budget).count();
+    if *said == Some(swept) || (said.is_none() && swept == 0) {
+        return;
+    }
+    *said = Some(swept);
+    let (used, budget) = h.usage();
+    log(
+        o.json,
+        serde_json::json!({"agent": "wake-hold", "held_zones": h.len(), "swept_zones": swept, "descriptors": used, "budget": budget}),
+        format!(
+            "agent: {} suspended zones held in one wait ({used} descriptors of a budget of {budget}: RLIMIT_NOFILE less {} for the agent); {swept} swept every tick{}",
+            h.len(),
+            wake_hold::RESERVE,
+            if swept > 0 { ": raise the agent's descriptor limit (ulimit -n) to hold them all" } else { "" }
+        ),
+    );
+}
+
+/// The journal's growth: a `resumed`, `halted`, `deleted`, … line for a watched zone
+/// means another command took it out of its suspension, so the agent lets go of its
+/// sockets at once rather than at the next re-read of the suspended zones.
+struct JournalWatch {
+    path: PathBuf,
+    seen: u64,
+}
+
+impl JournalWatch {
+    fn new(ctx: &Context) -> JournalWatch {
+        let path = crate::journal::path(&ctx.layout);
+        let seen = std::fs::metadata(&path).map_or(0, |m| m.len());
+        JournalWatch { path, seen }
+    }
+
+    /// Names of zones in lifecycle lines written since the last call (pure on `text`).
+    fn left(text: &str) -> Vec<String> {
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<crate::journal::Entry>(l).ok())
+            .filter(|e| e.kind == crate::journal::EventType::Lifecycle && e.action != "suspended")
+            .map(|e| e.zone)
+            .collect()
+    }
+
+    fn release_left(
+        &mut self,
+        sleeping: &mut Vec<Sleeper>,
+        mut holder: Option<&mut wake_hold::Holder>,
+    ) {
+        let len = std::fs::metadata(&self.path).map_or(0, |m| m.len());
+        if len == self.seen {
+            return;
+        }
+        // Rotated: read the new file from its start.
+        let from = if len < self.seen { 0 } else { self.seen };
+        let Ok(mut f) = File::open(&self.path) else {
+            return;
+        };
+        let mut text = String::new();
+        if f.seek(std::io::SeekFrom::Start(from)).is_err()
+            || f.take(len - from).read_to_string(&mut text).is_err()
+        {
+            self.seen = len;
+            return;
+        }
+        // Whole lines only: a line being written is read at the next tick.
+        let Some(end) = text.rfind('\n') else {
+            return;
+        };
+        self.seen = from + end as u64 + 1;
+        let left = JournalWatch::left(&text[..end]);
+        sleeping.retain(|z| {
+            let gone = left.contains(&z.name);
+            if gone {
+                if let (Some(id), Some(h)) = (z.held, holder.as_deref_mut()) {
+                    h.release(id);
+                }
+            }
+            !gone
+        });
     }
 }
 
@@ -508,49 +684,97 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
 struct Sleeper {
     name: String,
     pid: i32,
-    /// The fallback when `sockets` is `None`: TCP/UDP through /proc/PID/net
-    /// ([`wake`]), only for zones with a network namespace of their own that the host
-    /// reaches (bridged); a host-network zone's /proc/PID/net is the host's.
-    inet: bool,
+    /// It has a network namespace of its own that the host reaches (bridged).
+    bridged: bool,
+    /// Read through the fallback, TCP/UDP in /proc/PID/net ([`wake`]): sock_diag failed
+    /// for this bridged zone (a host-network zone's /proc/PID/net is the host's).
+    proc_fallback: bool,
     /// Its sockets by sock_diag ([`wake_diag`]: unix, TCP, UDP), any network mode;
-    /// `None`: it holds no socket, or the watch could not be set up.
+    /// `None`: it holds no socket (nothing to wait on), or the watch failed.
     sockets: Option<wake_diag::SocketWatch>,
+    /// The fallback's baseline: the suspension's record, or its first read.
+    proc_baseline: Option<wake::Baseline>,
+    /// Its holding in the one wait ([`wake_hold`]); `None`: swept every tick.
+    held: Option<u64>,
+    /// Swept because the descriptor budget was used up.
+    over_budget: bool,
 }
 
-/// The suspended zones of `known` to watch, keeping the socket watches of `old` for the
-/// zones still there with the same init (their sockets are read only once).
-fn sleepers(ctx: &Context, known: Vec<Known>, mut old: Vec<Sleeper>) -> Vec<Sleeper> {
-    known
+/// The suspended zones of `known` to watch, keeping the socket watches and holdings
+/// of `old` for the zones still there with the same init (their sockets are read only
+/// once), holding each new one's sockets in `holder` if it can, and letting go of the
+/// holdings of zones no longer suspended.
+fn sleepers(
+    ctx: &Context,
+    known: Vec<Known>,
+    mut old: Vec<Sleeper>,
+    mut holder: Option<&mut wake_hold::Holder>,
+) -> Vec<Sleeper> {
+    let new: Vec<Sleeper> = known
         .into_iter()
         .filter(|k| k.suspended)
         .filter_map(|k| {
             let pid = k.init_pid?;
-            let sockets = match old.iter().position(|s| s.name == k.name && s.pid == pid) {
-                Some(i) => old.swap_remove(i).sockets,
-                None => match wake_diag::SocketWatch::new(&ctx.host.proc, pid, &k.cgroups) {
-                    Ok(w) => w,
-                    Err(e) => {
-                        eprintln!(
-                            "warren: agent: zone '{}': its sockets are not watched by sock_diag ({e}); a bridged zone's are read from /proc/PID/net instead",
-                            k.name
-                        );
-                        None
-                    }
-                },
+            if let Some(i) = old.iter().position(|s| s.name == k.name && s.pid == pid) {
+                return Some(old.swap_remove(i));
+            }
+            let (sockets, diag_failed) = match wake_diag::SocketWatch::new(
+                &ctx.host.proc,
+                pid,
+                &k.cgroups,
+                k.socket_queues.as_ref(),
+            ) {
+                Ok(w) => (w, false),
+                Err(e) => {
+                    eprintln!(
+                        "warren: agent: zone '{}': its sockets are not watched by sock_diag ({e}); a bridged zone's are read from /proc/PID/net instead",
+                        k.name
+                    );
+                    (None, true)
+                }
             };
+            let (mut held, mut over_budget) = (None, false);
+            if let (Some(h), Some(w)) = (holder.as_deref_mut(), sockets.as_ref()) {
+                if !w.watched.is_empty() {
+                    match h.hold(pid, &w.watched) {
+                        Ok(id) => held = Some(id),
+                        Err(wake_hold::NotHeld::Full) => over_budget = true,
+                        Err(e) => eprintln!(
+                            "warren: agent: zone '{}': its sockets are swept every tick, not held ({e})",
+                            k.name
+                        ),
+                    }
+                }
+            }
             Some(Sleeper {
                 name: k.name,
                 pid,
-                inet: k.veth.is_some(),
+                bridged: k.veth.is_some(),
+                proc_fallback: diag_failed && k.veth.is_some(),
                 sockets,
+                proc_baseline: k.socket_queues.as_ref().map(wake::Baseline::recorded),
+                held,
+                over_budget,
             })
         })
-        .collect()
+        .collect();
+    if let Some(h) = holder {
+        for z in old {
+            if let Some(id) = z.held {
+                h.release(id);
+            }
+        }
+    }
+    new
 }
 
-/// Resume each suspended zone that has a client waiting ([`wake_diag`], or [`wake`]).
+/// Resume each swept suspended zone (not held in the one wait) that has a client
+/// waiting beyond its baseline ([`wake_diag`], or [`wake`]).
 fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
     sleeping.retain_mut(|z| {
+        if z.held.is_some() {
+            return true;
+        }
         let waiting = match z.sockets.as_mut().map(|w| w.pending()) {
             Some(Ok(w)) => w,
             Some(Err(e)) => {
@@ -559,51 +783,71 @@ fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
                     "warren: agent: zone '{}': sock_diag failed ({e}); its sockets are read from /proc/PID/net from now on",
                     z.name
                 );
-                z.sockets = None;
+                if let Some(w) = z.sockets.take() {
+                    z.proc_baseline.get_or_insert(w.baseline);
+                }
+                z.proc_fallback = z.bridged;
                 None
             }
-            None => (z.inet && wake::pending(&ctx.host.proc, z.pid)).then_some("a TCP/UDP socket"),
+            None if z.proc_fallback => match z.proc_baseline.as_mut() {
+                Some(base) => {
+                    wake::pending(&ctx.host.proc, z.pid, base).then_some("a TCP/UDP socket")
+                }
+                None => {
+                    // No record: what waits at this first read is the baseline.
+                    z.proc_baseline = Some(wake::Baseline::new(wake::read(&ctx.host.proc, z.pid)));
+                    None
+                }
+            },
+            None => None,
         };
         let Some(waiting) = waiting else {
             return true;
         };
-        let name = &z.name;
-        let t = Instant::now();
-        let r = zone::resume(ctx, name);
-        let ms = t.elapsed().as_secs_f64() * 1000.0;
-        let e = act::Event {
-            time_ms: act::now_ms(),
-            action: "wake".into(),
-            zone: name.clone(),
-            reason: format!("a client is waiting on {waiting}"),
-            priority: None,
-            usage_bytes: None,
-            request_bytes: None,
-            zone_psi_full_avg10: None,
-            signals: serde_json::Value::Null,
-            breaches: serde_json::Value::Null,
-            graceful: None,
-            latency_ms: Some(ms as u64),
-            halt_ms: None,
-            suspend_ms: None,
-            resident_after: None,
-            error: r.as_ref().err().map(|e| e.to_string()),
-        };
-        if let Err(err) = act::record(&ctx.layout, &e) {
-            eprintln!("warren: agent: zone '{name}': woken, but not logged: {err}");
-        }
-        match r {
-            Ok(_) => log(
-                o.json,
-                serde_json::to_value(&e).unwrap_or_default(),
-                format!(
-                    "agent: woke zone '{name}' in {ms:.1} ms: a client is waiting on {waiting}"
-                ),
-            ),
-            Err(err) => eprintln!("warren: agent: waking zone '{name}': {err}"),
-        }
+        wake_zone(ctx, o, &z.name, waiting);
         false
     });
+}
+
+/// Resume zone `name` because a client waits on `waiting` ("a TCP socket", …), and
+/// record it: an agent event `wake` with the resume's latency. A zone that another
+/// command resumed meanwhile is left alone, unrecorded.
+fn wake_zone(ctx: &Context, o: &RunOptions, name: &str, waiting: &str) {
+    let t = Instant::now();
+    let r = zone::resume(ctx, name);
+    let ms = t.elapsed().as_secs_f64() * 1000.0;
+    if matches!(r, Ok((zone::Outcome::AlreadyDone(_), _))) {
+        return;
+    }
+    let e = act::Event {
+        time_ms: act::now_ms(),
+        action: "wake".into(),
+        zone: name.to_string(),
+        reason: format!("a client is waiting on {waiting}"),
+        priority: None,
+        usage_bytes: None,
+        request_bytes: None,
+        zone_psi_full_avg10: None,
+        signals: serde_json::Value::Null,
+        breaches: serde_json::Value::Null,
+        graceful: None,
+        latency_ms: Some(ms as u64),
+        halt_ms: None,
+        suspend_ms: None,
+        resident_after: None,
+        error: r.as_ref().err().map(|e| e.to_string()),
+    };
+    if let Err(err) = act::record(&ctx.layout, &e) {
+        eprintln!("warren: agent: zone '{name}': woken, but not logged: {err}");
+    }
+    match r {
+        Ok(_) => log(
+            o.json,
+            serde_json::to_value(&e).unwrap_or_default(),
+            format!("agent: woke zone '{name}' in {ms:.1} ms: a client is waiting on {waiting}"),
+        ),
+        Err(err) => eprintln!("warren: agent: waking zone '{name}': {err}"),
+    }
 }
 
 /// The idle policy ([`idle`]): read every running zone with `suspend-after`, and
@@ -680,4 +924,25 @@ fn idle_scan(
         tracks.remove(&key);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_lines_but_a_suspend_take_a_zone_out_of_the_wait() {
+        let text = concat!(
+            r#"{"time_ms":1,"type":"lifecycle","action":"resumed","zone":"a"}"#,
+            "\n",
+            r#"{"time_ms":2,"type":"lifecycle","action":"suspended","zone":"b"}"#,
+            "\n",
+            r#"{"time_ms":3,"type":"agent","action":"wake","zone":"c"}"#,
+            "\n",
+            r#"{"time_ms":4,"type":"lifecycle","action":"halted","zone":"d"}"#,
+            "\n",
+            r#"{"time_ms":5,"type":"lifecycle","act"#,
+        );
+        assert_eq!(JournalWatch::left(text), vec!["a", "d"]);
+    }
 }

@@ -19,8 +19,14 @@
 //! once when the zone is first watched: a frozen zone makes no new ones). So
 //! host-network zones are watched too. The encoding and parsing are pure and
 //! unit-tested.
+//!
+//! A wake is a queue longer than its baseline ([`super::wake::Baseline`]: what waited
+//! at suspension). The same sweep serves a zone held in the agent's one wait
+//! ([`super::wake_hold`]): there it runs only when one of the zone's sockets became
+//! readable, to tell a new client from a backlog that was already there; and
+//! [`queues_now`] gives the suspend its record of that backlog.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io;
 use std::os::fd::AsFd;
@@ -28,6 +34,7 @@ use std::path::Path;
 
 use netlink_sys::{protocols::NETLINK_SOCK_DIAG, Socket, SocketAddr};
 
+use super::wake::Baseline;
 use crate::cgroups::CgroupSet;
 
 const SOCK_DIAG_BY_FAMILY: u16 = 20;
@@ -195,14 +202,18 @@ fn parse_with(
     Replies::More
 }
 
-/// The inodes of the sockets held by `pids` (`socket:[N]` links in `/proc/PID/fd`).
-pub fn socket_inodes(proc_root: &Path, pids: &[i32]) -> HashSet<u32> {
-    let mut out = HashSet::new();
+/// The sockets held by `pids`, by inode (`socket:[N]` links in `/proc/PID/fd`), each
+/// with one (pid, descriptor number) that holds it.
+pub fn socket_fds(proc_root: &Path, pids: &[i32]) -> HashMap<u32, (i32, i32)> {
+    let mut out = HashMap::new();
     for pid in pids {
         let Ok(fds) = std::fs::read_dir(proc_root.join(format!("{pid}/fd"))) else {
             continue;
         };
         for fd in fds.flatten() {
+            let Some(num) = fd.file_name().to_str().and_then(|n| n.parse().ok()) else {
+                continue;
+            };
             if let Ok(target) = std::fs::read_link(fd.path()) {
                 let t = target.to_string_lossy();
                 if let Some(n) = t
@@ -210,7 +221,7 @@ pub fn socket_inodes(proc_root: &Path, pids: &[i32]) -> HashSet<u32> {
                     .and_then(|r| r.strip_suffix(']'))
                     .and_then(|n| n.parse().ok())
                 {
-                    out.insert(n);
+                    out.entry(n).or_insert((*pid, num));
                 }
             }
         }
@@ -235,35 +246,80 @@ fn open_in(netns: &File) -> io::Result<Socket> {
     Ok(s)
 }
 
+/// What kind of socket a dump's (family, protocol) is, as a wake's reason says it.
+fn kind(protocol: u8) -> &'static str {
+    match protocol {
+        0 => "a unix socket",
+        IPPROTO_TCP => "a TCP socket",
+        _ => "a UDP socket",
+    }
+}
+
+/// One of the zone's sockets that a wake watches: a unix or TCP listener, or a UDP
+/// socket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watched {
+    pub inode: u32,
+    pub kind: &'static str,
+    /// A process of the zone holding it, and the descriptor number there.
+    pub held_by: (i32, i32),
+}
+
 /// One suspended zone's sockets, watched.
 pub struct SocketWatch {
     sock: Socket,
-    inodes: HashSet<u32>,
+    fds: HashMap<u32, (i32, i32)>,
+    /// The listeners and UDP sockets among them (the first sweep's).
+    pub watched: Vec<Watched>,
+    /// What waited at suspension (or at the first sweep): a wake is growth past it.
+    pub baseline: Baseline,
     seq: u32,
     buf: Vec<u8>,
 }
 
 impl SocketWatch {
-    /// Watch the zone whose init is `pid` and whose processes are in `cgroups`; `None`
-    /// when its processes hold no socket at all.
-    pub fn new(proc_root: &Path, pid: i32, cgroups: &CgroupSet) -> io::Result<Option<SocketWatch>> {
+    /// Watch the zone whose init is `pid` and whose processes are in `cgroups`, waking
+    /// it on growth past `recorded` (the suspension's record) or, without one, past
+    /// what waits now; `None` when its processes hold no socket at all.
+    pub fn new(
+        proc_root: &Path,
+        pid: i32,
+        cgroups: &CgroupSet,
+        recorded: Option<&BTreeMap<u32, u32>>,
+    ) -> io::Result<Option<SocketWatch>> {
         let pids = cgroups.pids().map_err(io::Error::other)?;
-        let inodes = socket_inodes(proc_root, &pids);
-        if inodes.is_empty() {
+        let fds = socket_fds(proc_root, &pids);
+        if fds.is_empty() {
             return Ok(None);
         }
         let netns = File::open(proc_root.join(format!("{pid}/ns/net")))?;
-        Ok(Some(SocketWatch {
+        let mut w = SocketWatch {
             sock: open_in(&netns)?,
-            inodes,
+            fds,
+            watched: Vec::new(),
+            baseline: Baseline::default(),
             seq: 0,
             buf: Vec::with_capacity(64 << 10),
-        }))
+        };
+        let now = w.sweep()?;
+        w.baseline = match recorded {
+            Some(r) => Baseline::recorded(r),
+            None => Baseline::new(now.iter().map(|(_, ino, q)| (*ino, *q))),
+        };
+        w.watched = now
+            .iter()
+            .map(|(kind, inode, _)| Watched {
+                inode: *inode,
+                kind,
+                held_by: w.fds[inode],
+            })
+            .collect();
+        Ok(Some(w))
     }
 
-    /// Which kind of the zone's sockets has a client waiting, if one does: "a unix
-    /// socket", "a TCP socket" or "a UDP socket".
-    pub fn pending(&mut self) -> io::Result<Option<&'static str>> {
+    /// One sweep: every listener and UDP socket of the zone, (kind, inode, queue).
+    fn sweep(&mut self) -> io::Result<Vec<(&'static str, u32, u32)>> {
+        let mut mine = Vec::new();
         for (family, protocol) in DUMPS {
             self.seq = self.seq.wrapping_add(1);
             self.sock
@@ -285,19 +341,46 @@ impl SocketWatch {
                     Replies::Error(_) => break,
                 }
             }
-            if found
-                .iter()
-                .any(|(ino, rq)| *rq > 0 && self.inodes.contains(ino))
-            {
-                return Ok(Some(match protocol {
-                    0 => "a unix socket",
-                    IPPROTO_TCP => "a TCP socket",
-                    _ => "a UDP socket",
-                }));
-            }
+            mine.extend(
+                found
+                    .into_iter()
+                    .filter(|(ino, _)| self.fds.contains_key(ino))
+                    .map(|(ino, q)| (kind(protocol), ino, q)),
+            );
         }
-        Ok(None)
+        Ok(mine)
     }
+
+    /// Which kind of the zone's sockets has a client waiting beyond the baseline, if
+    /// one does: "a unix socket", "a TCP socket" or "a UDP socket".
+    pub fn pending(&mut self) -> io::Result<Option<&'static str>> {
+        if self.watched.is_empty() {
+            // No listener and no UDP socket: nothing a client can wait on (a frozen
+            // zone makes no new socket), so no sweep.
+            return Ok(None);
+        }
+        let now = self.sweep()?;
+        // Every queue is compared (no early stop), so each lowered baseline is kept.
+        Ok(now.into_iter().fold(None, |hit, (kind, ino, q)| {
+            if self.baseline.grew(ino, q) {
+                hit.or(Some(kind))
+            } else {
+                hit
+            }
+        }))
+    }
+}
+
+/// The queues of the zone's sockets that hold something now (for the suspension's
+/// record: the agent's baseline).
+pub fn queues_now(
+    proc_root: &Path,
+    pid: i32,
+    cgroups: &CgroupSet,
+) -> io::Result<BTreeMap<u32, u32>> {
+    Ok(SocketWatch::new(proc_root, pid, cgroups, None)?
+        .map(|w| w.baseline.to_record())
+        .unwrap_or_default())
 }
 
 #[cfg(test)]

@@ -76,6 +76,7 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
         resident_after: 0,
         swapped: 0,
         host_swap,
+        socket_queues: None,
     });
     state::save_runtime(&z.dir, &rt)?;
     fault::point("suspend.after-intent");
@@ -86,6 +87,16 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
     }
     let freeze = t.elapsed();
     fault::point("suspend.after-freeze");
+    // What waits on its sockets now, frozen: the agent's baseline (wake on growth only).
+    let socket_queues = rt.init.as_ref().and_then(|i| {
+        crate::agent::wake_diag::queues_now(&ctx.host.proc, i.pid, &rt.cgroups)
+            .map_err(|e| {
+                eprintln!(
+                    "warren: zone '{name}': its sockets' queues were not read ({e}); the agent reads them when it first watches the zone"
+                )
+            })
+            .ok()
+    });
     let before = crate::suspend::holdings(&rt.cgroups, &ctx.host.proc);
     let t = Instant::now();
     let pageout = crate::suspend::pageout(&rt.cgroups, &ctx.host.proc);
@@ -97,6 +108,7 @@ pub fn suspend(ctx: &Context, name: &str) -> Result<(Outcome, SuspendReport)> {
         resident_before: before.resident,
         resident_after: after.resident,
         swapped: after.swapped,
+        socket_queues,
         ..rt.suspension.clone().expect("set above")
     };
     rt.state = ZoneState::Suspended;
