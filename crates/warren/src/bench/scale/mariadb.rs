@@ -2,8 +2,10 @@
 //! server per zone (the host's Debian `mariadbd`, seen through the `host` template's
 //! read-only /usr) and sysbench's OLTP read/write test as its client in the same zone,
 //! over the zone's own Unix socket — the OpenShift + wasp study's contrast to
-//! PostgreSQL: InnoDB with `O_DIRECT` (its data bypasses the page cache) and a buffer
-//! pool of a fixed share of the zone's memory, so the server's memory is bounded.
+//! PostgreSQL: InnoDB with `O_DIRECT` (its data files bypass the page cache; in a
+//! zone's overlay root its small redo log is still written buffered, MariaDB seeing a
+//! 512-byte block size) and a buffer pool of a fixed share of the zone's memory, so the
+//! server's memory is bounded.
 //!
 //! Every program runs with `--no-defaults`: the zone's private /etc may hold a copy of
 //! the host's `/etc/mysql`, and what the bench measures must not depend on it. The
