@@ -550,6 +550,9 @@ pub enum ProfileCmd {
     Delete { name: String },
 }
 
+// `Scale` carries the most flags; the command line is parsed once per process, so its
+// size costs nothing worth a Box (which clap's derive would have to see through).
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
     /// Pod density through the CRI: for each handler and N, a private containerd
