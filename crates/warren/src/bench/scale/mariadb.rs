@@ -78,7 +78,7 @@ pub fn find_bins(host_root: &Path) -> Result<Bins> {
 /// innodb_buffer_pool_size for a zone capped at `memory_per_zone`: `pct` % of it
 /// (the study: half), at least 8 MiB.
 pub fn buffer_pool_mib(memory_per_zone: u64, pct: u32) -> u64 {
-    ((memory_per_zone / 100 * u64::from(pct)) >> 20).max(8)
+    ((memory_per_zone >> 20) * u64::from(pct) / 100).max(8)
 }
 
 /// The server's options (after `--no-defaults`, which must come first).

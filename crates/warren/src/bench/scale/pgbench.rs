@@ -53,7 +53,7 @@ pub fn find_bin(host_root: &Path) -> Result<PathBuf> {
 /// quarter, PostgreSQL's usual advice for a dedicated machine; the OpenShift + wasp
 /// study: half), between 16 and 1024 MiB.
 pub fn shared_buffers_mib(memory_per_zone: u64, pct: u32) -> u64 {
-    ((memory_per_zone / 100 * u64::from(pct)) >> 20).clamp(16, 1024)
+    ((memory_per_zone >> 20) * u64::from(pct) / 100).clamp(16, 1024)
 }
 
 /// Run as root inside a fresh zone: add the user, initdb, start the server (shared_buffers
