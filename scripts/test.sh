@@ -3,6 +3,7 @@
 # need (Debian's busybox-static for busybox roots, btrfs-progs for the btrfs backend
 # test, e2fsprogs for disk.max images, python3 for the bridge-filter escape test, python3-prometheus-client for the metrics test, crun and lxc for 'warren bench density --compare crun,lxc', postgresql for
 # 'warren bench scale --workload pgbench' (Debian 12 ships pgbench in postgresql-15),
+# mariadb-server and sysbench for '--workload mariadb' (host service never started),
 # podman and containerd for the OCI runtime tests, containernetworking-plugins for the CRI
 # test, with apt-get; cargo-fuzz with cargo
 # install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
@@ -80,6 +81,20 @@ if [ ! -x /usr/sbin/nginx ]; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends nginx-light >/dev/null
     [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
     [ ! -d /run/systemd/system ] || systemctl disable nginx.service >/dev/null 2>&1 || true
+fi
+# tests/bench_scale_policy.rs runs MariaDB + sysbench in zones ('warren bench scale
+# --workload mariadb', the OpenShift + wasp study): the zones run their own mariadbd from
+# the host's /usr. The package would start a host server (and on Debian runs
+# mariadb-install-db into /var/lib/mysql), so it is installed with a policy-rc.d that
+# forbids starting services (removed right after), and disabled.
+if [ ! -x /usr/sbin/mariadbd ] || ! command -v sysbench >/dev/null 2>&1; then
+    echo "scripts/test.sh: installing mariadb-server and sysbench (apt-get; the host service is not started)"
+    own_policy=
+    [ -e /usr/sbin/policy-rc.d ] || { printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d; chmod 755 /usr/sbin/policy-rc.d; own_policy=1; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends mariadb-server sysbench >/dev/null
+    [ -z "$own_policy" ] || rm -f /usr/sbin/policy-rc.d
+    [ ! -d /run/systemd/system ] || systemctl disable mariadb.service >/dev/null 2>&1 || true
 fi
 if [ -n "$new_lxcfs" ] && [ -d /run/systemd/system ]; then
     systemctl disable --now lxcfs.service >/dev/null 2>&1 || true

@@ -1033,7 +1033,37 @@ fn bad_scale_flags_are_refused() {
     env.run(&["bench", "scale", "--workload", "pgbench", "--duration", "0"])
         .fails(5, "--duration");
     env.run(&["bench", "scale", "--workload", "ftp"])
-        .fails(2, "ftp");
+        .fails(5, "give pgbench, mariadb or http");
+    env.run(&["bench", "scale", "--workload", "pgbench,http"])
+        .fails(5, "http runs alone");
+    env.run(&["bench", "scale", "--workload", "mariadb", "--repeat", "0"])
+        .fails(5, "--repeat");
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "mariadb",
+        "--buffer-pct",
+        "99",
+    ])
+    .fails(5, "--buffer-pct");
+    // The study needs the host's size it scales from.
+    env.run(&["bench", "scale", "--study", "wasp"])
+        .fails(2, "--budget");
+    env.run(&["bench", "scale", "--study", "wasp", "--budget", "100M"])
+        .fails(5, "--budget / 9.6");
+    env.run(&[
+        "bench",
+        "scale",
+        "--workload",
+        "pgbench",
+        "--zones",
+        "1,2",
+        "--agent",
+        "--agent-thresholds-from",
+        "4",
+    ])
+    .fails(5, "not one of the steps");
     env.run(&["bench", "scale", "--workload", "http", "--rate", "0"])
         .fails(5, "--rate");
     env.run(&[

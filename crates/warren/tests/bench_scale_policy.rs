@@ -254,3 +254,172 @@ fn sigint_to_bench_scale_leaves_no_zone_cgroup_budget_swap_or_process() {
     );
     nothing_left(&env, &swappiness);
 }
+
+/// The OpenShift + wasp study's preset, small: both databases (PostgreSQL + pgbench,
+/// MariaDB + sysbench; the test command installs postgresql, mariadb-server and
+/// sysbench), 1 and 2 zones against a fixed budget that 2 zones oversubscribe by 25 %,
+/// the calibration first and last, the agent's swap triggers set from the 1-zone step
+/// for the 2-zone step; results.json has the study's fields, the report its noise and
+/// verdict, and nothing is left, no database server either.
+#[test]
+fn study_wasp_runs_both_databases_interleaved_with_noise_and_leaves_nothing() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let env = Env::new();
+    let swappiness = std::fs::read_to_string("/proc/sys/vm/swappiness").unwrap();
+    let out = env.root().join("out");
+    env.ok(&[
+        "bench",
+        "scale",
+        "--study",
+        "wasp",
+        "--budget",
+        "256M",
+        "--memory-per-zone",
+        "160M",
+        "--zones",
+        "1,2",
+        "--repeat",
+        "1",
+        "--warmup",
+        "1",
+        "--duration",
+        "3",
+        "--pgbench-scale",
+        "1",
+        "--sysbench-rows",
+        "1000",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let r = results(&out);
+    assert_eq!(r["study"], "wasp", "{r}");
+    assert_eq!(r["workloads"], serde_json::json!(["pgbench", "mariadb"]));
+    assert_eq!((&r["repeat"], &r["warmup_s"]), (&1.into(), &1.0.into()));
+    assert_eq!(r["budget_mib"], 256.0);
+    assert_eq!(r["buffer_pct"], 50);
+    let cpus = r["machine"]["cpus"].as_f64().unwrap();
+    let cap = r["cpu_per_zone"].as_f64().unwrap();
+    assert!((cap - cpus * 1.125 / 12.0).abs() < 1e-3, "{r}");
+    // A database's steps in a row, then the other's (A B), each against the budget.
+    let rows = r["results"].as_array().unwrap();
+    let order: Vec<(&str, u64)> = rows
+        .iter()
+        .map(|s| {
+            (
+                s["workload"].as_str().unwrap(),
+                s["zones"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("pgbench", 1),
+            ("pgbench", 2),
+            ("mariadb", 1),
+            ("mariadb", 2)
+        ]
+    );
+    for s in rows {
+        let n = s["zones"].as_f64().unwrap();
+        assert_eq!(s["repetition"], 1, "{s}");
+        assert_eq!(s["oom_kills"], 0, "no OOM kill: {s}");
+        assert_eq!(s["agent_policy"], "evict", "{s}");
+        assert_eq!(s["budget_mib"], 256.0, "{s}");
+        assert!((s["cpu_cap_total"].as_f64().unwrap() - cap * n).abs() < 1e-9);
+        assert!(s["swap_total_mib"].as_f64().unwrap() > 0.0, "{s}");
+        for k in [
+            "swap_in_pages_s",
+            "swap_out_pages_s",
+            "swap_in_peak_pages_s",
+        ] {
+            assert!(s[k].as_f64().unwrap() >= 0.0, "{k}: {s}");
+        }
+        assert_eq!(
+            s["zones_lost"].as_array().unwrap().len() as u64,
+            s["evictions"].as_u64().unwrap(),
+            "every zone lost was evicted: {s}"
+        );
+        assert!(s["tpm"].as_f64().unwrap() > 0.0, "{s}");
+        let want = if n == 2.0 { 25.0 } else { -37.5 };
+        assert!(
+            (s["oversubscription_pct"].as_f64().unwrap() - want).abs() < 0.01,
+            "{s}"
+        );
+        if n == 1.0 {
+            assert!(
+                s["agent_thresholds"].is_null(),
+                "defaults below the reference: {s}"
+            );
+            assert_eq!(s["failed_zones"], serde_json::json!([]), "{s}");
+        } else {
+            let t = &s["agent_thresholds"];
+            assert_eq!(t["from_zones"], 1, "{s}");
+            assert!(t["swap_in_trigger"].as_f64().unwrap() >= 256.0, "{s}");
+        }
+    }
+    assert!(
+        rows[2]["latency_p95_ms"].as_f64().unwrap() > 0.0,
+        "{}",
+        rows[2]
+    );
+    // The calibration: one zone of each database first and last.
+    let cal: Vec<(&str, u64)> = r["calibration"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["workload"].as_str().unwrap(),
+                s["repetition"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cal,
+        [
+            ("pgbench", 0),
+            ("mariadb", 0),
+            ("pgbench", 0),
+            ("mariadb", 0)
+        ]
+    );
+    let sum = &r["summary"];
+    assert_eq!(sum["rows"].as_array().unwrap().len(), 4, "{sum}");
+    assert_eq!(sum["noise"].as_array().unwrap().len(), 2, "{sum}");
+    let verdicts = sum["verdicts"].as_array().unwrap();
+    assert_eq!(verdicts.len(), 2, "one per database: {sum}");
+    for v in verdicts {
+        assert_eq!(
+            (&v["reference_zones"], &v["oversubscribed_zones"]),
+            (&1.into(), &2.into())
+        );
+        assert!(v["larger_than_noise"].is_boolean(), "{v}");
+        assert!(v["noise_pct"].as_f64().unwrap() >= 0.0, "{v}");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    for want in [
+        "--study wasp",
+        "## Over the repetitions: median (min–max)",
+        "## Noise",
+        "## Is the oversubscribed step's loss larger than the noise?",
+        "## What the agent did",
+        "InnoDB O_DIRECT",
+    ] {
+        assert!(md.contains(want), "{want}: {md}");
+    }
+    for db in ["pgbench", "mariadb"] {
+        let svg = std::fs::read_to_string(out.join(format!("tpm-{db}.svg"))).unwrap();
+        assert!(
+            svg.starts_with("<svg") && svg.contains("<polyline"),
+            "{svg}"
+        );
+        assert!(
+            svg.contains("memory +25.0 %"),
+            "the oversubscribed step is marked: {svg}"
+        );
+    }
+    nothing_left(&env, &swappiness);
+    let servers: Vec<(i32, String)> = processes_mentioning(Path::new("--socket=/tmp/mysqld.sock"));
+    assert!(servers.is_empty(), "a MariaDB server is left: {servers:?}");
+}

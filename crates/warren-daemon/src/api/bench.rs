@@ -72,7 +72,7 @@ pub(super) struct BenchBody {
     /// metrics: warm scrapes timed per step (`--scrapes`).
     #[serde(default = "default_scrapes")]
     scrapes: usize,
-    /// scale: the workload, pgbench or http (`--workload`).
+    /// scale: the workload, pgbench, mariadb or http (`--workload`).
     pub(super) workload: Option<String>,
     /// scale: seconds each step's workload runs (`--duration`).
     pub(super) duration_s: Option<u64>,

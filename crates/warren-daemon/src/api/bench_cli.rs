@@ -28,13 +28,13 @@ pub(super) fn scale_args(b: &BenchBody) -> ApiResult<Vec<String>> {
     let workload = b.workload.as_deref().ok_or_else(|| {
         ApiError::invalid(
             "workload",
-            "\"kind\": \"scale\" needs \"workload\": pgbench or http",
+            "\"kind\": \"scale\" needs \"workload\": pgbench, mariadb or http",
         )
     })?;
-    if !matches!(workload, "pgbench" | "http") {
+    if !matches!(workload, "pgbench" | "mariadb" | "http") {
         return Err(ApiError::invalid(
             "workload",
-            format!("workload {workload:?}: give pgbench or http"),
+            format!("workload {workload:?}: give pgbench, mariadb or http"),
         ));
     }
     let mut args: Vec<String> = [

@@ -29,6 +29,17 @@ fn esc(s: &str) -> String {
 
 /// A line chart with a log10 x axis (x > 0) and a linear y axis from 0.
 pub fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> String {
+    chart_marked(title, x_label, y_label, series, &[])
+}
+
+/// [`chart`] with dashed vertical marks at the given x values, each labelled.
+pub fn chart_marked(
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    marks: &[(f64, String)],
+) -> String {
     let pts = || series.iter().flat_map(|s| s.points.iter());
     // Only finite, positive x values can sit on a log axis; with none (an empty
     // chart) the axis spans 1..10 so the tick loop below always ends.
@@ -116,6 +127,17 @@ pub fn chart(title: &str, x_label: &str, y_label: &str, series: &[Series]) -> St
         esc(y_label),
         y = TOP + ph / 2.0
     );
+    for (x, label) in marks.iter().filter(|(x, _)| x.is_finite() && *x >= 1.0) {
+        let _ = writeln!(
+            o,
+            r##"<line x1="{x:.1}" y1="{TOP}" x2="{x:.1}" y2="{:.1}" stroke="#d62728" stroke-dasharray="6 4"/><text x="{:.1}" y="{:.1}" text-anchor="end" fill="#d62728">{}</text>"##,
+            TOP + ph,
+            sx(*x) - 4.0,
+            TOP + 14.0,
+            esc(label),
+            x = sx(*x),
+        );
+    }
     for (i, s) in series.iter().enumerate() {
         let color = COLORS[i % COLORS.len()];
         let mut p: Vec<(f64, f64)> = s.points.clone();

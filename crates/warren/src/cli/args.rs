@@ -550,6 +550,9 @@ pub enum ProfileCmd {
     Delete { name: String },
 }
 
+// `Scale` carries the most flags; the command line is parsed once per process, so its
+// size costs nothing worth a Box (which clap's derive would have to see through).
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum BenchCmd {
     /// Pod density through the CRI: for each handler and N, a private containerd
@@ -687,6 +690,14 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
   warren bench scale --workload http --zones 1,2,4 --duration 10
   warren bench scale --workload pgbench --zones 4,8 --memory-per-zone 256M --oversubscribe 25 --agent-policy both
   warren bench scale --workload http --zones 1,2,4,8,16,32,64,128,256 --tune --pin
+  warren bench scale --workload mariadb --zones 1,2 --duration 10 --warmup 5
+  warren bench scale --study wasp --budget 2G
+
+--study wasp (the OpenShift + wasp overcommit study, docs/studies.md) sets, unless given:
+--workload pgbench,mariadb, --zones 1,2,4,8,12, --memory-per-zone BUDGET / 9.6 (12 zones
+= 125 % of the budget), --cpu-per-zone CPUs x 1.125 / 12 (12 zones = 112.5 % of the
+host's CPUs), --agent-policy evict with its swap triggers from the largest step that fits
+the budget (8), --buffer-pct 50, --repeat 3, --warmup 10, --calibrate.
 
 --oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
 set as the memory limit of this state root's zone group cgroup (restored afterwards), so
@@ -702,21 +713,35 @@ evictions, suspensions, OOM kills and zones lost side by side. Ctrl-C (SIGINT, S
 SIGHUP) stops the bench at its next check and removes everything it made.
 
 pgbench needs the host's PostgreSQL (apt-get install postgresql; Debian 12 ships pgbench
-in postgresql-15); the bench installs nothing. http needs bridge networking (the bench's
+in postgresql-15), mariadb the host's MariaDB and sysbench (apt-get install mariadb-server
+sysbench); the bench installs nothing. http needs bridge networking (the bench's
 own bridges, removed afterwards) and is reported as skipped without it; --server nginx
 needs the host's nginx (apt-get install nginx-light). http's load is open loop: --rate
 requests/s per zone scheduled by the clock, response time from the scheduled time; a
 one-zone calibration step runs first and last (docs/bench.md, docs/studies.md).")]
     Scale {
-        /// What each zone runs.
-        #[arg(long, value_parser = ["pgbench", "http"])]
-        workload: String,
-        /// Zone counts, one step each.
-        #[arg(long, default_value = "1,2,4,8")]
-        zones: String,
-        /// memory.max of each zone.
-        #[arg(long, value_name = "SIZE", default_value = "512M")]
-        memory_per_zone: String,
+        /// What each zone runs: pgbench, mariadb, http, or several databases
+        /// (pgbench,mariadb: every step of each, in turn) [default with --study wasp:
+        /// pgbench,mariadb].
+        #[arg(
+            long,
+            value_name = "WORKLOAD[,WORKLOAD]",
+            required_unless_present = "study"
+        )]
+        workload: Option<String>,
+        /// A study's preset (see below): wasp = the OpenShift + wasp overcommit study.
+        #[arg(long, value_parser = ["wasp"], requires = "budget")]
+        study: Option<String>,
+        /// One fixed memory budget for the zones' group at every step (with --study
+        /// wasp: the host's memory of the study, each zone capped at BUDGET / 9.6).
+        #[arg(long, value_name = "SIZE", conflicts_with = "oversubscribe")]
+        budget: Option<String>,
+        /// Zone counts, one step each [default: 1,2,4,8; --study wasp: 1,2,4,8,12].
+        #[arg(long)]
+        zones: Option<String>,
+        /// memory.max of each zone [default: 512M; --study wasp: BUDGET / 9.6].
+        #[arg(long, value_name = "SIZE")]
+        memory_per_zone: Option<String>,
         /// cpu.max of each zone, in CPUs (default: uncapped).
         #[arg(long, value_name = "CPUS")]
         cpu_per_zone: Option<f64>,
@@ -733,9 +758,32 @@ one-zone calibration step runs first and last (docs/bench.md, docs/studies.md)."
         /// page touched once a second (a working set that makes the budget bite).
         #[arg(long, value_name = "SIZE")]
         working_set: Option<String>,
-        /// Seconds of the timed run per step.
+        /// Seconds of the timed run per step (after the warm-up).
         #[arg(long, default_value_t = 30)]
         duration: u64,
+        /// Databases: seconds the client runs first in every zone, unmeasured
+        /// [default: 0; --study wasp: 10].
+        #[arg(long, value_name = "S")]
+        warmup: Option<u64>,
+        /// Run every workload's steps this many times, interleaved (A B A B ...), and
+        /// report medians with min-max [default: 1; --study wasp: 3].
+        #[arg(long, value_name = "N")]
+        repeat: Option<usize>,
+        /// Databases: a one-zone calibration step per workload first and last (the
+        /// machine's noise) [default with --study wasp or --repeat > 1].
+        #[arg(long)]
+        calibrate: bool,
+        /// Set the agent's swap-in/out triggers from the swap I/O measured at this step,
+        /// for the larger steps [--study wasp: the largest step that fits the budget].
+        #[arg(long, value_name = "N")]
+        agent_thresholds_from: Option<usize>,
+        /// shared_buffers / innodb_buffer_pool_size as % of the zone's memory
+        /// [default: PostgreSQL 25, MariaDB 50; --study wasp: 50].
+        #[arg(long, value_name = "PCT")]
+        buffer_pct: Option<u32>,
+        /// mariadb: rows in each of sysbench's 4 tables (about 0.4 MiB per 1,000 rows).
+        #[arg(long, value_name = "ROWS", default_value_t = 50_000)]
+        sysbench_rows: u32,
         /// pgbench connections per zone (http: the load is --rate, open loop).
         #[arg(long, default_value_t = 2)]
         clients: usize,

@@ -38,7 +38,6 @@ use crate::zone::{self, Context, Outcome};
 use crate::{bench, config, demo, host, names, storage};
 
 pub use args::*;
-use bench_cmd::scale_options;
 use doctor_cmd::doctor_cmd;
 use zonecfg::{config_cmd, template_cmd};
 
@@ -601,6 +600,8 @@ fn run(cli: Cli) -> Result<i32> {
         }) => bench_cmd::metrics_bench(&ctx, json, &zones, scrapes, out, daemon)?,
         Command::Bench(BenchCmd::Scale {
             workload,
+            study,
+            budget,
             zones,
             memory_per_zone,
             cpu_per_zone,
@@ -609,6 +610,12 @@ fn run(cli: Cli) -> Result<i32> {
             agent_policy,
             working_set,
             duration,
+            warmup,
+            repeat,
+            calibrate,
+            agent_thresholds_from,
+            buffer_pct,
+            sysbench_rows,
             clients,
             pgbench_scale,
             bridge,
@@ -616,25 +623,43 @@ fn run(cli: Cli) -> Result<i32> {
             http,
             out,
         }) => {
-            let mut opts = scale_options(
-                &workload,
-                &zones,
-                &memory_per_zone,
-                cpu_per_zone,
-                oversubscribe,
-                (agent || agent_policy.is_some())
-                    .then(|| agent_policy.unwrap_or(bench::scale::AgentPolicy::Evict)),
-                working_set.as_deref(),
-                duration,
-                clients,
-                pgbench_scale,
-                bridge,
-                subnet,
+            let mut opts = bench_cmd::scale_options(
+                bench_cmd::ScaleFlags {
+                    workload: workload.as_deref(),
+                    study: study.as_deref(),
+                    budget: budget.as_deref(),
+                    zones: zones.as_deref(),
+                    memory_per_zone: memory_per_zone.as_deref(),
+                    cpu_per_zone,
+                    oversubscribe,
+                    agent: (agent || agent_policy.is_some())
+                        .then(|| agent_policy.unwrap_or(bench::scale::AgentPolicy::Evict)),
+                    working_set: working_set.as_deref(),
+                    duration,
+                    warmup,
+                    repeat,
+                    calibrate,
+                    thresholds_from: agent_thresholds_from,
+                    buffer_pct,
+                    sysbench_rows,
+                    clients,
+                    pgbench_scale,
+                    bridge,
+                    subnet,
+                    no_calibration: http.no_calibration,
+                },
+                crate::stats::online_cpus(&ctx.host.sys).len(),
             )?;
             opts.http = bench_cmd::scale_http_options(&http)?;
             let dir = out.unwrap_or_else(|| {
                 let mut d = bench::default_out(&ctx).into_os_string();
-                d.push(format!("-{workload}"));
+                match &opts.study {
+                    Some(s) => d.push(format!("-{s}")),
+                    None => {
+                        let names: Vec<&str> = opts.workloads.iter().map(|w| w.name()).collect();
+                        d.push(format!("-{}", names.join("-")));
+                    }
+                }
                 PathBuf::from(d)
             });
             let mut bars = output::Bars::new(json);

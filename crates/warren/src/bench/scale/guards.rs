@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
 use super::super::{cleanup, interrupt};
-use super::AgentPolicy;
+use super::{study, AgentPolicy, AgentThresholds};
 use crate::error::{Error, IoContext, Result};
 use crate::swap;
 use crate::zone::Context;
@@ -82,11 +82,13 @@ impl Drop for AgentChild {
 }
 
 /// The agent's config for `policy` (`evict` or `suspend`; see the module doc of
-/// [`super`] for why wake-on-connect is off).
-pub(super) fn agent_config(policy: AgentPolicy) -> String {
+/// [`super`] for why wake-on-connect is off), with swap triggers set from a measured
+/// step if given ([`study::thresholds_from_swap`]).
+pub(super) fn agent_config(policy: AgentPolicy, thresholds: Option<&AgentThresholds>) -> String {
     format!(
-        "watch = \"group\"\ninterval-ms = 250\nsuspend-first = {}\nwake-on-connect = false\n",
-        policy == AgentPolicy::Suspend
+        "watch = \"group\"\ninterval-ms = 250\nsuspend-first = {}\nwake-on-connect = false\n{}",
+        policy == AgentPolicy::Suspend,
+        thresholds.map_or(String::new(), study::thresholds_toml)
     )
 }
 
@@ -94,10 +96,12 @@ pub(super) fn start_agent(
     ctx: &Context,
     scratch: &Path,
     policy: AgentPolicy,
+    thresholds: Option<&AgentThresholds>,
 ) -> Result<AgentChild> {
     crate::agent::none_running(ctx)?;
     let cfg = scratch.join("agent.toml");
-    std::fs::write(&cfg, agent_config(policy)).ctx(|| format!("writing {}", cfg.display()))?;
+    std::fs::write(&cfg, agent_config(policy, thresholds))
+        .ctx(|| format!("writing {}", cfg.display()))?;
     let log = scratch.join("agent.log");
     let f = File::create(&log).ctx(|| format!("creating {}", log.display()))?;
     let errors = f
@@ -139,8 +143,8 @@ mod tests {
 
     #[test]
     fn the_agent_suspends_only_under_the_suspend_policy_and_never_wakes() {
-        let evict = agent_config(AgentPolicy::Evict);
-        let suspend = agent_config(AgentPolicy::Suspend);
+        let evict = agent_config(AgentPolicy::Evict, None);
+        let suspend = agent_config(AgentPolicy::Suspend, None);
         assert!(evict.contains("suspend-first = false\n"), "{evict}");
         assert!(suspend.contains("suspend-first = true\n"), "{suspend}");
         for c in [evict, suspend] {
@@ -149,5 +153,11 @@ mod tests {
                 crate::agent::config::parse(&c).expect("a valid agent config");
             assert_eq!(parsed.watch, "group");
         }
+        let t = study::thresholds_from_swap(8, 600.0, 0.0);
+        let c = agent_config(AgentPolicy::Evict, Some(&t));
+        let parsed = crate::agent::config::parse(&c).expect("a valid agent config");
+        assert_eq!(parsed.swap_in.trigger, 1200.0);
+        assert_eq!(parsed.swap_out.trigger, study::FLOOR_PAGES_S);
+        assert!(!parsed.suspend_first);
     }
 }

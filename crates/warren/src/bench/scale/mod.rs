@@ -3,12 +3,23 @@
 //! database, with and without memory oversubscription).
 //!
 //! For each step N: clone N zones from one installed zone of the `host` template (each
-//! capped at `--memory-per-zone`, and at `--cpu-per-zone` if given), boot them, start
-//! the workload in every zone ([`pgbench`]: PostgreSQL + pgbench inside each zone;
-//! [`http`]: a web server in each bridged zone, loaded open-loop from this process by
-//! [`openloop`]), run it in all zones at once for `--duration`, and record aggregate
-//! throughput, latency, the zones' CPU, memory and swap, and the agent's evictions.
-//! Then halt and delete.
+//! capped at `--memory-per-zone`), boot them, start the workload in every zone
+//! ([`pgbench`]: PostgreSQL + pgbench inside each zone; [`mariadb`]: MariaDB (InnoDB
+//! O_DIRECT) + sysbench OLTP inside each zone; [`http`]: a web server in each bridged
+//! zone, loaded open-loop from this process by [`openloop`]), cap each zone's CPU at
+//! `--cpu-per-zone` (live, once set up), run it in all zones at once for `--warmup`
+//! (unmeasured) and `--duration`, and record aggregate throughput, latency, the zones'
+//! CPU, memory, swap and swap I/O, and the agent's actions. Then halt and delete.
+//!
+//! # Trustworthy numbers (the OpenShift + wasp study)
+//!
+//! `--workload pgbench,mariadb` runs every step of each database in turn, `--repeat N`
+//! does that N times (A B A B ...), `--calibrate` runs a one-zone step of each database
+//! first and last, and [`study`] turns the rows into medians with min–max, the noise
+//! and a verdict on the oversubscribed step. `--budget B` keeps one memory budget for
+//! the zones' group at every step (the study's host), and `--study wasp` sets the
+//! study's ratios: cap B / 9.6 (12 zones = 125 % of B), CPU 1.125 × CPUs / 12 per zone,
+//! the agent on with its swap triggers set from the largest step that fits B.
 //!
 //! # The http study (the KVM consolidation study)
 //!
@@ -54,10 +65,12 @@
 //! SIGHUP: the bench catches them ([`guards::Signals`]), stops at its next check
 //! (at most about a second later) and unwinds its guards.
 pub mod http;
+pub mod mariadb;
 pub mod openloop;
 pub mod pgbench;
 pub mod report;
 pub mod spread;
+pub mod study;
 pub mod tune;
 
 mod guards;
@@ -83,11 +96,27 @@ pub const SCHEMA_VERSION: u32 = 1;
 /// busybox httpd's port inside each zone.
 pub(super) const HTTP_PORT: u16 = 80;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Workload {
     Pgbench,
+    Mariadb,
     Http,
+}
+
+impl Workload {
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Pgbench => "pgbench",
+            Workload::Mariadb => "mariadb",
+            Workload::Http => "http",
+        }
+    }
+
+    /// A database run by a client inside each zone (its figures are transactions).
+    pub fn is_database(self) -> bool {
+        self != Workload::Http
+    }
 }
 
 /// What the bench's agent does under pressure (`--agent-policy`).
@@ -102,27 +131,38 @@ pub enum AgentPolicy {
     Both,
 }
 
-impl AgentPolicy {
-    /// The runs of one step, in order.
-    fn runs(self) -> &'static [AgentPolicy] {
-        match self {
-            AgentPolicy::Evict => &[AgentPolicy::Evict],
-            AgentPolicy::Suspend => &[AgentPolicy::Suspend],
-            AgentPolicy::Both => &[AgentPolicy::Evict, AgentPolicy::Suspend],
-        }
-    }
-}
-
 /// What to run.
 #[derive(Debug, Clone)]
 pub struct Options {
-    pub workload: Workload,
+    /// One or more (`--workload pgbench,mariadb`): each repetition runs every step of
+    /// each, in this order.
+    pub workloads: Vec<Workload>,
     pub steps: Vec<usize>,
     pub memory_per_zone: u64,
-    /// CPUs per zone (cpu.max); `None`: uncapped.
+    /// CPUs per zone (cpu.max, applied once the workload is set up); `None`: uncapped.
     pub cpu_per_zone: Option<f64>,
     /// `None`: no budget (see the module doc).
     pub oversubscribe_pct: Option<f64>,
+    /// `--budget`: one fixed memory budget for the zone group at every step (the
+    /// OpenShift + wasp study's host), instead of one per step from `oversubscribe_pct`.
+    pub budget: Option<u64>,
+    /// shared_buffers / innodb_buffer_pool_size as % of the zone's cap; `None`: 25 %
+    /// for PostgreSQL, 50 % for MariaDB.
+    pub buffer_pct: Option<u32>,
+    /// Rows in each of sysbench's tables (mariadb).
+    pub sysbench_rows: u32,
+    /// Databases: the client runs this long first, unmeasured, in every zone.
+    pub warmup: Duration,
+    /// Each workload's steps this many times, interleaved (A B A B ...).
+    pub repeat: usize,
+    /// A one-zone calibration step per workload before the first step and after the
+    /// last (the machine's noise).
+    pub calibrate: bool,
+    /// Set the agent's swap-in/out triggers from the swap I/O measured at this step
+    /// (of the same workload and repetition), for the larger steps after it.
+    pub thresholds_from: Option<usize>,
+    /// The study preset that set these options (`--study wasp`), for the report.
+    pub study: Option<String>,
     /// `--agent` / `--agent-policy`; `None`: no agent.
     pub agent: Option<AgentPolicy>,
     /// `--working-set`: bytes of anonymous memory each zone holds and touches.
@@ -149,8 +189,6 @@ pub struct HttpOptions {
     /// Pin zone i to CPU i mod #CPUs (cpuset).
     pub pin: bool,
     pub zones_per_bridge: usize,
-    /// The one-zone calibration step at the start and the end.
-    pub calibrate: bool,
 }
 
 impl Default for HttpOptions {
@@ -161,7 +199,6 @@ impl Default for HttpOptions {
             tune: false,
             pin: false,
             zones_per_bridge: 1000,
-            calibrate: true,
         }
     }
 }
@@ -190,9 +227,24 @@ pub struct HttpStep {
     pub pinned: bool,
 }
 
+/// The agent's swap I/O triggers for a step, set from the swap I/O measured at
+/// `from_zones` ([`study::thresholds_from_swap`]).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct AgentThresholds {
+    pub from_zones: usize,
+    /// The peak swap-in / swap-out rates measured there (pages/s over the agent's 5 s window).
+    pub measured_in_pages_s: f64,
+    pub measured_out_pages_s: f64,
+    pub swap_in_trigger: f64,
+    pub swap_out_trigger: f64,
+}
+
 /// One step.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScaleStep {
+    pub workload: Workload,
+    /// 1-based; calibration steps: 0.
+    pub repetition: usize,
     pub zones: usize,
     /// N × cpu-per-zone; `None`: no cap (the host's CPUs are shared).
     pub cpu_cap_total: Option<f64>,
@@ -217,6 +269,8 @@ pub struct ScaleStep {
     pub latency_avg_ms: f64,
     /// http only: p99 over all requests, ms.
     pub latency_p99_ms: Option<f64>,
+    /// mariadb only: mean of the zones' 95th percentiles (sysbench), ms.
+    pub latency_p95_ms: Option<f64>,
     /// throughput / (N × throughput of the 1-zone step), when there is one.
     pub scaling_efficiency: Option<f64>,
     /// Failed transactions (pgbench) or failed requests (http).
@@ -231,6 +285,18 @@ pub struct ScaleStep {
     pub host_memory_used_peak_mib: f64,
     /// Peak swap in use on the host during the run, MiB.
     pub swap_used_peak_mib: f64,
+    /// Pages swapped in / out per second on the host over the measured window
+    /// (/proc/vmstat pswpin, pswpout; warm-up excluded).
+    pub swap_in_pages_s: f64,
+    pub swap_out_pages_s: f64,
+    /// The highest rate over any 5 s of the measured window (the agent's window).
+    pub swap_in_peak_pages_s: f64,
+    pub swap_out_peak_pages_s: f64,
+    /// The agent's swap triggers when set from a measured step (`None`: its defaults).
+    pub agent_thresholds: Option<AgentThresholds>,
+    /// What the agent did during the step, one line per event of its log (events.jsonl):
+    /// when, what, which zone, why.
+    pub agent_actions: Vec<String>,
     /// What the agent did under pressure in this row (`evict` or `suspend`), if one ran.
     pub agent_policy: Option<AgentPolicy>,
     /// Evictions by the agent during the step.
@@ -253,7 +319,18 @@ pub struct ScaleResults {
     pub schema_version: u32,
     pub date: String,
     pub machine: Machine,
+    /// The first of `workloads` (kept for readers of one-workload runs).
     pub workload: Workload,
+    pub workloads: Vec<Workload>,
+    /// `--study` (e.g. "wasp"), if a preset set the options.
+    pub study: Option<String>,
+    pub repeat: usize,
+    pub warmup_s: f64,
+    /// `--budget`: the zone group's fixed memory limit, MiB.
+    pub budget_mib: Option<f64>,
+    /// shared_buffers / buffer pool as % of the zone's cap, per database workload run.
+    pub buffer_pct: Option<u32>,
+    pub sysbench_rows: Option<u32>,
     /// "ok", or "skipped" with the reason in `note`.
     pub status: String,
     pub note: String,
@@ -268,9 +345,13 @@ pub struct ScaleResults {
     pub clients_per_zone: usize,
     pub pgbench_scale: Option<u32>,
     pub results: Vec<ScaleStep>,
-    /// http: the one-zone calibration step, at the start and at the end.
+    /// The one-zone calibration step of each workload, at the start and at the end.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub calibration: Vec<ScaleStep>,
+    /// With repetitions or calibration: medians with min–max per workload and step,
+    /// the noise, and whether the oversubscribed step's loss is larger than it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub summary: Option<study::Summary>,
     /// http: the doctor's network findings for the largest step, and what `--tune` did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tune: Option<tune::TuneReport>,
@@ -280,6 +361,9 @@ pub struct ScaleResults {
 pub(super) enum Plan {
     Pgbench {
         bin: PathBuf,
+    },
+    Mariadb {
+        bins: mariadb::Bins,
     },
     Http {
         server: http::Server,
@@ -296,11 +380,20 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     // First, so it is dropped last: a signal during the cleanup below does not cut it short.
     let _signals = guards::Signals::new()?;
     let machine = machine(ctx)?;
+    let first = opts.workloads.first().copied().unwrap_or(Workload::Pgbench);
+    let has = |w: Workload| opts.workloads.contains(&w);
     let mut results = ScaleResults {
         schema_version: SCHEMA_VERSION,
         date: now_rfc3339(),
         machine,
-        workload: opts.workload,
+        workload: first,
+        workloads: opts.workloads.clone(),
+        study: opts.study.clone(),
+        repeat: opts.repeat,
+        warmup_s: opts.warmup.as_secs_f64(),
+        budget_mib: opts.budget.map(|b| b as f64 / MIB),
+        buffer_pct: opts.buffer_pct,
+        sysbench_rows: has(Workload::Mariadb).then_some(opts.sysbench_rows),
         status: "ok".into(),
         note: String::new(),
         steps: opts.steps.clone(),
@@ -312,43 +405,39 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         working_set_mib: opts.working_set.map(|w| w as f64 / MIB),
         duration_s: opts.duration.as_secs_f64(),
         clients_per_zone: opts.clients,
-        pgbench_scale: (opts.workload == Workload::Pgbench).then_some(opts.pgbench_scale),
+        pgbench_scale: has(Workload::Pgbench).then_some(opts.pgbench_scale),
         results: Vec::new(),
         calibration: Vec::new(),
+        summary: None,
         tune: None,
     };
-    let plan = match opts.workload {
-        Workload::Pgbench => Plan::Pgbench {
-            bin: pgbench::find_bin(Path::new("/"))?,
-        },
-        Workload::Http => {
-            if !ctx.host.sys.join("module/bridge").exists() {
-                results.status = "skipped".into();
-                results.note = "bridge networking is unavailable: the kernel's bridge module is not loaded (modprobe bridge), and --workload http needs net = bridge".into();
-                return Ok(results);
+    let mut plans: Vec<(Workload, Plan)> = Vec::new();
+    for &w in &opts.workloads {
+        let plan = match w {
+            Workload::Pgbench => Plan::Pgbench {
+                bin: pgbench::find_bin(Path::new("/"))?,
+            },
+            Workload::Mariadb => Plan::Mariadb {
+                bins: mariadb::find_bins(Path::new("/"))?,
+            },
+            Workload::Http => {
+                if !ctx.host.sys.join("module/bridge").exists() {
+                    results.status = "skipped".into();
+                    results.note = "bridge networking is unavailable: the kernel's bridge module is not loaded (modprobe bridge), and --workload http needs net = bridge".into();
+                    return Ok(results);
+                }
+                Plan::Http {
+                    server: opts.http.server,
+                    bin: http::find(opts.http.server)?,
+                    busybox: template::find_static_busybox()?,
+                }
             }
-            Plan::Http {
-                server: opts.http.server,
-                bin: http::find(opts.http.server)?,
-                busybox: template::find_static_busybox()?,
-            }
-        }
-    };
-    results.note = match &plan {
-        Plan::Pgbench { bin } => format!(
-            "PostgreSQL from {} (host /usr through the sparse root), one server and one pgbench per zone over the zone's Unix socket, run as uid {} via setpriv; shared_buffers {} MiB; TPC-B-like default script, {} client(s) per zone, fsync on",
-            bin.display(), pgbench::UID, pgbench::shared_buffers_mib(opts.memory_per_zone), opts.clients
-        ),
-        Plan::Http { server, bin, .. } => format!(
-            "{} ({}) on port {HTTP_PORT} in each zone (net = bridge, {} {}, at most {} zones per bridge{}); open-loop load from the host, in process: {} requests/s per zone scheduled by the clock, page mix 60 % 2 KiB html, 25 % 30 KiB asset, 10 % 200 KiB image, 5 % 404; one connection per request (HTTP/1.0); response time is from the scheduled time to the last byte; network sysctls {}",
-            match server { http::Server::Busybox => "busybox httpd", http::Server::Nginx => "nginx" },
-            bin.display(), opts.bridge, opts.subnet, opts.http.zones_per_bridge,
-            if opts.http.pin { ", each zone pinned to one CPU (cpuset)" } else { "" },
-            opts.http.rate,
-            if opts.http.tune { "tuned for the largest step (--tune)" } else { "as the host has them (untuned)" }
-        ),
-    };
-    if opts.oversubscribe_pct.is_some() || opts.agent.is_some() {
+        };
+        plans.push((w, plan));
+    }
+    let notes: Vec<String> = plans.iter().map(|(_, p)| plan_note(opts, p)).collect();
+    results.note = notes.join(" | ");
+    if opts.oversubscribe_pct.is_some() || opts.budget.is_some() || opts.agent.is_some() {
         let others: Vec<String> = zone::names_in(&ctx.layout)?
             .into_iter()
             .filter(|n| !n.starts_with(PREFIX))
@@ -358,7 +447,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
             .collect();
         if !others.is_empty() {
             return Err(Error::Refused(format!(
-                "--oversubscribe and --agent act on this state root's zone group (its memory budget, its zones), and zone(s) {} run in it; use a state root of its own (--root DIR)",
+                "--oversubscribe, --budget and --agent act on this state root's zone group (its memory budget, its zones), and zone(s) {} run in it; use a state root of its own (--root DIR)",
                 others.join(", ")
             )));
         }
@@ -379,7 +468,7 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     );
     std::fs::create_dir_all(&scratch.0).ctx(|| format!("creating {}", scratch.0.display()))?;
 
-    let http = opts.workload == Workload::Http;
+    let http = has(Workload::Http);
     let mut sysctls = None;
     if http {
         tune::recover(ctx)?;
@@ -397,34 +486,54 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         }
         results.tune = Some(report);
     }
-    // (calibration?, N): the calibration step first and last around the steps.
-    let calibrate = http && opts.http.calibrate;
-    let mut order: Vec<(bool, usize)> = Vec::new();
-    if calibrate {
-        order.push((true, 1));
-    }
-    order.extend(opts.steps.iter().map(|&n| (false, n)));
-    if calibrate {
-        order.push((true, 1));
-    }
+    let runs = study::order(opts);
     let mut out = Vec::new();
     let mut failure = None;
-    let mut runs: Vec<(bool, usize, Option<AgentPolicy>)> = Vec::new();
-    for (cal, n) in order {
-        match opts.agent {
-            // The calibration step measures the machine's noise: no agent.
-            Some(p) if !cal => runs.extend(p.runs().iter().map(|r| (cal, n, Some(*r)))),
-            _ => runs.push((cal, n, None)),
-        }
-    }
-    for (cal, n, policy) in runs {
-        let r = guards::check_signals("starting a step")
-            .and_then(|()| run_step(ctx, opts, policy, &plan, &tname, n, &scratch.0, progress));
+    // The swap I/O measured at the reference step, per (workload, repetition).
+    let mut reference: Vec<(Workload, usize, AgentThresholds)> = Vec::new();
+    for run in runs {
+        let plan = &plans
+            .iter()
+            .find(|(w, _)| *w == run.workload)
+            .expect("a plan for every workload")
+            .1;
+        let thresholds = match (run.policy, opts.thresholds_from) {
+            (Some(_), Some(from)) if run.zones > from => reference
+                .iter()
+                .find(|(w, r, _)| *w == run.workload && *r == run.repetition)
+                .map(|(.., t)| *t),
+            _ => None,
+        };
+        let r = guards::check_signals("starting a step").and_then(|()| {
+            run_step(
+                ctx, opts, &run, thresholds, plan, &tname, &scratch.0, progress,
+            )
+        });
         let cleaned = cleanup(ctx);
-        let net = if http { demo::cleanup_net(ctx) } else { Ok(()) };
+        let net = if run.workload == Workload::Http {
+            demo::cleanup_net(ctx)
+        } else {
+            Ok(())
+        };
         match (r, cleaned, net) {
-            (Ok(s), Ok(_), Ok(())) if cal => results.calibration.push(s),
-            (Ok(s), Ok(_), Ok(())) => out.push(s),
+            (Ok(s), Ok(_), Ok(())) => {
+                if !run.calibration && Some(run.zones) == opts.thresholds_from {
+                    reference.push((
+                        run.workload,
+                        run.repetition,
+                        study::thresholds_from_swap(
+                            run.zones,
+                            s.swap_in_peak_pages_s,
+                            s.swap_out_peak_pages_s,
+                        ),
+                    ));
+                }
+                if run.calibration {
+                    results.calibration.push(s)
+                } else {
+                    out.push(s)
+                }
+            }
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => {
                 failure = Some(e);
                 break;
@@ -439,21 +548,55 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     if let Some(e) = failure {
         return Err(e);
     }
-    let base = out
+    // Scaling efficiency against the 1-zone step of the same workload and repetition.
+    let bases: Vec<(Workload, usize, f64)> = out
         .iter()
-        .find(|s| s.zones == 1 && s.agent_policy != Some(AgentPolicy::Suspend))
-        .map(|s| s.throughput);
+        .filter(|s| s.zones == 1 && s.agent_policy != Some(AgentPolicy::Suspend))
+        .map(|s| (s.workload, s.repetition, s.throughput))
+        .collect();
     for s in &mut out {
-        s.scaling_efficiency = base
+        s.scaling_efficiency = bases
+            .iter()
+            .find(|(w, r, _)| *w == s.workload && *r == s.repetition)
+            .map(|b| b.2)
             .filter(|b| *b > 0.0)
             .map(|b| s.throughput / (b * s.zones as f64));
     }
     results.results = out;
+    if opts.repeat > 1 || (opts.calibrate && first.is_database()) || opts.workloads.len() > 1 {
+        results.summary = Some(study::summarize(&results));
+    }
     Ok(results)
 }
 
+/// The report's note on what a workload runs.
+fn plan_note(opts: &Options, plan: &Plan) -> String {
+    match plan {
+        Plan::Pgbench { bin } => format!(
+            "pgbench: PostgreSQL from {} (host /usr through the sparse root), one server and one pgbench per zone over the zone's Unix socket, run as uid {} via setpriv; shared_buffers {} MiB ({} % of the zone's cap), page cache unrestricted (within the zone's cap); TPC-B-like default script, {} client(s) per zone, fsync on",
+            bin.display(), pgbench::UID,
+            pgbench::shared_buffers_mib(opts.memory_per_zone, opts.buffer_pct.unwrap_or(25)),
+            opts.buffer_pct.unwrap_or(25), opts.clients
+        ),
+        Plan::Mariadb { bins } => format!(
+            "mariadb: MariaDB from {} (host /usr through the sparse root), one server and one sysbench oltp_read_write per zone over the zone's Unix socket; InnoDB O_DIRECT, buffer pool {} MiB ({} % of the zone's cap), {} tables of {} rows, {} thread(s) per zone, innodb_flush_log_at_trx_commit 1",
+            bins.server.display(),
+            mariadb::buffer_pool_mib(opts.memory_per_zone, opts.buffer_pct.unwrap_or(50)),
+            opts.buffer_pct.unwrap_or(50), mariadb::TABLES, opts.sysbench_rows, opts.clients
+        ),
+        Plan::Http { server, bin, .. } => format!(
+            "{} ({}) on port {HTTP_PORT} in each zone (net = bridge, {} {}, at most {} zones per bridge{}); open-loop load from the host, in process: {} requests/s per zone scheduled by the clock, page mix 60 % 2 KiB html, 25 % 30 KiB asset, 10 % 200 KiB image, 5 % 404; one connection per request (HTTP/1.0); response time is from the scheduled time to the last byte; network sysctls {}",
+            match server { http::Server::Busybox => "busybox httpd", http::Server::Nginx => "nginx" },
+            bin.display(), opts.bridge, opts.subnet, opts.http.zones_per_bridge,
+            if opts.http.pin { ", each zone pinned to one CPU (cpuset)" } else { "" },
+            opts.http.rate,
+            if opts.http.tune { "tuned for the largest step (--tune)" } else { "as the host has them (untuned)" }
+        ),
+    }
+}
+
 /// Write `results.json`, `report.md`, `throughput.svg` and `latency.svg` (http: and
-/// `response_time.svg`) into `dir`.
+/// `response_time.svg`; with a summary: `tpm-<database>.svg`) into `dir`.
 pub fn write(dir: &Path, r: &ScaleResults) -> Result<()> {
     super::write_files(
         dir,
@@ -464,10 +607,23 @@ pub fn write(dir: &Path, r: &ScaleResults) -> Result<()> {
             ("latency.svg", report::latency_svg(r)),
         ],
     )?;
-    if r.workload == Workload::Http {
-        let p = dir.join("response_time.svg");
-        std::fs::write(&p, report::response_time_svg(r))
-            .ctx(|| format!("writing {}", p.display()))?;
+    let mut more = Vec::new();
+    if r.workloads.contains(&Workload::Http) {
+        more.push((
+            "response_time.svg".to_string(),
+            report::response_time_svg(r),
+        ));
+    }
+    // With a summary: TPM (median, min, max) against N per database, the oversubscribed
+    // steps marked.
+    if let Some(sum) = &r.summary {
+        for &w in r.workloads.iter().filter(|w| w.is_database()) {
+            more.push((format!("tpm-{}.svg", w.name()), study::tpm_svg(r, sum, w)));
+        }
+    }
+    for (name, text) in more {
+        let p = dir.join(&name);
+        std::fs::write(&p, text).ctx(|| format!("writing {}", p.display()))?;
     }
     Ok(())
 }

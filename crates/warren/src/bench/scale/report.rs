@@ -7,7 +7,7 @@ use crate::bench::svg::{chart, Series};
 
 fn unit(r: &ScaleResults) -> (&'static str, &'static str) {
     match r.workload {
-        Workload::Pgbench => ("TPS", "transactions/s"),
+        Workload::Pgbench | Workload::Mariadb => ("TPS", "transactions/s"),
         Workload::Http => ("req/s", "requests/s"),
     }
 }
@@ -17,11 +17,16 @@ pub fn markdown(r: &ScaleResults) -> String {
     let m = &r.machine;
     let (short, _) = unit(r);
     let mut o = String::new();
-    let name = match r.workload {
-        Workload::Pgbench => "pgbench",
-        Workload::Http => "http",
-    };
-    let _ = writeln!(o, "# warren bench scale --workload {name}, {}\n", r.date);
+    let names: Vec<&str> = r.workloads.iter().map(|w| w.name()).collect();
+    let _ = writeln!(
+        o,
+        "# warren bench scale --workload {}{}, {}\n",
+        names.join(","),
+        r.study
+            .as_ref()
+            .map_or(String::new(), |s| format!(" --study {s}")),
+        r.date
+    );
     let _ = writeln!(
         o,
         "Machine: {}, Linux {}, {} CPUs, {:.0} MiB RAM, cgroup {}, {} storage; load average at start {}.\n",
@@ -29,7 +34,10 @@ pub fn markdown(r: &ScaleResults) -> String {
     );
     let _ = writeln!(o, "Status: **{}**. {}\n", r.status, r.note);
     let load = match r.workload {
-        Workload::Pgbench => format!("{} client(s) per zone", r.clients_per_zone),
+        Workload::Pgbench | Workload::Mariadb => format!(
+            "{} client(s) per zone after a warm-up of {:.0} s (excluded)",
+            r.clients_per_zone, r.warmup_s
+        ),
         Workload::Http => "open-loop load (below)".to_string(),
     };
     let _ = writeln!(
@@ -54,24 +62,82 @@ pub fn markdown(r: &ScaleResults) -> String {
     );
     let _ = writeln!(
         o,
-        "Oversubscription % = (zones × memory-per-zone ÷ budget − 1) × 100, where the budget is the memory limit put on the zones' group cgroup with `--oversubscribe` ({}), else the host's MemAvailable at the start (negative: room to spare). Scaling efficiency = {short}(N) ÷ (N × {short}(1)).\n",
-        r.oversubscribe_pct
-            .map_or("not used in this run".to_string(), |p| format!("{p} % here")),
+        "Oversubscription % = (zones × memory-per-zone ÷ budget − 1) × 100, where the budget is the memory limit put on the zones' group cgroup with `--oversubscribe` or `--budget` ({}), else the host's MemAvailable at the start (negative: room to spare). Scaling efficiency = {short}(N) ÷ (N × {short}(1)) of the same workload and repetition.\n",
+        match (r.budget_mib, r.oversubscribe_pct) {
+            (Some(b), _) => format!("here a fixed {b:.0} MiB at every step"),
+            (None, Some(p)) => format!("{p} % here"),
+            (None, None) => "not used in this run".to_string(),
+        },
     );
     if r.results.is_empty() {
         let _ = writeln!(o, "No steps ran.");
         return o;
     }
+    let mut groups: Vec<(Workload, usize)> = Vec::new();
+    for s in &r.results {
+        if !groups.contains(&(s.workload, s.repetition)) {
+            groups.push((s.workload, s.repetition));
+        }
+    }
+    for &(w, rep) in &groups {
+        if groups.len() > 1 {
+            let _ = writeln!(o, "\n### {}, repetition {rep}\n", w.name());
+        }
+        let of: Vec<&ScaleStep> = r
+            .results
+            .iter()
+            .filter(|s| s.workload == w && s.repetition == rep)
+            .collect();
+        step_table(&mut o, r, &of);
+    }
+    side_by_side(&mut o, r);
+    if r.workload == Workload::Http {
+        http_sections(&mut o, r);
+    }
+    if let Some(sum) = &r.summary {
+        super::study::markdown(&mut o, r, sum);
+    }
+    let _ = writeln!(o, "\n## Per zone\n");
+    for s in &r.results {
+        let per: Vec<String> = s.per_zone.iter().map(|v| format!("{v:.1}")).collect();
+        let _ = writeln!(
+            o,
+            "- {} N={} (repetition {}): {short} per zone {}; boot median {:.1} ms; setup {:.1} s; step {:.1} s",
+            s.workload.name(),
+            s.zones,
+            s.repetition,
+            per.join(", "),
+            s.boot_ms.median,
+            s.setup_s,
+            s.total_s
+        );
+        for f in &s.failed_zones {
+            let _ = writeln!(o, "  - failed: {f}");
+        }
+        for z in &s.zones_lost {
+            let _ = writeln!(
+                o,
+                "  - lost: {z} (neither running nor suspended when the time was up)"
+            );
+        }
+    }
+    o
+}
+
+/// The step table of one workload and repetition.
+fn step_table(o: &mut String, r: &ScaleResults, steps: &[&ScaleStep]) {
+    let m = &r.machine;
+    let (short, _) = unit(r);
     let _ = writeln!(
         o,
         "| zones | total CPU cap | total memory MiB | budget MiB | oversubscription % | {short} | {} | latency avg ms | scaling efficiency | zones' CPU % | zones' memory peak MiB | host memory used peak MiB | swap used peak MiB | agent | evictions | suspensions | OOM kills | zones lost | errors | failed zones |",
-        if r.workload == Workload::Pgbench { "TPM" } else { "latency p99 ms" }
+        if r.workload.is_database() { "TPM" } else { "latency p99 ms" }
     );
     let _ = writeln!(
         o,
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
-    for s in &r.results {
+    for s in steps {
         let _ = writeln!(
             o,
             "| {} | {} | {:.0} | {} | {:.1} | {:.1} | {} | {:.2} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
@@ -103,33 +169,6 @@ pub fn markdown(r: &ScaleResults) -> String {
             s.failed_zones.len(),
         );
     }
-    side_by_side(&mut o, r);
-    if r.workload == Workload::Http {
-        http_sections(&mut o, r);
-    }
-    let _ = writeln!(o, "\n## Per zone\n");
-    for s in &r.results {
-        let per: Vec<String> = s.per_zone.iter().map(|v| format!("{v:.1}")).collect();
-        let _ = writeln!(
-            o,
-            "- N={}: {short} per zone {}; boot median {:.1} ms; setup {:.1} s; step {:.1} s",
-            s.zones,
-            per.join(", "),
-            s.boot_ms.median,
-            s.setup_s,
-            s.total_s
-        );
-        for f in &s.failed_zones {
-            let _ = writeln!(o, "  - failed: {f}");
-        }
-        for z in &s.zones_lost {
-            let _ = writeln!(
-                o,
-                "  - lost: {z} (neither running nor suspended when the time was up)"
-            );
-        }
-    }
-    o
 }
 
 fn policy_name(s: &ScaleStep) -> &'static str {
@@ -181,26 +220,56 @@ fn side_by_side(o: &mut String, r: &ScaleResults) {
     }
 }
 
-/// `throughput.svg`: aggregate throughput against N, with the linear ideal from N = 1.
-pub fn throughput_svg(r: &ScaleResults) -> String {
-    let (short, long) = unit(r);
-    let mut s = vec![Series {
-        name: format!("aggregate {short}"),
-        points: r
-            .results
-            .iter()
-            .map(|s| (s.zones as f64, s.throughput))
-            .collect(),
-    }];
-    if let Some(b) = r.results.iter().find(|s| s.zones == 1) {
-        s.push(Series {
-            name: "linear from N=1".into(),
-            points: r
+/// The first repetition's steps of each workload, with a label prefix when there
+/// are several workloads.
+fn first_pass(r: &ScaleResults) -> Vec<(String, Vec<&ScaleStep>)> {
+    r.workloads
+        .iter()
+        .map(|&w| {
+            let first = r
                 .results
                 .iter()
-                .map(|s| (s.zones as f64, b.throughput * s.zones as f64))
+                .filter(|s| s.workload == w)
+                .map(|s| s.repetition)
+                .min()
+                .unwrap_or(1);
+            let label = if r.workloads.len() > 1 {
+                format!("{} ", w.name())
+            } else {
+                String::new()
+            };
+            let steps = r
+                .results
+                .iter()
+                .filter(|s| s.workload == w && s.repetition == first)
+                .collect();
+            (label, steps)
+        })
+        .collect()
+}
+
+/// `throughput.svg`: aggregate throughput against N, with the linear ideal from N = 1
+/// (the first repetition of each workload; `tpm-*.svg` has all of them).
+pub fn throughput_svg(r: &ScaleResults) -> String {
+    let (short, long) = unit(r);
+    let mut s = Vec::new();
+    for (label, steps) in first_pass(r) {
+        s.push(Series {
+            name: format!("{label}aggregate {short}"),
+            points: steps
+                .iter()
+                .map(|s| (s.zones as f64, s.throughput))
                 .collect(),
         });
+        if let Some(b) = steps.iter().find(|s| s.zones == 1) {
+            s.push(Series {
+                name: format!("{label}linear from N=1"),
+                points: steps
+                    .iter()
+                    .map(|s| (s.zones as f64, b.throughput * s.zones as f64))
+                    .collect(),
+            });
+        }
     }
     chart(
         &format!("Aggregate throughput vs zones ({long})"),
@@ -210,16 +279,18 @@ pub fn throughput_svg(r: &ScaleResults) -> String {
     )
 }
 
-/// `latency.svg`: average latency against N.
+/// `latency.svg`: average latency against N (the first repetition of each workload).
 pub fn latency_svg(r: &ScaleResults) -> String {
-    let s = vec![Series {
-        name: "latency avg".into(),
-        points: r
-            .results
-            .iter()
-            .map(|s| (s.zones as f64, s.latency_avg_ms))
-            .collect(),
-    }];
+    let s: Vec<Series> = first_pass(r)
+        .into_iter()
+        .map(|(label, steps)| Series {
+            name: format!("{label}latency avg"),
+            points: steps
+                .iter()
+                .map(|s| (s.zones as f64, s.latency_avg_ms))
+                .collect(),
+        })
+        .collect();
     chart("Average latency vs zones", "zones (N, log scale)", "ms", &s)
 }
 
@@ -311,7 +382,12 @@ fn http_sections(o: &mut String, r: &ScaleResults) {
 /// How far the calibration's mean response time moved from start to end, %.
 pub fn noise_pct(r: &ScaleResults) -> Option<f64> {
     let m = |s: &ScaleStep| s.http.as_ref().map(|h| h.latency_ms.mean);
-    let (a, b) = (m(r.calibration.first()?)?, m(r.calibration.get(1)?)?);
+    let cal: Vec<&ScaleStep> = r
+        .calibration
+        .iter()
+        .filter(|s| s.workload == Workload::Http)
+        .collect();
+    let (a, b) = (m(cal.first()?)?, m(cal.get(1)?)?);
     (a > 0.0).then(|| (b - a).abs() / a * 100.0)
 }
 

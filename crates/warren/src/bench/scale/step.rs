@@ -10,8 +10,12 @@ use super::super::PREFIX;
 use super::guards::{check_signals, set_budget, start_agent, SwapOn, ZonesGone};
 use super::login::in_all_zones;
 use super::spread::{self, Placement};
-use super::timed::{run_http, run_pgbench};
-use super::{http, pgbench, AgentPolicy, Options, Plan, ScaleStep, Workload, HTTP_PORT, MIB};
+use super::study::Run;
+use super::timed::{run_db, run_http, DbClient, DbOutcome};
+use super::{
+    http, mariadb, pgbench, AgentPolicy, AgentThresholds, Options, Plan, ScaleStep, Workload,
+    HTTP_PORT, MIB,
+};
 use crate::agent::act;
 use crate::cgroups::CgroupSet;
 use crate::error::{Error, IoContext, Result};
@@ -74,26 +78,63 @@ fn at_time_up(
     lost
 }
 
+/// The CPU cap on every zone, live, once the workload is set up (setting up a database
+/// under a cap of a fraction of a CPU would take most of the step; the study measures
+/// the capped run).
+fn cap_cpu(ctx: &Context, opts: &Options, names: &[String]) -> Result<()> {
+    if let Some(c) = opts.cpu_per_zone {
+        for z in names {
+            zone::config_set(ctx, z, &[format!("cpu.max={c}")], zone::ApplyTo::LiveOnly)?;
+        }
+    }
+    Ok(())
+}
+
+/// The agent's events of this step (since `since_ms`, the bench's zones), one line each.
+fn agent_actions(ctx: &Context, since_ms: u64) -> Vec<String> {
+    act::read(&ctx.layout)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|e| e.zone.starts_with(PREFIX) && e.time_ms >= since_ms)
+        .map(|e| {
+            format!(
+                "{:.1} s: {} {} ({}){}",
+                e.time_ms.saturating_sub(since_ms) as f64 / 1000.0,
+                e.action,
+                e.zone,
+                e.reason,
+                e.usage_bytes.map_or(String::new(), |u| format!(
+                    ", the zone's memory {:.0} MiB",
+                    u as f64 / MIB
+                ))
+            )
+        })
+        .collect()
+}
+
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run_step(
     ctx: &Context,
     opts: &Options,
-    policy: Option<AgentPolicy>,
+    run: &Run,
+    thresholds: Option<AgentThresholds>,
     plan: &Plan,
     tname: &str,
-    n: usize,
     scratch: &Path,
     progress: &mut dyn Progress,
 ) -> Result<ScaleStep> {
+    let (n, policy, workload, repetition) = (run.zones, run.policy, run.workload, run.repetition);
     let started = Instant::now();
     let step_ms = act::now_ms();
-    let logs = scratch.join(format!("step-{n}"));
+    let logs = scratch.join(format!(
+        "step-{}-{}{}-{n}",
+        workload.name(),
+        if run.calibration { "cal" } else { "rep" },
+        run.repetition
+    ));
     std::fs::create_dir_all(&logs).ctx(|| format!("creating {}", logs.display()))?;
     let mut sets = vec![format!("memory.max={}", opts.memory_per_zone)];
-    if let Some(c) = opts.cpu_per_zone {
-        sets.push(format!("cpu.max={c}"));
-    }
-    let placement: Vec<Placement> = if opts.workload == Workload::Http {
+    let placement: Vec<Placement> = if workload == Workload::Http {
         let subnet = opts
             .subnet
             .parse()
@@ -116,21 +157,32 @@ pub(super) fn run_step(
     };
     let total = opts.memory_per_zone * n as u64;
     let (available_start, swap_total_start, _) = host_mem(&ctx.host.proc);
-    let budget = opts
-        .oversubscribe_pct
-        .map(|p| (total as f64 / (1.0 + p / 100.0)) as u64);
+    let budget = opts.budget.or_else(|| {
+        opts.oversubscribe_pct
+            .map(|p| (total as f64 / (1.0 + p / 100.0)) as u64)
+    });
     if let Some(b) = budget {
         if b > available_start {
             return Err(Error::Refused(format!(
-                "--oversubscribe: the zones' budget for {n} zones is {:.0} MiB but the host has {:.0} MiB available; lower --memory-per-zone",
+                "{}: the zones' budget for {n} zones is {:.0} MiB but the host has {:.0} MiB available; {}",
+                if opts.budget.is_some() { "--budget" } else { "--oversubscribe" },
                 b as f64 / MIB,
-                available_start as f64 / MIB
+                available_start as f64 / MIB,
+                if opts.budget.is_some() { "lower --budget" } else { "lower --memory-per-zone" }
             )));
         }
     }
-    let _swap = match budget {
-        Some(b) if total > b && swap_total_start == 0 => {
-            let size = (total - b).max(64 << 20);
+    // A fixed budget: the same swap at every step, as large as the largest step needs
+    // (the study's host had its swap whatever ran); a budget per step: its own.
+    let largest = opts.memory_per_zone * opts.steps.iter().copied().max().unwrap_or(n) as u64;
+    let swap_need = match (budget, opts.budget) {
+        (Some(b), Some(_)) if swap_total_start == 0 => Some(largest.saturating_sub(b)),
+        (Some(b), None) if total > b && swap_total_start == 0 => Some(total - b),
+        _ => None,
+    };
+    let _swap = match swap_need {
+        Some(need) => {
+            let size = need.max(64 << 20);
             let (_, already) = swap::enable(
                 &ctx.layout,
                 &ctx.host.proc,
@@ -146,7 +198,7 @@ pub(super) fn run_step(
             // Swap this root had already enabled (recorded but not active) is not ours to turn off.
             (!already).then_some(SwapOn(ctx))
         }
-        _ => None,
+        None => None,
     };
     // Declared after the swap guard, so the zones are gone before swap is turned off.
     let _zones_gone = ZonesGone(ctx);
@@ -195,7 +247,9 @@ pub(super) fn run_step(
         .filter_map(|z| z.runtime.as_ref().map(|r| r.cgroups.clone()))
         .collect();
     let _budget = budget.map(|b| set_budget(ctx, b)).transpose()?;
-    let mut agent = policy.map(|p| start_agent(ctx, scratch, p)).transpose()?;
+    let mut agent = policy
+        .map(|p| start_agent(ctx, scratch, p, thresholds.as_ref()))
+        .transpose()?;
     let mut lost = Vec::new();
     let mut at_end = || lost = at_time_up(ctx, &names, policy, &mut agent);
 
@@ -208,15 +262,37 @@ pub(super) fn run_step(
     }
     let run = match plan {
         Plan::Pgbench { bin } => {
+            let pct = opts.buffer_pct.unwrap_or(25);
             in_all_zones(ctx, &names, &logs, "setup", &|_| {
-                pgbench::setup_script(bin, opts.memory_per_zone, opts.clients, opts.pgbench_scale)
+                pgbench::setup_script(
+                    bin,
+                    opts.memory_per_zone,
+                    pct,
+                    opts.clients,
+                    opts.pgbench_scale,
+                )
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
-            let r = run_pgbench(
+            cap_cpu(ctx, opts, &names)?;
+            let client = DbClient {
+                name: "pgbench",
+                script: &|threads, warmup, secs| {
+                    pgbench::run_script(bin, opts.clients, threads, warmup, secs)
+                },
+                parse: &|out| {
+                    pgbench::parse(out).map(|o| DbOutcome {
+                        tps: o.tps,
+                        latency_ms: o.latency_ms,
+                        latency_p95_ms: None,
+                        errors: o.failed,
+                    })
+                },
+            };
+            let r = run_db(
                 ctx,
                 opts,
-                bin,
+                &client,
                 &names,
                 &logs,
                 &cgroups,
@@ -226,6 +302,48 @@ pub(super) fn run_step(
             );
             // Stop the servers cleanly before halt (errors here do not void the run).
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
+            r.map(|r| (setup_s, r))
+        }
+        Plan::Mariadb { bins } => {
+            let pct = opts.buffer_pct.unwrap_or(50);
+            in_all_zones(ctx, &names, &logs, "setup", &|_| {
+                mariadb::setup_script(
+                    bins,
+                    opts.memory_per_zone,
+                    pct,
+                    opts.clients,
+                    opts.sysbench_rows,
+                )
+            })?;
+            let setup_s = t_setup.elapsed().as_secs_f64();
+            progress.step();
+            cap_cpu(ctx, opts, &names)?;
+            let client = DbClient {
+                name: "sysbench",
+                script: &|threads, warmup, secs| {
+                    mariadb::run_script(bins, opts.sysbench_rows, threads, warmup, secs)
+                },
+                parse: &|out| {
+                    mariadb::parse(out).map(|o| DbOutcome {
+                        tps: o.tps,
+                        latency_ms: o.latency_ms,
+                        latency_p95_ms: Some(o.latency_p95_ms),
+                        errors: o.errors,
+                    })
+                },
+            };
+            let r = run_db(
+                ctx,
+                opts,
+                &client,
+                &names,
+                &logs,
+                &cgroups,
+                available_before,
+                progress,
+                &mut at_end,
+            );
+            let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| mariadb::stop_script(bins));
             r.map(|r| (setup_s, r))
         }
         Plan::Http {
@@ -258,6 +376,7 @@ pub(super) fn run_step(
             })?;
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
+            cap_cpu(ctx, opts, &names)?;
             let bridges = spread::bridges(&placement);
             run_http(
                 ctx,
@@ -287,7 +406,10 @@ pub(super) fn run_step(
     };
     let memory_total_mib = total as f64 / MIB;
     let budget_bytes = budget.unwrap_or(available_start);
+    let (_, _, swap_in, swap_out) = r.peaks.window().unwrap_or_default();
     Ok(ScaleStep {
+        workload,
+        repetition,
         zones: n,
         cpu_cap_total: opts.cpu_per_zone.map(|c| c * n as f64),
         memory_total_mib,
@@ -301,6 +423,7 @@ pub(super) fn run_step(
         per_zone: r.per_zone,
         latency_avg_ms: r.latency_avg_ms,
         latency_p99_ms: r.latency_p99_ms,
+        latency_p95_ms: r.latency_p95_ms,
         scaling_efficiency: None,
         errors: r.errors,
         failed_zones: r.failed_zones,
@@ -308,6 +431,16 @@ pub(super) fn run_step(
         zones_memory_peak_mib: r.peaks.zones_mem as f64 / MIB,
         host_memory_used_peak_mib: r.peaks.host_used as f64 / MIB,
         swap_used_peak_mib: r.peaks.swap_used as f64 / MIB,
+        swap_in_pages_s: swap_in,
+        swap_out_pages_s: swap_out,
+        swap_in_peak_pages_s: r.peaks.swap_in_peak,
+        swap_out_peak_pages_s: r.peaks.swap_out_peak,
+        agent_thresholds: thresholds.filter(|_| policy.is_some()),
+        agent_actions: if policy.is_some() {
+            agent_actions(ctx, step_ms)
+        } else {
+            Vec::new()
+        },
         agent_policy: policy,
         evictions: count("evict"),
         suspensions: count("suspend"),

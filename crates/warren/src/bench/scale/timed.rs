@@ -1,10 +1,13 @@
 //! The timed run of a scale step: the workload in every zone at once for the
-//! duration (pgbench through `warren login`, or the in-process open-loop http load,
-//! [`super::openloop`]), while the zones' cgroups and /proc/meminfo are sampled every
-//! 250 ms for peaks (and their OOM kill counters, read while the zones are there: an
-//! evicted zone's cgroup is gone). When the duration is up, the step's `at_end` runs
-//! once (see [`super::step`]).
+//! warm-up and the duration (a database client through `warren login`, [`run_db`], or
+//! the in-process open-loop http load, [`super::openloop`]), while the zones' cgroups,
+//! /proc/meminfo and /proc/vmstat are sampled every 250 ms for peaks (and their OOM kill
+//! counters, read while the zones are there: an evicted zone's cgroup is gone) and, past
+//! the warm-up, for the measured window's CPU and swap I/O (mean, and the peak over the
+//! agent's 5 s window). When the time is up, the step's `at_end` runs once (see
+//! [`super::step`]).
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -13,14 +16,20 @@ use super::guards::check_signals;
 use super::login::{login, tail, Logins};
 use super::openloop::{self, Latency};
 use super::step::host_mem;
-use super::{pgbench, HttpStep, Options};
+use super::{HttpStep, Options};
 use crate::cgroups::CgroupSet;
 use crate::error::{Error, Result};
 use crate::measure::Progress;
 use crate::stats;
 use crate::zone::Context;
 
-/// Peaks sampled while the workload runs.
+/// The agent's window for swap rates (`window-s`, 5 s by default).
+const RATE_WINDOW: Duration = Duration::from_secs(5);
+
+/// A point of the measured window: when, the zones' CPU ns, pswpin, pswpout.
+type Mark = (Instant, u64, u64, u64);
+
+/// Peaks sampled while the workload runs, and the measured window (warm-up excluded).
 #[derive(Default)]
 pub(super) struct Peaks {
     pub(super) zones_mem: u64,
@@ -28,10 +37,23 @@ pub(super) struct Peaks {
     pub(super) swap_used: u64,
     /// The highest OOM kill count seen, per zone (in zone order).
     pub(super) oom_kills: Vec<u64>,
+    /// The first and the last sample of the measured window.
+    first: Option<Mark>,
+    last: Option<Mark>,
+    recent: VecDeque<Mark>,
+    /// The highest swap-in / swap-out rate over any RATE_WINDOW of the measured window.
+    pub(super) swap_in_peak: f64,
+    pub(super) swap_out_peak: f64,
 }
 
 impl Peaks {
-    fn sample(&mut self, proc_root: &Path, cgroups: &[CgroupSet], available_before: u64) {
+    fn sample(
+        &mut self,
+        proc_root: &Path,
+        cgroups: &[CgroupSet],
+        available_before: u64,
+        measuring: bool,
+    ) {
         self.oom_kills.resize(cgroups.len(), 0);
         for (seen, c) in self.oom_kills.iter_mut().zip(cgroups) {
             *seen = (*seen).max(c.oom_kills().unwrap_or(0));
@@ -41,6 +63,44 @@ impl Peaks {
         self.zones_mem = self.zones_mem.max(zones);
         self.host_used = self.host_used.max(available_before.saturating_sub(avail));
         self.swap_used = self.swap_used.max(swap);
+        if !measuring {
+            return;
+        }
+        let (sin, sout) = crate::agent::sample::parse_vmstat_swap(
+            &std::fs::read_to_string(proc_root.join("vmstat")).unwrap_or_default(),
+        );
+        let now: Mark = (Instant::now(), cpu_ns(cgroups), sin, sout);
+        self.first.get_or_insert(now);
+        self.last = Some(now);
+        self.recent.push_back(now);
+        while let Some(old) = self.recent.front().copied() {
+            if now.0.duration_since(old.0) < RATE_WINDOW {
+                break;
+            }
+            let dt = now.0.duration_since(old.0).as_secs_f64();
+            self.swap_in_peak = self
+                .swap_in_peak
+                .max(now.2.saturating_sub(old.2) as f64 / dt);
+            self.swap_out_peak = self
+                .swap_out_peak
+                .max(now.3.saturating_sub(old.3) as f64 / dt);
+            self.recent.pop_front();
+        }
+    }
+
+    /// Over the measured window: (seconds, the zones' CPU %, swap-in pages/s, swap-out
+    /// pages/s), if it had two samples.
+    pub(super) fn window(&self) -> Option<(f64, f64, f64, f64)> {
+        let (a, b) = (self.first?, self.last?);
+        let dt = b.0.duration_since(a.0).as_secs_f64();
+        (dt > 0.0).then(|| {
+            (
+                dt,
+                b.1.saturating_sub(a.1) as f64 / (dt * 1e9) * 100.0,
+                b.2.saturating_sub(a.2) as f64 / dt,
+                b.3.saturating_sub(a.3) as f64 / dt,
+            )
+        })
     }
 }
 
@@ -51,6 +111,7 @@ pub(super) struct RunResult {
     pub(super) per_zone: Vec<f64>,
     pub(super) latency_avg_ms: f64,
     pub(super) latency_p99_ms: Option<f64>,
+    pub(super) latency_p95_ms: Option<f64>,
     pub(super) errors: u64,
     pub(super) failed_zones: Vec<String>,
     pub(super) zones_cpu_pct: f64,
@@ -60,21 +121,27 @@ pub(super) struct RunResult {
 
 /// While `running()`, sample peaks every 250 ms and tick the progress bar once a second
 /// (up to `secs`) since `t0`; call `at_end` once, when `secs` (and a second more) are up
-/// or the run is over. Stops with an error when a caught signal came.
+/// or the run is over. Samples from `warmup` to `secs` are the measured window. Stops
+/// with an error when a caught signal came.
 fn watch(
+    warmup: u64,
     secs: u64,
     t0: Instant,
     progress: &mut dyn Progress,
     running: &mut dyn FnMut() -> bool,
     at_end: &mut dyn FnMut(),
-    sample: impl Fn(&mut Peaks),
+    sample: impl Fn(&mut Peaks, bool),
 ) -> Result<Peaks> {
     let mut peaks = Peaks::default();
     let mut ticked = 0;
     let mut ended = false;
     while running() {
         check_signals("running the workload")?;
-        sample(&mut peaks);
+        let e = t0.elapsed();
+        sample(
+            &mut peaks,
+            e >= Duration::from_secs(warmup) && e <= Duration::from_secs(secs),
+        );
         std::thread::sleep(Duration::from_millis(250));
         let s = t0.elapsed().as_secs().min(secs);
         while ticked < s {
@@ -96,11 +163,30 @@ fn cpu_ns(cgroups: &[CgroupSet]) -> u64 {
     cgroups.iter().filter_map(|c| c.cpu_ns()).sum()
 }
 
+/// One zone's client summary, whatever the database.
+pub(super) struct DbOutcome {
+    pub(super) tps: f64,
+    pub(super) latency_ms: f64,
+    pub(super) latency_p95_ms: Option<f64>,
+    pub(super) errors: u64,
+}
+
+/// A database client to run in every zone: its name, its script (given the threads,
+/// the warm-up and the measured seconds) and its output's parser.
+pub(super) struct DbClient<'a> {
+    pub(super) name: &'static str,
+    pub(super) script: &'a dyn Fn(usize, u64, u64) -> String,
+    pub(super) parse: &'a dyn Fn(&str) -> Option<DbOutcome>,
+}
+
+/// The database client in every zone at once: `--warmup` seconds unmeasured, then
+/// `--duration` seconds whose summaries are the result (each zone's client prints
+/// only the measured run's).
 #[allow(clippy::too_many_arguments)]
-pub(super) fn run_pgbench(
+pub(super) fn run_db(
     ctx: &Context,
     opts: &Options,
-    bin: &Path,
+    client: &DbClient,
     names: &[String],
     logs: &Path,
     cgroups: &[CgroupSet],
@@ -109,30 +195,50 @@ pub(super) fn run_pgbench(
     at_end: &mut dyn FnMut(),
 ) -> Result<RunResult> {
     let secs = opts.duration.as_secs().max(1);
+    let warmup = opts.warmup.as_secs();
     let threads = opts
         .clients
         .min(stats::online_cpus(&ctx.host.sys).len().max(1));
-    progress.phase(&format!("N={} pgbench {secs} s", names.len()), secs);
+    progress.phase(
+        &format!(
+            "N={} {} {warmup} s warm-up + {secs} s",
+            names.len(),
+            client.name
+        ),
+        warmup + secs,
+    );
     let mut l = Logins(Vec::new());
     let cpu0 = cpu_ns(cgroups);
     let t0 = Instant::now();
     for z in names {
-        let log = logs.join(format!("{z}-pgbench.log"));
-        let script = pgbench::run_script(bin, opts.clients, threads, secs);
+        let log = logs.join(format!("{z}-{}.log", client.name));
+        let script = (client.script)(threads, warmup, secs);
         l.0.push((z.clone(), log.clone(), login(ctx, z, &script, &log)?));
     }
-    let sample = |p: &mut Peaks| p.sample(&ctx.host.proc, cgroups, available_before);
-    let peaks = watch(secs, t0, progress, &mut || !l.all_done(), at_end, sample)?;
-    let zones_cpu_pct =
+    let sample = |p: &mut Peaks, measuring: bool| {
+        p.sample(&ctx.host.proc, cgroups, available_before, measuring)
+    };
+    let peaks = watch(
+        warmup,
+        warmup + secs,
+        t0,
+        progress,
+        &mut || !l.all_done(),
+        at_end,
+        sample,
+    )?;
+    let whole =
         cpu_ns(cgroups).saturating_sub(cpu0) as f64 / t0.elapsed().as_nanos() as f64 * 100.0;
+    let zones_cpu_pct = peaks.window().map_or(whole, |w| w.1);
     let mut per_zone = Vec::new();
-    let (mut lat, mut errors, mut failed) = (Vec::new(), 0, Vec::new());
+    let (mut lat, mut p95, mut errors, mut failed) = (Vec::new(), Vec::new(), 0, Vec::new());
     for (zone, ok, out) in l.wait() {
-        match pgbench::parse(&out).filter(|_| ok) {
+        match (client.parse)(&out).filter(|_| ok) {
             Some(o) => {
                 per_zone.push(o.tps);
                 lat.push(o.latency_ms);
-                errors += o.failed;
+                p95.extend(o.latency_p95_ms);
+                errors += o.errors;
             }
             None => {
                 per_zone.push(0.0);
@@ -142,7 +248,8 @@ pub(super) fn run_pgbench(
     }
     if lat.is_empty() {
         return Err(Error::Refused(format!(
-            "pgbench failed in every zone: {}",
+            "{} failed in every zone: {}",
+            client.name,
             failed.join("; ")
         )));
     }
@@ -153,6 +260,7 @@ pub(super) fn run_pgbench(
         per_zone,
         latency_avg_ms: lat.iter().sum::<f64>() / lat.len() as f64,
         latency_p99_ms: None,
+        latency_p95_ms: (!p95.is_empty()).then(|| p95.iter().sum::<f64>() / p95.len() as f64),
         errors,
         failed_zones: failed,
         zones_cpu_pct,
@@ -177,9 +285,11 @@ pub(super) fn run_http(
     let t0 = Instant::now();
     let (a, rate, d) = (addrs.to_vec(), opts.http.rate, Duration::from_secs(secs));
     let handle = std::thread::spawn(move || openloop::run(a, rate, d));
-    let sample = |p: &mut Peaks| p.sample(&ctx.host.proc, cgroups, available_before);
+    let sample = |p: &mut Peaks, measuring: bool| {
+        p.sample(&ctx.host.proc, cgroups, available_before, measuring)
+    };
     let running = &mut || !handle.is_finished();
-    let peaks = watch(secs, t0, progress, running, at_end, sample)?;
+    let peaks = watch(0, secs, t0, progress, running, at_end, sample)?;
     let elapsed = t0.elapsed().as_secs_f64();
     let zones_cpu_pct = cpu_ns(cgroups).saturating_sub(cpu0) as f64 / (elapsed * 1e9) * 100.0;
     let host_cpu_pct = match (host0, stats::cpu_ticks(&ctx.host.proc)) {
@@ -221,6 +331,7 @@ pub(super) fn run_http(
         per_zone,
         latency_avg_ms: latency.mean,
         latency_p99_ms: Some(latency.p99),
+        latency_p95_ms: None,
         errors,
         failed_zones,
         zones_cpu_pct,
