@@ -180,6 +180,15 @@ fn run_child(
             return (EXEC_STEP, e);
         }
     }
+    // The new program starts with no signal blocked, whatever the caller blocked (a
+    // blocked mask survives exec: the containerd shim blocks SIGCHLD in all its threads
+    // for its reaper, and a startContainer hook must not inherit that).
+    // SAFETY: sigemptyset initialises the set before sigprocmask reads it.
+    unsafe {
+        let mut empty_set = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
+        libc::sigemptyset(empty_set.as_mut_ptr());
+        libc::sigprocmask(libc::SIG_SETMASK, empty_set.as_ptr(), std::ptr::null_mut());
+    }
     match plan.exec {
         // SAFETY: `argv`/`envp` are NULL-terminated arrays of pointers into CStrings owned
         // by `plan`, alive until exec replaces the image; the path is NUL-terminated.

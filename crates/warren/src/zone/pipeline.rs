@@ -186,7 +186,10 @@ pub fn run<T: Serialize + DeserializeOwned>(
     while emitted < zones.len() {
         // A worker that released its slot (boot's watch of a started init) still
         // runs, but no longer counts against `jobs`.
-        while running.values().filter(|w| !w.released).count() < jobs && next < zones.len() {
+        while running.values().filter(|w| !w.released).count() < jobs
+            && running.len() < (jobs * MAX_WATCHED_PER_SLOT).min(MAX_WORKERS)
+            && next < zones.len()
+        {
             match fork_worker(&zones[next], &op) {
                 Ok((pid, rd)) => {
                     running.insert(pid, Worker::new(next, rd));
@@ -240,6 +243,14 @@ pub fn run<T: Serialize + DeserializeOwned>(
     }
     failed
 }
+
+/// Workers alive at once, watching or not, per slot: each holds a process and a pipe
+/// in the parent, so released ones are bounded too (a boot is ~15–35 ms of a 150 ms
+/// watch, so about 4–10 watch per slot in a steady stream).
+const MAX_WATCHED_PER_SLOT: usize = 8;
+
+/// And in all, so that a large `--jobs` stays well inside the usual 1024 descriptors.
+const MAX_WORKERS: usize = 512;
 
 /// How long the parent waits for its workers' pipes before it reaps whoever ended
 /// (a worker's exit is seen at the latest this much after it).
@@ -348,8 +359,10 @@ fn fork_worker<T: Serialize>(
     };
     let mut line = serde_json::to_vec(&reply).unwrap_or_default();
     line.push(b'\n');
-    let ok = std::fs::File::from(wr).write_all(&line).is_ok();
+    // Flushed before the result is sent: once the pipe's write end closes the parent
+    // polls it as hung up, and it must not spin while this waits on a full stdout.
     let _ = std::io::stdout().flush();
+    let ok = std::fs::File::from(wr).write_all(&line).is_ok();
     warren_sys::exit_now(if ok { 0 } else { 1 })
 }
 
