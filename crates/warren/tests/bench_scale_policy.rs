@@ -195,10 +195,16 @@ fn sigint_to_bench_scale_leaves_no_zone_cgroup_budget_swap_or_process() {
     // Wait for the timed run: the agent's config is written, pgbench runs in each zone.
     let t0 = Instant::now();
     loop {
-        let running = (1..=2).all(|i| {
-            scratch
-                .join(format!("step-2/warren-bench-s{i:04}-pgbench.log"))
-                .exists()
+        // The 2-zone step's logs: step-<workload>-<rep|cal><repetition>-<zones>.
+        let step2 = std::fs::read_dir(&scratch).ok().and_then(|d| {
+            d.flatten().map(|e| e.path()).find(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("step-pgbench-rep") && n.ends_with("-2"))
+            })
+        });
+        let running = step2.is_some_and(|d| {
+            (1..=2).all(|i| d.join(format!("warren-bench-s{i:04}-pgbench.log")).exists())
         });
         if running && scratch.join("agent.toml").exists() {
             break;
