@@ -95,7 +95,7 @@ impl Watcher {
             watched: Mutex::new(HashMap::new()),
             next: AtomicU64::new(INOTIFY + 1),
         });
-        w.epoll.add(w.inotify.as_fd(), INOTIFY)?;
+        w.epoll.add(w.inotify.as_fd(), notify::IN, INOTIFY)?;
         let me = w.clone();
         std::thread::Builder::new()
             .name("oom-watch".into())
@@ -159,7 +159,7 @@ impl Watcher {
                     dir.join("cgroup.event_control"),
                     format!("{} {}", efd.as_raw_fd(), control.as_raw_fd()),
                 )?;
-                self.epoll.add(efd.as_fd(), token)?;
+                self.epoll.add(efd.as_fd(), notify::IN, token)?;
                 Source::EventFd(efd)
             }
             CgroupVersion::V2 => {

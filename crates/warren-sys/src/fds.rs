@@ -191,6 +191,17 @@ pub fn ensure_single_threaded() -> io::Result<()> {
     Ok(())
 }
 
+/// The soft `RLIMIT_NOFILE`: how many descriptors this process may hold.
+pub fn nofile_limit() -> io::Result<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid rlimit the kernel writes.
+    crate::cvt(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) })?;
+    Ok(r.rlim_cur)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

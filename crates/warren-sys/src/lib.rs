@@ -10,7 +10,6 @@
 //! to [`spawn::spawn_zone`] to execute.
 
 pub mod bpf;
-pub mod epoll;
 pub mod fds;
 pub mod fs;
 pub mod harden;

@@ -21,6 +21,11 @@ pub struct Epoll {
     fd: OwnedFd,
 }
 
+/// Readable (`EPOLLIN`).
+pub const IN: u32 = libc::EPOLLIN as u32;
+/// Edge-triggered: one event per change of readiness, not one per wait while ready.
+pub const EDGE: u32 = libc::EPOLLET as u32;
+
 impl Epoll {
     /// `epoll_create1(EPOLL_CLOEXEC)`.
     pub fn new() -> io::Result<Epoll> {
@@ -31,12 +36,11 @@ impl Epoll {
         Ok(Epoll { fd })
     }
 
-    /// Watch `fd` for input; [`Epoll::wait`] returns `token` when it is readable.
-    pub fn add(&self, fd: BorrowedFd<'_>, token: u64) -> io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
+    /// Watch `fd` for `events` (e.g. [`IN`], or `IN | EDGE`); [`Epoll::wait`] returns
+    /// `token` when they come. An fd already ready is reported at the next wait,
+    /// edge-triggered or not.
+    pub fn add(&self, fd: BorrowedFd<'_>, events: u32, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event { events, u64: token };
         // SAFETY: both descriptors are open (borrowed for the call) and `ev` is a
         // valid epoll_event the kernel only reads.
         cvt(unsafe {
@@ -50,7 +54,9 @@ impl Epoll {
         Ok(())
     }
 
-    /// Stop watching `fd` (closing it does the same once no other copy is open).
+    /// Stop watching `fd`. Closing it does the same only once no other copy of the
+    /// open file exists: a `pidfd_getfd` duplicate must be removed before it is closed,
+    /// or the set goes on reporting it under a closed number.
     pub fn remove(&self, fd: BorrowedFd<'_>) -> io::Result<()> {
         let mut ev = libc::epoll_event { events: 0, u64: 0 };
         // SAFETY: both descriptors are open; the event is ignored for DEL but must be
@@ -69,7 +75,7 @@ impl Epoll {
     /// Wait up to `timeout` (None: for ever) for ready descriptors; their tokens
     /// (empty on timeout or on a signal).
     pub fn wait(&self, timeout: Option<Duration>) -> io::Result<Vec<u64>> {
-        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 32];
+        let mut events = [libc::epoll_event { events: 0, u64: 0 }; 64];
         let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
         // SAFETY: `events` is a writable array of the length passed.
         let n = unsafe {
@@ -189,6 +195,26 @@ fn parse_events(buf: &[u8]) -> Vec<i32> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_edge_is_reported_once_and_removed_fds_are_not() {
+        use std::io::Write;
+        use std::os::unix::net::UnixStream;
+        let ep = Epoll::new().unwrap();
+        let (mut a, b) = UnixStream::pair().unwrap();
+        ep.add(b.as_fd(), IN | EDGE, 7).unwrap();
+        assert!(ep.wait(Some(Duration::ZERO)).unwrap().is_empty());
+        a.write_all(b"x").unwrap();
+        assert_eq!(ep.wait(Some(Duration::from_secs(1))).unwrap(), vec![7]);
+        // Still readable, but no new edge.
+        assert!(ep.wait(Some(Duration::ZERO)).unwrap().is_empty());
+        a.write_all(b"y").unwrap();
+        assert_eq!(ep.wait(Some(Duration::from_secs(1))).unwrap(), vec![7]);
+        ep.remove(b.as_fd()).unwrap();
+        a.write_all(b"z").unwrap();
+        assert!(ep.wait(Some(Duration::ZERO)).unwrap().is_empty());
+        assert!(crate::fds::nofile_limit().unwrap() > 3);
+    }
+
     use super::*;
     use std::io::Write;
 
@@ -197,8 +223,8 @@ mod tests {
         let ep = Epoll::new().unwrap();
         let a = eventfd().unwrap();
         let b = eventfd().unwrap();
-        ep.add(a.as_fd(), 7).unwrap();
-        ep.add(b.as_fd(), 9).unwrap();
+        ep.add(a.as_fd(), IN, 7).unwrap();
+        ep.add(b.as_fd(), IN, 9).unwrap();
         assert!(ep.wait(Some(Duration::from_millis(0))).unwrap().is_empty());
         std::fs::File::from(b.try_clone().unwrap())
             .write_all(&3u64.to_ne_bytes())
@@ -217,7 +243,7 @@ mod tests {
         std::fs::write(&file, "oom_kill 0\n").unwrap();
         let ino = Inotify::new().unwrap();
         let ep = Epoll::new().unwrap();
-        ep.add(ino.as_fd(), 1).unwrap();
+        ep.add(ino.as_fd(), IN, 1).unwrap();
         let wd = ino.add_watch(&file, IN_MODIFY).unwrap();
         assert!(ino.read_events().unwrap().is_empty());
         std::fs::write(&file, "oom_kill 1\n").unwrap();

@@ -35,7 +35,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::Duration;
 
-use warren_sys::epoll::{self, Epoll};
+use warren_sys::notify::{self, Epoll};
 
 use super::wake_diag::Watched;
 
@@ -110,7 +110,7 @@ impl Holder {
     pub fn new(proc_root: &Path, limit: Option<u64>) -> io::Result<Holder> {
         let nofile = match limit {
             Some(l) => l,
-            None => epoll::nofile_limit()?,
+            None => warren_sys::fds::nofile_limit()?,
         };
         Ok(Holder {
             ep: Epoll::new()?,
@@ -180,11 +180,11 @@ impl Holder {
         let id = self.next;
         self.next += 1;
         let mut added: Vec<&OwnedFd> = Vec::new();
-        let mut r = self.ep.add(init_fd.as_fd(), epoll::IN, id << 1 | 1);
+        let mut r = self.ep.add(init_fd.as_fd(), notify::IN, id << 1 | 1);
         if r.is_ok() {
             added.push(&init_fd);
             for s in &socks {
-                r = self.ep.add(s.as_fd(), epoll::IN | epoll::EDGE, id << 1);
+                r = self.ep.add(s.as_fd(), notify::IN | notify::EDGE, id << 1);
                 if r.is_err() {
                     break;
                 }
@@ -193,7 +193,7 @@ impl Holder {
         }
         if let Err(e) = r {
             for fd in added {
-                let _ = self.ep.delete(fd.as_fd());
+                let _ = self.ep.remove(fd.as_fd());
             }
             return Err(fail(e));
         }
@@ -212,7 +212,7 @@ impl Holder {
     pub fn release(&mut self, id: u64) {
         if let Some(h) = self.held.remove(&id) {
             for fd in h.socks.iter().chain([&h.init]) {
-                let _ = self.ep.delete(fd.as_fd());
+                let _ = self.ep.remove(fd.as_fd());
             }
             self.used -= h.socks.len() as u64 + 2;
         }
@@ -220,7 +220,7 @@ impl Holder {
 
     /// Wait at most `timeout` for the held zones; what came, one entry per holding.
     pub fn wait(&mut self, timeout: Duration) -> io::Result<Vec<Ready>> {
-        self.ep.wait(&mut self.tokens, timeout)?;
+        self.tokens = self.ep.wait(Some(timeout))?;
         let mut out: Vec<Ready> = Vec::new();
         for t in &self.tokens {
             let id = t >> 1;
