@@ -16,7 +16,9 @@
 //!   with the listening socket as its stdin ([`LISTENER_ENV`]), write `address` in
 //!   the bundle (containerd reads it again after a restart) and answer at once:
 //!   containerd's first calls wait in the socket's backlog while the server starts,
-//!   instead of `start` waiting for the server before it answers.
+//!   instead of `start` waiting for the server before it answers. The probe, bind
+//!   and listen are taken under the socket's lock, held until the server is spawned,
+//!   so that two `start`s of one pod cannot both serve ([`socket`]).
 //! - the server: subreaper of its containers; one thread reaps every child (woken
 //!   by SIGCHLD, which every thread blocks) and hands each exit to containerd-shim's
 //!   monitor, the task service's watcher
@@ -25,7 +27,7 @@
 //!   (what is left of it killed) and its rootfs unmounted.
 
 use std::os::fd::IntoRawFd;
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -38,6 +40,7 @@ use containerd_shim::protos::ttrpc::Server;
 use containerd_shim::{ExitSignal, Flags};
 
 use crate::service::{self, Service};
+use crate::socket::{self, Claim};
 use crate::RUNTIME_ID;
 
 /// The most ttrpc workers per connection (containerd keeps one per shim).
@@ -46,23 +49,6 @@ const WORKERS_MAX: usize = 256;
 /// Set (to "stdin") in a server's environment by `start`: its stdin is the socket,
 /// already listening.
 pub const LISTENER_ENV: &str = "WARREN_SHIM_LISTENER";
-
-/// Bind and listen on `path`. Ok(None): another server of the group listens there.
-fn bind(path: &str) -> std::io::Result<Option<UnixListener>> {
-    if let Some(dir) = Path::new(path).parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    match UnixListener::bind(path) {
-        Ok(l) => Ok(Some(l)),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && listening(path) => Ok(None),
-        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => {
-            // A socket file nobody listens on: a server that died.
-            let _ = std::fs::remove_file(path);
-            UnixListener::bind(path).map(Some)
-        }
-        Err(e) => Err(e),
-    }
-}
 
 fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
@@ -73,11 +59,6 @@ fn fail(flags: &Flags, what: &str, e: impl std::fmt::Display) -> i32 {
     1
 }
 
-/// Whether a server answers on the socket.
-fn listening(path: &str) -> bool {
-    UnixStream::connect(path).is_ok()
-}
-
 /// The `start` action: the address on stdout.
 pub fn start(flags: &Flags) -> i32 {
     use std::io::{Read, Write};
@@ -86,16 +67,18 @@ pub fn start(flags: &Flags) -> i32 {
     let _ = std::io::stdin().take(1 << 20).read_to_end(&mut Vec::new());
     let grouping = service::pod_of(Path::new(".")).unwrap_or_else(|| flags.id.clone());
     let address = containerd_shim::socket_address(&flags.address, &flags.namespace, &grouping);
-    let path = socket_path(&address).to_string();
-    let listener = match bind(&path) {
-        Ok(l) => l,
+    let path = Path::new(socket_path(&address));
+    let claim = match socket::claim(path, || warren::fault::pause("shim.start-before-listen")) {
+        Ok(c) => c,
         Err(e) => return fail(flags, "listening on the shim socket", e),
     };
-    if let Some(listener) = listener {
+    // Ours: the lock is held until the server has the listening socket, so that no
+    // other `start` decides about the path meanwhile.
+    if let Claim::Bound { listener, lock } = claim {
         let exe = match std::env::current_exe() {
             Ok(e) => e,
             Err(e) => {
-                let _ = std::fs::remove_file(&path);
+                socket::abandon(path, lock);
                 return fail(flags, "finding the shim binary", e);
             }
         };
@@ -119,9 +102,10 @@ pub fn start(flags: &Flags) -> i32 {
         // init); a server that dies before serving closes the socket, and
         // containerd's first call on it fails.
         if let Err(e) = cmd.spawn() {
-            let _ = std::fs::remove_file(&path);
+            socket::abandon(path, lock);
             return fail(flags, "starting the shim server", e);
         }
+        drop(lock);
     }
     if let Err(e) = containerd_shim::synchronous::util::write_address(&address) {
         return fail(flags, "writing the bundle's address file", e);
@@ -199,7 +183,7 @@ pub fn serve(flags: &Flags) -> i32 {
     // Debug lines that time a pod's start (`warren bench cri --breakdown` reads them
     // from containerd's log, where containerd copies the shim's).
     log::debug!("shim server up, pid {}", std::process::id());
-    let path = socket_path(&flags.socket).to_string();
+    let path = Path::new(socket_path(&flags.socket));
     let listener = if std::env::var_os(LISTENER_ENV).is_some_and(|v| v == "stdin") {
         // `start` bound it: the socket is our stdin.
         use std::os::fd::AsFd;
@@ -208,10 +192,11 @@ pub fn serve(flags: &Flags) -> i32 {
             Err(e) => return fail(flags, "taking the listening socket from stdin", e),
         }
     } else {
-        match bind(&path) {
-            Ok(Some(l)) => l,
+        match socket::claim(path, || {}) {
+            // Listening: the lock may go.
+            Ok(Claim::Bound { listener, lock: _ }) => listener,
             // Another server of this group got there first: it serves.
-            Ok(None) => return 0,
+            Ok(Claim::Serving) => return 0,
             Err(e) => return fail(flags, "listening on the shim socket", e),
         }
     };
@@ -244,7 +229,11 @@ pub fn serve(flags: &Flags) -> i32 {
     }
     log::debug!("shim server listening");
     exit.wait();
+    // The socket is given up while it still listens: under its lock, the path is
+    // then surely this server's (a `start` replaces only a socket that refuses).
+    if let Err(e) = socket::release(path) {
+        log::warn!("removing the shim socket {}: {e}", path.display());
+    }
     server.shutdown();
-    let _ = std::fs::remove_file(&path);
     0
 }

@@ -11,6 +11,8 @@
 //!   clone into new namespaces (and an exec's setns) is only sound from a process
 //!   with one thread, and the ttrpc server has several, so those two verbs run
 //!   `warren::oci::ops::{create, exec}` in a fresh copy of this binary.
+//! - [`socket`]: the pod's socket, claimed and given up under a lock beside it (two
+//!   `start`s racing on one pod).
 //! - [`stdio`]: the FIFOs containerd hands over, and the pty of a terminal process.
 //! - [`oom`]: the live OOM watcher (one epoll for all the shim's memory cgroups).
 //! - [`metrics`]: cgroup figures as the `io.containerd.cgroups.v1/v2.Metrics` types.
@@ -21,6 +23,7 @@ mod helper;
 mod metrics;
 mod oom;
 mod service;
+mod socket;
 mod stdio;
 mod task;
 

@@ -65,6 +65,9 @@ pub const PAUSE_POINTS: &[&str] = &[
     "login.before-join",
     // `login`: the zone's namespaces and cgroups joined, the command not yet forked.
     "login.before-spawn",
+    // containerd-shim-warren-v1 `start`: the pod's socket bound, not yet listening
+    // (under the socket's lock; a racing `start` must wait, not take it for stale).
+    "shim.start-before-listen",
 ];
 
 /// Stop here (SIGSTOP) until resumed, if the test asked for it.

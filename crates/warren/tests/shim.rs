@@ -467,3 +467,232 @@ fn the_warren_shim_costs_less_memory_per_container_than_the_runc_shim() {
         r.1
     );
 }
+
+// `start` racing `start` on one pod's socket (a review finding; docs/kubernetes.md,
+// "One server per pod"). No containerd: the shim binary is run as containerd runs it,
+// in bundles whose config names the same pod.
+
+const RACE_NS: &str = "warren-race";
+
+/// A pod of `n` bundles and the shim servers its `start`s spawned (found by the
+/// test's own `-address`, which no other process carries). On drop the servers are
+/// killed and the pod's socket and lock file removed, also when the test panics.
+struct Pod {
+    dir: tempfile::TempDir,
+    address: String,
+    socket: PathBuf,
+    n: usize,
+}
+
+impl Pod {
+    fn new(n: usize) -> Pod {
+        use sha2::Digest;
+        common::require_root();
+        let dir = tempfile::tempdir().unwrap();
+        let address = dir.path().join("containerd.sock").display().to_string();
+        for i in 0..n {
+            let b = dir.path().join(format!("c{i}"));
+            std::fs::create_dir(&b).unwrap();
+            let config = serde_json::json!({
+                "annotations": {"io.kubernetes.cri.sandbox-id": "pod"}
+            });
+            std::fs::write(b.join("config.json"), config.to_string()).unwrap();
+        }
+        // containerd's socket name: sha256 of <address>/<namespace>/<grouping>.
+        let hash = sha2::Sha256::digest(format!("{address}/{RACE_NS}/pod").as_bytes());
+        let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+        let socket = PathBuf::from(format!("/run/containerd/s/{hex}"));
+        Pod {
+            dir,
+            address,
+            socket,
+            n,
+        }
+    }
+
+    /// `start` as containerd runs it, for container `c<i>` of the pod.
+    fn start(&self, i: usize) -> Command {
+        assert!(i < self.n);
+        let mut cmd = Command::new(shim_binary());
+        cmd.args(["-namespace", RACE_NS, "-id", &format!("c{i}")])
+            .args(["-address", &self.address, "start"])
+            .current_dir(self.dir.path().join(format!("c{i}")))
+            .env("WARREN_RUN_DIR", self.dir.path().join("run"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd
+    }
+
+    /// The live servers of this pod.
+    fn servers(&self) -> Vec<i32> {
+        let mut out = Vec::new();
+        for p in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+            let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+            let ours = args
+                .windows(2)
+                .any(|w| w[0] == b"-address" && w[1] == self.address.as_bytes());
+            if ours && args.contains(&&b"-socket"[..]) && common::alive(pid) {
+                out.push(pid);
+            }
+        }
+        out
+    }
+
+    /// Kill this pod's servers as containerd kills a shim (SIGKILL): the socket file
+    /// stays behind, refusing, as a dead server's does.
+    fn kill_servers(&self) {
+        for pid in self.servers() {
+            let _ = warren_sys::proc::kill(pid, 9);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !self.servers().is_empty() {
+            assert!(
+                Instant::now() < deadline,
+                "the pod's servers outlived SIGKILL"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// What a finished `start` printed: its exit status must be 0.
+    fn address_of(o: Output) -> String {
+        assert!(o.status.success(), "start: {}", text(&o));
+        String::from_utf8(o.stdout).unwrap()
+    }
+
+    /// Every `start` answered with the pod's socket, exactly one server serves it
+    /// (no second one left listening on an unlinked path), and it accepts.
+    fn check_one_server(&self, answers: &[String]) {
+        let want = format!("unix://{}", self.socket.display());
+        for (i, a) in answers.iter().enumerate() {
+            assert_eq!(a, &want, "start {i}'s answer");
+        }
+        let servers = self.servers();
+        assert_eq!(servers.len(), 1, "servers of the pod: {servers:?}");
+        std::os::unix::net::UnixStream::connect(&self.socket)
+            .unwrap_or_else(|e| panic!("connecting to {}: {e}", self.socket.display()));
+    }
+}
+
+impl Drop for Pod {
+    fn drop(&mut self) {
+        for pid in self.servers() {
+            let _ = warren_sys::proc::kill(pid, 9);
+        }
+        let _ = std::fs::remove_file(&self.socket);
+        let mut lock = self.socket.clone().into_os_string();
+        lock.push(".lock");
+        let _ = std::fs::remove_file(lock);
+    }
+}
+
+/// Whether `/proc/locks` shows `pid` blocked on a lock (a waiter's `->` line).
+fn blocked_on_a_lock(pid: u32) -> bool {
+    let locks = std::fs::read_to_string("/proc/locks").unwrap();
+    locks.lines().any(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        f.get(1) == Some(&"->") && f.get(5) == Some(&pid.to_string().as_str())
+    })
+}
+
+/// Wait for a guarded child and take what it printed (the guard then has nothing
+/// left to kill).
+fn finish(g: &mut common::ChildGuard) -> Output {
+    use std::io::Read;
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    g.0.stdout.take().unwrap().read_to_end(&mut stdout).unwrap();
+    g.0.stderr.take().unwrap().read_to_end(&mut stderr).unwrap();
+    let status = g.0.wait().unwrap();
+    Output {
+        status,
+        stdout,
+        stderr,
+    }
+}
+
+fn inode(path: &std::path::Path) -> u64 {
+    std::os::unix::fs::MetadataExt::ino(&std::fs::symlink_metadata(path).unwrap())
+}
+
+/// The review's race, made to happen: `start` A stops between its bind and its listen
+/// (its socket refuses, as a dead server's does), and `start` B of the same pod comes.
+/// B must wait for A rather than unlink A's socket and start a second server; then
+/// both answer with the one server's address.
+#[test]
+fn a_start_between_anothers_bind_and_listen_waits_and_shares_its_server() {
+    let pod = Pod::new(2);
+    // With no socket on the path, then with a dead server's.
+    for stale in [false, true] {
+        if stale {
+            pod.kill_servers();
+            assert!(pod.socket.exists(), "a killed server's socket stays");
+        }
+        let mut a = common::ChildGuard(
+            pod.start(0)
+                .env(warren::fault::PAUSE_ENV, "shim.start-before-listen")
+                .spawn()
+                .unwrap(),
+        );
+        common::wait_stopped(a.0.id());
+        let refused = std::os::unix::net::UnixStream::connect(&pod.socket).unwrap_err();
+        assert_eq!(
+            refused.kind(),
+            std::io::ErrorKind::ConnectionRefused,
+            "{refused}"
+        );
+        let a_socket = inode(&pod.socket);
+        let mut b = common::ChildGuard(pod.start(1).spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !blocked_on_a_lock(b.0.id()) {
+            if b.0.try_wait().unwrap().is_some() {
+                panic!(
+                    "start B ended while A was between bind and listen: {}\nservers {:?}",
+                    text(&finish(&mut b)),
+                    pod.servers()
+                );
+            }
+            assert!(Instant::now() < deadline, "start B neither waits nor ends");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(inode(&pod.socket), a_socket, "A's socket was replaced");
+        common::resume(a.0.id());
+        let answers = [
+            Pod::address_of(finish(&mut a)),
+            Pod::address_of(finish(&mut b)),
+        ];
+        assert_eq!(inode(&pod.socket), a_socket, "A's socket was replaced");
+        pod.check_one_server(&answers);
+        for i in 0..2 {
+            let file = pod.dir.path().join(format!("c{i}/address"));
+            assert_eq!(std::fs::read_to_string(file).unwrap(), answers[0]);
+        }
+    }
+}
+
+/// Many `start`s of one pod at once, round after round, each round after the last
+/// one's server was killed (its socket left, stale): every round, every `start`
+/// answers with the same address and exactly one server serves it.
+#[test]
+fn concurrent_starts_of_one_pod_leave_one_server() {
+    const STARTS: usize = 6;
+    const ROUNDS: usize = 20;
+    let pod = Pod::new(STARTS);
+    for round in 0..ROUNDS {
+        pod.kill_servers();
+        let mut starts: Vec<common::ChildGuard> = (0..STARTS)
+            .map(|i| common::ChildGuard(pod.start(i).spawn().unwrap()))
+            .collect();
+        let answers: Vec<String> = starts
+            .iter_mut()
+            .map(|g| Pod::address_of(finish(g)))
+            .collect();
+        let servers = pod.servers();
+        assert_eq!(servers.len(), 1, "round {round}: servers {servers:?}");
+        pod.check_one_server(&answers);
+    }
+}
