@@ -19,6 +19,7 @@ pub mod notify;
 pub mod proc;
 pub mod pty;
 pub mod signal;
+pub mod sock;
 pub mod spawn;
 mod steps;
 pub mod swap;
