@@ -68,6 +68,7 @@
 
 pub mod act;
 pub mod config;
+pub mod control;
 pub mod decide;
 pub mod idle;
 pub mod sample;
@@ -313,6 +314,18 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
             })
             .ok()
         });
+    // Where halt asks it to let go of a zone's sockets (only a holder holds any).
+    let control = holder.as_mut().and_then(|h| {
+        control::Control::bind(&ctx.layout)
+            .and_then(|c| h.watch_control(c.as_fd()).map(|()| c))
+            .map_err(|e| {
+                eprintln!(
+                    "warren: agent: no control socket at {} ({e}); a halt cannot ask it to let go of a held zone's sockets, which it then does when it sees the zone's init exit",
+                    control::socket_path(&ctx.layout).display()
+                )
+            })
+            .ok()
+    });
     let mut swept_said: Option<usize> = None;
     let mut journal = JournalWatch::new(ctx);
     let mut calm_since: Option<u64> = None;
@@ -323,7 +336,7 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
     let started = Instant::now();
     log(
         o.json,
-        serde_json::json!({"agent": "started", "watch": watch, "dry_run": o.dry_run}),
+        serde_json::json!({"agent": "started", "watch": watch, "dry_run": o.dry_run, "hold_budget": holder.as_ref().map(|h| h.usage().1)}),
         format!(
             "agent: watching {}{}",
             watch
@@ -469,6 +482,8 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
                         Err(e) => eprintln!("warren: agent: evicting zone '{}': {e}", ev.zone),
                     }
                     zones.retain(|k| k.name != ev.zone);
+                    // Its own halt does not ask itself ([`control`]): let go here.
+                    release_named(&mut sleeping, holder.as_mut(), &ev.zone);
                 }
             }
             last_action = Some(now);
@@ -509,6 +524,12 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
             }
             // Another command resumed, halted or deleted one: let go of it now.
             journal.release_left(&mut sleeping, holder.as_mut());
+            // Room freed (a wake, a halt): hold the zones that waited for it.
+            if let Some(h) = holder.as_mut() {
+                if hold_waiting(h, &mut sleeping, false) {
+                    say_swept(o, &sleeping, Some(h), &mut swept_said);
+                }
+            }
             wake_waiting(ctx, o, &mut sleeping);
         }
         if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
@@ -519,8 +540,8 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
             return Ok(None);
         }
         let rest = interval.saturating_sub(tick.elapsed());
-        let stopped = match holder.as_mut().filter(|h| !h.is_empty()) {
-            Some(h) => wait_or_stop(ctx, o, rest, h, &mut sleeping),
+        let stopped = match holder.as_mut() {
+            Some(h) => wait_or_stop(ctx, o, rest, h, control.as_ref(), &mut sleeping),
             None => sleep_or_stop(rest),
         };
         if let Some(sig) = stopped {
@@ -530,13 +551,15 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
 }
 
 /// Sleep `d` in the held zones' one wait, waking each zone whose queue grew as soon
-/// as it does (not at the next tick) and letting go of those whose init exited;
-/// returns early for a stop signal (which is returned).
+/// as it does (not at the next tick), letting go of those whose init exited and of
+/// those a halt asks for ([`control`]); returns early for a stop signal (which is
+/// returned).
 fn wait_or_stop(
     ctx: &Context,
     o: &RunOptions,
     d: Duration,
     holder: &mut wake_hold::Holder,
+    control: Option<&control::Control>,
     sleeping: &mut Vec<Sleeper>,
 ) -> Option<i32> {
     let end = Instant::now() + d;
@@ -557,15 +580,25 @@ fn wait_or_stop(
             }
         };
         for r in ready {
-            let (wake_hold::Ready::Socket(id) | wake_hold::Ready::Exited(id)) = r;
+            let id = match r {
+                wake_hold::Ready::Socket(id) | wake_hold::Ready::Exited(id) => id,
+                wake_hold::Ready::Control => {
+                    for (zone, s) in control.map(|c| c.requests()).unwrap_or_default() {
+                        let held = release_named(sleeping, Some(&mut *holder), &zone);
+                        control::Control::answer(&s, held);
+                    }
+                    continue;
+                }
+            };
             let Some(i) = sleeping.iter().position(|z| z.held == Some(id)) else {
                 holder.release(id);
                 continue;
             };
             let z = &mut sleeping[i];
             let waiting = match r {
-                // Halted, deleted or dead: its sockets must not outlive it here.
-                wake_hold::Ready::Exited(_) => None,
+                // Halted, deleted or dead: its sockets must not outlive it here. (The
+                // control socket was answered above.)
+                wake_hold::Ready::Exited(_) | wake_hold::Ready::Control => None,
                 wake_hold::Ready::Socket(_) => match z.sockets.as_mut().map(|w| w.pending()) {
                     Some(Ok(None)) => continue,
                     Some(Ok(Some(kind))) => Some(kind),
@@ -599,7 +632,10 @@ fn say_swept(
     let Some(h) = holder else {
         return;
     };
-    let swept = sleeping.iter().filter(|z| z.over_budget).count();
+    let swept = sleeping
+        .iter()
+        .filter(|z| z.waiting == Some(Waiting::Room))
+        .count();
     if *said == Some(swept) || (said.is_none() && swept == 0) {
         return;
     }
@@ -680,6 +716,92 @@ impl JournalWatch {
     }
 }
 
+/// Stop watching zone `name` (halted, deleted, evicted: [`control`]) and let go of its
+/// holding; whether it had one.
+fn release_named(
+    sleeping: &mut Vec<Sleeper>,
+    mut holder: Option<&mut wake_hold::Holder>,
+    name: &str,
+) -> bool {
+    let mut held = false;
+    sleeping.retain(|z| {
+        if z.name != name {
+            return true;
+        }
+        if let (Some(id), Some(h)) = (z.held, holder.as_deref_mut()) {
+            h.release(id);
+            held = true;
+        }
+        false
+    });
+    held
+}
+
+/// Why a watched zone is swept rather than held, when it may be held later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// The descriptor budget was used up: held as soon as a release makes room.
+    Room,
+    /// Its cgroup was not frozen: tried again at the next re-read.
+    Frozen,
+}
+
+/// Try to hold zone `z` in `h` (its sockets found, not held yet).
+fn try_hold(h: &mut wake_hold::Holder, z: &mut Sleeper) {
+    let Some(w) = z.sockets.as_ref().filter(|w| !w.watched.is_empty()) else {
+        z.waiting = None;
+        return;
+    };
+    let cgroups = &z.cgroups;
+    match h.hold(z.pid, &w.watched, &|| cgroups.is_frozen()) {
+        Ok(id) => {
+            z.held = Some(id);
+            z.waiting = None;
+        }
+        Err(wake_hold::NotHeld::Full) => z.waiting = Some(Waiting::Room),
+        Err(e @ wake_hold::NotHeld::NotFrozen) => {
+            if z.waiting != Some(Waiting::Frozen) {
+                eprintln!(
+                    "warren: agent: zone '{}': its sockets are swept, not held: {e}",
+                    z.name
+                );
+            }
+            z.waiting = Some(Waiting::Frozen);
+        }
+        Err(e) => {
+            z.waiting = None;
+            eprintln!(
+                "warren: agent: zone '{}': its sockets are swept every tick, not held ({e})",
+                z.name
+            );
+        }
+    }
+}
+
+/// Hold the zones that wait for room if it is there now, and with `reread` those that
+/// were not frozen; whether one was held.
+fn hold_waiting(h: &mut wake_hold::Holder, sleeping: &mut [Sleeper], reread: bool) -> bool {
+    let mut any = false;
+    for z in sleeping.iter_mut() {
+        any |= hold_if_due(h, z, reread);
+    }
+    any
+}
+
+/// [`hold_waiting`] for one zone.
+fn hold_if_due(h: &mut wake_hold::Holder, z: &mut Sleeper, reread: bool) -> bool {
+    let due = z.held.is_none()
+        && match z.waiting {
+            Some(Waiting::Room) => z.sockets.as_ref().is_some_and(|w| h.fits(w.watched.len())),
+            Some(Waiting::Frozen) => reread,
+            None => false,
+        };
+    if due {
+        try_hold(h, z);
+    }
+    due && z.held.is_some()
+}
+
 /// A suspended zone whose sockets the agent watches.
 struct Sleeper {
     name: String,
@@ -696,14 +818,17 @@ struct Sleeper {
     proc_baseline: Option<wake::Baseline>,
     /// Its holding in the one wait ([`wake_hold`]); `None`: swept every tick.
     held: Option<u64>,
-    /// Swept because the descriptor budget was used up.
-    over_budget: bool,
+    /// Swept for now, held once this clears ([`hold_waiting`]).
+    waiting: Option<Waiting>,
+    /// Its cgroups: whether it is frozen is read right before its sockets are taken.
+    cgroups: crate::cgroups::CgroupSet,
 }
 
 /// The suspended zones of `known` to watch, keeping the socket watches and holdings
 /// of `old` for the zones still there with the same init (their sockets are read only
-/// once), holding each new one's sockets in `holder` if it can, and letting go of the
-/// holdings of zones no longer suspended.
+/// once), holding each new one's sockets in `holder` if it can (and each old one that
+/// waited for it: [`hold_waiting`]), and letting go of the holdings of zones no longer
+/// suspended.
 fn sleepers(
     ctx: &Context,
     known: Vec<Known>,
@@ -716,7 +841,11 @@ fn sleepers(
         .filter_map(|k| {
             let pid = k.init_pid?;
             if let Some(i) = old.iter().position(|s| s.name == k.name && s.pid == pid) {
-                return Some(old.swap_remove(i));
+                let mut z = old.swap_remove(i);
+                if let Some(h) = holder.as_deref_mut() {
+                    hold_if_due(h, &mut z, true);
+                }
+                return Some(z);
             }
             let (sockets, diag_failed) = match wake_diag::SocketWatch::new(
                 &ctx.host.proc,
@@ -733,29 +862,21 @@ fn sleepers(
                     (None, true)
                 }
             };
-            let (mut held, mut over_budget) = (None, false);
-            if let (Some(h), Some(w)) = (holder.as_deref_mut(), sockets.as_ref()) {
-                if !w.watched.is_empty() {
-                    match h.hold(pid, &w.watched) {
-                        Ok(id) => held = Some(id),
-                        Err(wake_hold::NotHeld::Full) => over_budget = true,
-                        Err(e) => eprintln!(
-                            "warren: agent: zone '{}': its sockets are swept every tick, not held ({e})",
-                            k.name
-                        ),
-                    }
-                }
-            }
-            Some(Sleeper {
+            let mut z = Sleeper {
                 name: k.name,
                 pid,
                 bridged: k.veth.is_some(),
                 proc_fallback: diag_failed && k.veth.is_some(),
                 sockets,
                 proc_baseline: k.socket_queues.as_ref().map(wake::Baseline::recorded),
-                held,
-                over_budget,
-            })
+                held: None,
+                waiting: None,
+                cgroups: k.cgroups,
+            };
+            if let Some(h) = holder.as_deref_mut() {
+                try_hold(h, &mut z);
+            }
+            Some(z)
         })
         .collect();
     if let Some(h) = holder {

@@ -249,11 +249,16 @@ fn open_in(netns: &File) -> io::Result<Socket> {
 /// What kind of socket a dump's (family, protocol) is, as a wake's reason says it.
 fn kind(protocol: u8) -> &'static str {
     match protocol {
-        0 => "a unix socket",
-        IPPROTO_TCP => "a TCP socket",
-        _ => "a UDP socket",
+        0 => UNIX,
+        IPPROTO_TCP => TCP,
+        _ => UDP,
     }
 }
+
+/// The kinds of [`Watched`] sockets, as a wake's reason says them.
+pub const UNIX: &str = "a unix socket";
+pub const TCP: &str = "a TCP socket";
+pub const UDP: &str = "a UDP socket";
 
 /// One of the zone's sockets that a wake watches: a unix or TCP listener, or a UDP
 /// socket.

@@ -436,6 +436,7 @@ fn force_stop_unreadable(ctx: &Context, name: &str, dir: &Path) -> Result<()> {
     if let Ok(Some(rt)) = state::load_runtime(dir) {
         rt.cgroups.kill_all(Duration::from_secs(5))?;
         rt.cgroups.remove(Duration::from_secs(5))?;
+        crate::agent::control::release_for_halt(&ctx.layout, name);
         if let Some(net) = &rt.net {
             if let Err(e) = crate::net::release(&ctx.layout, name, net) {
                 super::run::warn(name, "releasing its network lease", &e);

@@ -301,6 +301,10 @@ pub(in crate::zone) fn halt_locked(
         &z.dir.join("console.log"),
     )?;
     fault::point("halt.after-stop");
+    // The zone's processes are gone; an agent holding its sockets (a suspended zone's
+    // listeners) lets go now, so a boot right after this finds its ports free
+    // (bounded: a stuck agent delays the halt by at most 2 s, said on stderr).
+    crate::agent::control::release_for_halt(&ctx.layout, &z.name);
     if let Err(e) = recorded {
         warn(&z.name, "recording shutting_down before the stop", &e);
     }
