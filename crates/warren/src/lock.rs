@@ -43,9 +43,23 @@ fn only_pipeline(holders: &[Holder]) -> bool {
     let Some(parent) = PIPELINE.get() else {
         return false;
     };
-    holders
-        .iter()
-        .all(|h| h.pid == *parent || crate::stats::ppid(Path::new("/proc"), h.pid) == Some(*parent))
+    holders.iter().all(|h| descends_from(h.pid, *parent))
+}
+
+/// Whether `pid` is `ancestor` or one of its descendants, a few generations down (a
+/// pipeline's worker, or a process a worker forked, e.g. a boot's child).
+fn descends_from(pid: i32, ancestor: i32) -> bool {
+    let mut p = pid;
+    for _ in 0..4 {
+        if p == ancestor {
+            return true;
+        }
+        match crate::stats::ppid(Path::new("/proc"), p) {
+            Some(pp) if pp > 1 => p = pp,
+            _ => return false,
+        }
+    }
+    p == ancestor
 }
 
 /// Bound every later lock wait of this process (`--wait S`); unset, waits are unbounded.
@@ -60,9 +74,16 @@ pub struct Holder {
     pub command: String,
 }
 
+/// How much of a holder's command line a message shows (`warren boot` of 10,000 zones
+/// names them all).
+const COMMAND_SHOWN: usize = 120;
+
 impl std::fmt::Display for Holder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "pid {} ({})", self.pid, self.command)
+        match self.command.char_indices().nth(COMMAND_SHOWN) {
+            Some((cut, _)) => write!(f, "pid {} ({} …)", self.pid, &self.command[..cut]),
+            None => write!(f, "pid {} ({})", self.pid, self.command),
+        }
     }
 }
 
@@ -292,6 +313,30 @@ mod tests {
         assert!(fdinfo_holds_lock(held));
         assert!(!fdinfo_holds_lock(waiting));
         assert!(!fdinfo_holds_lock(blocked));
+    }
+
+    #[test]
+    fn a_long_command_line_is_cut_in_messages() {
+        let long = Holder {
+            pid: 7,
+            command: format!("warren boot {}", vec!["z1"; 5000].join(" ")),
+        };
+        let shown = long.to_string();
+        assert!(shown.starts_with("pid 7 (warren boot z1 z1"), "{shown}");
+        assert!(shown.ends_with(" …)") && shown.len() < 140, "{shown}");
+        let short = Holder {
+            pid: 8,
+            command: "warren halt a".into(),
+        };
+        assert_eq!(short.to_string(), "pid 8 (warren halt a)");
+    }
+
+    #[test]
+    fn a_process_descends_from_its_parent_and_not_the_other_way() {
+        let (me, parent) = (warren_sys::getpid(), warren_sys::proc::getppid());
+        assert!(descends_from(me, me));
+        assert!(descends_from(me, parent));
+        assert!(!descends_from(parent, me));
     }
 
     #[test]

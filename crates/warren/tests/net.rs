@@ -122,6 +122,21 @@ fn bridged_zones_ping_and_talk_tcp_and_halt_cleans_up() {
     want.sort();
     assert_eq!(got, want);
 
+    // The host ends carry no IPv6: a bridge port needs none, and each one's link-local
+    // and multicast routes would make every boot walk all the others' (docs/scaling.md).
+    for v in [&veth_a, &veth_b] {
+        let conf = format!("/proc/sys/net/ipv6/conf/{v}/disable_ipv6");
+        let off = std::fs::read_to_string(&conf).unwrap_or_else(|e| panic!("{conf}: {e}"));
+        assert_eq!(off.trim(), "1", "{conf}");
+        let out = std::process::Command::new("ip")
+            .args(["-6", "route", "show", "table", "all", "dev", v])
+            .output()
+            .expect("running ip (iproute2)");
+        assert!(out.status.success(), "{out:?}");
+        let routes = String::from_utf8_lossy(&out.stdout);
+        assert!(routes.trim().is_empty(), "IPv6 routes on {v}: {routes}");
+    }
+
     // Zone side: eth0 with the address, up; the default route via the bridge.
     let r = env.sh("a", "ip -4 addr show eth0; ip route").ok();
     assert!(
@@ -140,6 +155,49 @@ fn bridged_zones_ping_and_talk_tcp_and_halt_cleans_up() {
     env.sh("a", &format!("ping -c 1 -W 3 {addr_b}")).ok();
     env.sh("b", &format!("ping -c 1 -W 3 {addr_a}")).ok();
     env.sh("a", "ping -c 1 -W 3 10.250.1.1").ok();
+
+    // IPv6 between the zones still crosses the bridge (it forwards frames; the ports'
+    // own IPv6 is what is off): a reaches b's link-local address once b's duplicate
+    // address detection is done.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let ll_b = loop {
+        let r = env.sh("b", "ip -6 addr show dev eth0").ok();
+        let ll = r.stdout.lines().find_map(|l| {
+            let l = l.trim();
+            (l.starts_with("inet6 fe80:") && !l.contains("tentative")).then(|| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap()
+                    .split('/')
+                    .next()
+                    .unwrap()
+                    .to_string()
+            })
+        });
+        if let Some(ll) = ll {
+            break ll;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zone b's eth0 has no usable link-local address: {}",
+            r.stdout
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let r = env.sh("a", &format!("ping6 -c 1 -W 2 -I eth0 {ll_b}"));
+        if r.code == 0 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "zone a cannot reach b over IPv6 ({ll_b}): {} {}",
+            r.stdout,
+            r.stderr
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
 
     // TCP: a server in b (detached, output to a file), a client in a. The server's
     // stdin is a pipe held open by sleep: on EOF of stdin busybox nc may end the

@@ -19,9 +19,11 @@
 //! 3. [`attach`] (host, right after the clone, while the child works): the zone's
 //!    bridge filter goes in first ([`filter`]: nftables chains keyed on the host veth,
 //!    so a zone sends only as itself and never as a router), then one
-//!    RTM_NEWLINK creates the veth pair with the host end up and enslaved to the bridge
+//!    RTM_NEWLINK creates the veth pair with the host end enslaved to the bridge
 //!    and the peer created directly in the zone's namespace (by the child's pid) as
-//!    `eth0`; then, on a netlink socket opened inside the zone's namespace, `eth0` gets
+//!    `eth0`; the host end's IPv6 is turned off (a bridge port needs no addresses, and
+//!    each one's routes would make every boot walk all the others') and it goes up;
+//!    then, on a netlink socket opened inside the zone's namespace, `eth0` gets
 //!    its address, goes up, and gets the default route via the bridge. Then the
 //!    parent writes the go byte and the child execs init, with the network ready.
 //! 4. Halt (or a failed boot, or a stale record found later): [`release`] deletes the
@@ -49,6 +51,7 @@ pub mod subnet;
 
 use std::fs::File;
 use std::net::Ipv4Addr;
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -343,6 +346,31 @@ fn ensure_bridge(
     Ok(created)
 }
 
+/// `/proc/sys/net/ipv6/conf/<link>/disable_ipv6` of a host link.
+fn ipv6_conf(link: &str) -> std::path::PathBuf {
+    Path::new("/proc/sys/net/ipv6/conf")
+        .join(link)
+        .join("disable_ipv6")
+}
+
+/// Turn IPv6 off on host link `link` (named by warren). A kernel without IPv6 (no
+/// `/proc/sys/net/ipv6`) has nothing to turn off.
+fn disable_ipv6(link: &str) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .open(ipv6_conf(link))
+    {
+        Ok(mut f) => std::io::Write::write_all(&mut f, b"1"),
+        Err(e)
+            if e.kind() == std::io::ErrorKind::NotFound
+                && !Path::new("/proc/sys/net/ipv6").exists() =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// Step 3 of a bridged boot, run in the parent right after the clone: the veth pair,
 /// then `eth0`'s address, link state and default route inside the zone's namespace.
 pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
@@ -383,6 +411,20 @@ pub fn attach(zone: &str, net: &NetRuntime, ns: &File) -> Result<()> {
                 source: e,
             },
         })?;
+    // A bridge port needs no IP stack of its own: with IPv6 on, every host-side veth
+    // would get a link-local address, a fe80::/64 route and an ff00::/8 route, all
+    // siblings in one node of the host's IPv6 routing table, which the kernel walks
+    // linearly on each add, lookup and removal — a boot cost growing with the number
+    // of zones (docs/scaling.md, "Bridged boots"). Off before the link goes up.
+    disable_ipv6(&net.veth).ctx(|| {
+        format!(
+            "zone '{zone}': turning IPv6 off on its host-side veth {} ({})",
+            net.veth,
+            ipv6_conf(&net.veth).display()
+        )
+    })?;
+    host.set_up_named(&net.veth)
+        .ctx(nl_err(zone, &format!("setting veth {} up", net.veth)))?;
     let mut inside = Netlink::open_in(ns).ctx(nl_err(
         zone,
         "opening a netlink socket in the zone's network namespace",

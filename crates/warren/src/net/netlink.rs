@@ -153,6 +153,15 @@ impl Netlink {
         }
     }
 
+    /// Set the link called `name` up (looked up by name in the socket's namespace).
+    pub fn set_up_named(&mut self, name: &str) -> io::Result<()> {
+        let mut m = LinkMessage::default();
+        m.header.flags = LinkFlags::Up;
+        m.header.change_mask = LinkFlags::Up;
+        m.attributes.push(LinkAttribute::IfName(name.to_string()));
+        self.request(RouteNetlinkMessage::SetLink(m), 0).map(drop)
+    }
+
     /// Set link `index` up.
     pub fn set_up(&mut self, index: u32) -> io::Result<()> {
         let mut m = LinkMessage::default();
@@ -196,7 +205,7 @@ impl Netlink {
         }
     }
 
-    /// Create a veth pair: `host` in this namespace, up and a port of bridge
+    /// Create a veth pair: `host` in this namespace, down and a port of bridge
     /// `bridge`; its peer named `peer`, with MAC `peer_mac`, in the network namespace `netns` (an open
     /// `/proc/<pid>/ns/net` or the zone's namespace descriptor).
     pub fn create_veth(
@@ -212,9 +221,9 @@ impl Netlink {
         p.attributes.push(LinkAttribute::IfName(peer.to_string()));
         p.attributes.push(LinkAttribute::Address(peer_mac.to_vec()));
         p.attributes.push(LinkAttribute::NetNsFd(netns.as_raw_fd()));
+        // The host end is made down: the caller turns its IPv6 off before it goes up
+        // (see `net::attach`), so it never gets addresses or routes.
         let mut m = LinkMessage::default();
-        m.header.flags = LinkFlags::Up;
-        m.header.change_mask = LinkFlags::Up;
         m.attributes.push(LinkAttribute::IfName(host.to_string()));
         m.attributes.push(LinkAttribute::Controller(bridge));
         m.attributes.push(LinkAttribute::LinkInfo(vec![
