@@ -18,13 +18,15 @@
 //!   containerd's first calls wait in the socket's backlog while the server starts,
 //!   instead of `start` waiting for the server before it answers. The probe, bind
 //!   and listen are taken under the socket's lock, held until the server is spawned,
-//!   so that two `start`s of one pod cannot both serve ([`socket`]).
+//!   so that two `start`s of one pod cannot both serve ([`socket`]); a lock held
+//!   past [`socket::LOCK_WAIT`] fails the `start`, naming its holder.
 //! - the server: subreaper of its containers; one thread reaps every child (woken
 //!   by SIGCHLD, which every thread blocks) and hands each exit to containerd-shim's
 //!   monitor, the task service's watcher
 //!   records it; ttrpc on the socket until `Shutdown`.
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
-//!   (what is left of it killed) and its rootfs unmounted.
+//!   (what is left of it killed), its rootfs unmounted, and the pod's socket and
+//!   lock file removed if no server serves them ([`socket::clean_stale`]).
 
 use std::os::fd::IntoRawFd;
 use std::os::unix::net::UnixListener;
@@ -40,7 +42,7 @@ use containerd_shim::protos::ttrpc::Server;
 use containerd_shim::{ExitSignal, Flags};
 
 use crate::service::{self, Service};
-use crate::socket::{self, Claim};
+use crate::socket::{self, Claim, Released, SocketFile};
 use crate::RUNTIME_ID;
 
 /// The most ttrpc workers per connection (containerd keeps one per shim).
@@ -50,8 +52,20 @@ const WORKERS_MAX: usize = 256;
 /// already listening.
 pub const LISTENER_ENV: &str = "WARREN_SHIM_LISTENER";
 
+/// Set by `start` beside [`LISTENER_ENV`]: the socket file it bound
+/// ([`SocketFile::encode`]), which the server removes at its shutdown only if the
+/// path still names it.
+pub const SOCKET_FILE_ENV: &str = "WARREN_SHIM_SOCKET_FILE";
+
 fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
+}
+
+/// The socket of the container's group: its pod's, or its own outside a pod (run in
+/// the bundle, as containerd runs `start` and `delete`).
+fn group_address(flags: &Flags) -> String {
+    let grouping = service::pod_of(Path::new(".")).unwrap_or_else(|| flags.id.clone());
+    containerd_shim::socket_address(&flags.address, &flags.namespace, &grouping)
 }
 
 fn fail(flags: &Flags, what: &str, e: impl std::fmt::Display) -> i32 {
@@ -65,16 +79,20 @@ pub fn start(flags: &Flags) -> i32 {
     // containerd writes the runtime options (a protobuf Any) on stdin: read them so
     // it never blocks; CreateTask carries them again.
     let _ = std::io::stdin().take(1 << 20).read_to_end(&mut Vec::new());
-    let grouping = service::pod_of(Path::new(".")).unwrap_or_else(|| flags.id.clone());
-    let address = containerd_shim::socket_address(&flags.address, &flags.namespace, &grouping);
+    let address = group_address(flags);
     let path = Path::new(socket_path(&address));
     let claim = match socket::claim(path, || warren::fault::pause("shim.start-before-listen")) {
         Ok(c) => c,
-        Err(e) => return fail(flags, "listening on the shim socket", e),
+        Err(e) => return fail(flags, "claiming the pod's shim socket", e),
     };
     // Ours: the lock is held until the server has the listening socket, so that no
     // other `start` decides about the path meanwhile.
-    if let Claim::Bound { listener, lock } = claim {
+    if let Claim::Bound {
+        listener,
+        lock,
+        socket: file,
+    } = claim
+    {
         let exe = match std::env::current_exe() {
             Ok(e) => e,
             Err(e) => {
@@ -86,6 +104,7 @@ pub fn start(flags: &Flags) -> i32 {
         cmd.args(["-namespace", &flags.namespace, "-id", &flags.id])
             .args(["-address", &flags.address, "-socket", &address])
             .env(LISTENER_ENV, "stdin")
+            .env(SOCKET_FILE_ENV, file.encode())
             .stdin(std::process::Stdio::from(std::os::fd::OwnedFd::from(
                 listener,
             )))
@@ -124,6 +143,15 @@ pub fn delete(flags: &Flags) -> i32 {
         eprintln!("{RUNTIME_ID}: container '{}': delete: {e}", flags.id);
     }
     service::unmount_rootfs(Path::new("."));
+    // containerd runs `delete` after a shim died: a dead server's socket and lock
+    // file are removed (left if a server serves them, or a `start` holds the lock).
+    let address = group_address(flags);
+    if let Err(e) = socket::clean_stale(Path::new(socket_path(&address))) {
+        eprintln!(
+            "{RUNTIME_ID}: container '{}': removing a dead server's socket {address}: {e}",
+            flags.id
+        );
+    }
     let r = DeleteResponse {
         exit_status: 128 + 9,
         exited_at: MessageField::some(service::now()),
@@ -184,17 +212,24 @@ pub fn serve(flags: &Flags) -> i32 {
     // from containerd's log, where containerd copies the shim's).
     log::debug!("shim server up, pid {}", std::process::id());
     let path = Path::new(socket_path(&flags.socket));
-    let listener = if std::env::var_os(LISTENER_ENV).is_some_and(|v| v == "stdin") {
-        // `start` bound it: the socket is our stdin.
+    let (listener, own) = if std::env::var_os(LISTENER_ENV).is_some_and(|v| v == "stdin") {
+        // `start` bound it: the socket is our stdin, its file named in the
+        // environment (else the path's file now: it listens, so nobody replaced it).
         use std::os::fd::AsFd;
+        let own = std::env::var(SOCKET_FILE_ENV)
+            .ok()
+            .and_then(|v| SocketFile::parse(&v))
+            .or_else(|| SocketFile::at(path).ok());
         match std::io::stdin().as_fd().try_clone_to_owned() {
-            Ok(fd) => UnixListener::from(fd),
+            Ok(fd) => (UnixListener::from(fd), own),
             Err(e) => return fail(flags, "taking the listening socket from stdin", e),
         }
     } else {
         match socket::claim(path, || {}) {
             // Listening: the lock may go.
-            Ok(Claim::Bound { listener, lock: _ }) => listener,
+            Ok(Claim::Bound {
+                listener, socket, ..
+            }) => (listener, Some(socket)),
             // Another server of this group got there first: it serves.
             Ok(Claim::Serving) => return 0,
             Err(e) => return fail(flags, "listening on the shim socket", e),
@@ -229,10 +264,21 @@ pub fn serve(flags: &Flags) -> i32 {
     }
     log::debug!("shim server listening");
     exit.wait();
-    // The socket is given up while it still listens: under its lock, the path is
-    // then surely this server's (a `start` replaces only a socket that refuses).
-    if let Err(e) = socket::release(path) {
-        log::warn!("removing the shim socket {}: {e}", path.display());
+    // The socket is given up while it still listens: the path is then surely this
+    // server's if it names its socket file (a `start` replaces only a socket that
+    // refuses). The wait for the lock is bounded; past it, the socket goes and the
+    // lock file stays (see `socket`).
+    match own.map(|own| socket::release(path, own, socket::LOCK_WAIT)) {
+        Some(Ok(Released::Removed)) => {}
+        Some(Ok(Released::NotOurs)) => log::warn!(
+            "the shim socket {} is no longer this server's: left",
+            path.display()
+        ),
+        Some(Err(e)) => log::warn!("giving up the shim socket {}: {e}", path.display()),
+        None => log::warn!(
+            "the shim socket {}: its file was not known, left",
+            path.display()
+        ),
     }
     server.shutdown();
     0

@@ -74,8 +74,15 @@ pub fn bind_unix(path: &Path) -> io::Result<OwnedFd> {
 /// `listen(2)` on a bound socket, with the largest backlog the kernel allows
 /// (`net.core.somaxconn`; larger values are cut to it).
 pub fn listen(fd: BorrowedFd<'_>) -> io::Result<()> {
+    listen_backlog(fd, libc::SOMAXCONN)
+}
+
+/// `listen(2)` with the backlog `backlog` (again on a listening socket: a new
+/// backlog). A unix socket's is full past `backlog` pending connections: a test fills
+/// one with a single connect to a backlog of 0.
+pub fn listen_backlog(fd: BorrowedFd<'_>, backlog: i32) -> io::Result<()> {
     // SAFETY: listen takes a descriptor (borrowed, so open) and an integer.
-    cvt(unsafe { libc::listen(fd.as_raw_fd(), libc::SOMAXCONN) })?;
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), backlog) })?;
     Ok(())
 }
 

@@ -512,16 +512,29 @@ impl Pod {
 
     /// `start` as containerd runs it, for container `c<i>` of the pod.
     fn start(&self, i: usize) -> Command {
+        self.action(i, "start")
+    }
+
+    /// The shim binary's `action` as containerd runs it, in container `c<i>`'s
+    /// bundle (its state root, for `delete`, in the test's directory).
+    fn action(&self, i: usize, action: &str) -> Command {
         assert!(i < self.n);
         let mut cmd = Command::new(shim_binary());
         cmd.args(["-namespace", RACE_NS, "-id", &format!("c{i}")])
-            .args(["-address", &self.address, "start"])
+            .args(["-address", &self.address, action])
             .current_dir(self.dir.path().join(format!("c{i}")))
             .env("WARREN_RUN_DIR", self.dir.path().join("run"))
+            .env("WARREN_SHIM_ROOT", self.dir.path().join("shim-root"))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
         cmd
+    }
+
+    fn lock_file(&self) -> PathBuf {
+        let mut lock = self.socket.clone().into_os_string();
+        lock.push(".lock");
+        PathBuf::from(lock)
     }
 
     /// The live servers of this pod.
@@ -585,19 +598,20 @@ impl Drop for Pod {
             let _ = warren_sys::proc::kill(pid, 9);
         }
         let _ = std::fs::remove_file(&self.socket);
-        let mut lock = self.socket.clone().into_os_string();
-        lock.push(".lock");
-        let _ = std::fs::remove_file(lock);
+        let _ = std::fs::remove_file(self.lock_file());
     }
 }
 
-/// Whether `/proc/locks` shows `pid` blocked on a lock (a waiter's `->` line).
-fn blocked_on_a_lock(pid: u32) -> bool {
-    let locks = std::fs::read_to_string("/proc/locks").unwrap();
-    locks.lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.get(1) == Some(&"->") && f.get(5) == Some(&pid.to_string().as_str())
-    })
+/// Whether process `pid` has the file at `path` open (a `start` waiting for the
+/// socket's lock has its lock file open while it polls; no `/proc/locks` line shows a
+/// non-blocking try).
+fn has_open(pid: u32, path: &std::path::Path) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path))
+        })
+        .unwrap_or(false)
 }
 
 /// Wait for a guarded child and take what it printed (the guard then has nothing
@@ -622,7 +636,8 @@ fn inode(path: &std::path::Path) -> u64 {
 /// The review's race, made to happen: `start` A stops between its bind and its listen
 /// (its socket refuses, as a dead server's does), and `start` B of the same pod comes.
 /// B must wait for A rather than unlink A's socket and start a second server; then
-/// both answer with the one server's address.
+/// both answer with the one server's address. (A is resumed long before B's wait
+/// would give up, `socket::LOCK_WAIT`.)
 #[test]
 fn a_start_between_anothers_bind_and_listen_waits_and_shares_its_server() {
     let pod = Pod::new(2);
@@ -648,7 +663,7 @@ fn a_start_between_anothers_bind_and_listen_waits_and_shares_its_server() {
         let a_socket = inode(&pod.socket);
         let mut b = common::ChildGuard(pod.start(1).spawn().unwrap());
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !blocked_on_a_lock(b.0.id()) {
+        while !has_open(b.0.id(), &pod.lock_file()) {
             if b.0.try_wait().unwrap().is_some() {
                 panic!(
                     "start B ended while A was between bind and listen: {}\nservers {:?}",
@@ -659,6 +674,13 @@ fn a_start_between_anothers_bind_and_listen_waits_and_shares_its_server() {
             assert!(Instant::now() < deadline, "start B neither waits nor ends");
             std::thread::sleep(Duration::from_millis(5));
         }
+        // Waiting (polling the lock), not gone on: it would have replaced A's socket.
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(
+            b.0.try_wait().unwrap().is_none(),
+            "start B ended while A was between bind and listen: {}",
+            text(&finish(&mut b))
+        );
         assert_eq!(inode(&pod.socket), a_socket, "A's socket was replaced");
         common::resume(a.0.id());
         let answers = [
@@ -695,4 +717,75 @@ fn concurrent_starts_of_one_pod_leave_one_server() {
         assert_eq!(servers.len(), 1, "round {round}: servers {servers:?}");
         pod.check_one_server(&answers);
     }
+}
+
+/// Review finding: the socket's lock had no bound. A `start` stopped (SIGSTOP) while
+/// it holds the lock — here at its pause point between bind and listen — held every
+/// later `start` of the pod, forever and silently. The next `start` now fails within
+/// the bound (`socket::LOCK_WAIT`, 5 s) with an error naming the holder, stopped, and
+/// the remedy; resumed, the stopped one serves the pod as before.
+#[test]
+fn a_start_stopped_holding_the_lock_fails_the_next_within_the_bound_naming_it() {
+    let pod = Pod::new(2);
+    let mut a = common::ChildGuard(
+        pod.start(0)
+            .env(warren::fault::PAUSE_ENV, "shim.start-before-listen")
+            .spawn()
+            .unwrap(),
+    );
+    common::wait_stopped(a.0.id());
+    let t = Instant::now();
+    let mut b = common::ChildGuard(pod.start(1).spawn().unwrap());
+    let o = finish(&mut b);
+    let took = t.elapsed();
+    let err = text(&o);
+    assert!(
+        !o.status.success(),
+        "start B succeeded past a held lock: {err}"
+    );
+    assert!(
+        took >= Duration::from_secs(4) && took < Duration::from_secs(15),
+        "start B gave up after {took:?} (the bound is 5 s): {err}"
+    );
+    let a_pid = a.0.id();
+    for want in [
+        format!("pid {a_pid} ("),
+        "stopped".to_string(),
+        format!("kill -CONT {a_pid}"),
+        pod.lock_file().display().to_string(),
+    ] {
+        assert!(err.contains(&want), "start B's error lacks {want:?}: {err}");
+    }
+    assert!(pod.servers().is_empty(), "start B started a server");
+    common::resume(a_pid);
+    let answer = Pod::address_of(finish(&mut a));
+    pod.check_one_server(&[answer]);
+}
+
+/// Review finding: a killed server left `<socket>.lock` (and its socket) in
+/// /run/containerd/s for good. The `delete` action, which containerd runs after a
+/// shim died, removes both; it leaves a live server's.
+#[test]
+fn delete_removes_a_killed_servers_socket_and_lock_file_and_leaves_a_live_ones() {
+    let pod = Pod::new(1);
+    let answer = Pod::address_of(pod.start(0).output().unwrap());
+    assert!(pod.socket.exists() && pod.lock_file().exists());
+    let delete = |what: &str| {
+        let o = pod.action(0, "delete").output().unwrap();
+        assert!(o.status.success(), "delete ({what}): {}", text(&o));
+    };
+    delete("a live server");
+    assert!(
+        pod.socket.exists() && pod.lock_file().exists(),
+        "delete removed a live server's files"
+    );
+    pod.check_one_server(&[answer]);
+    pod.kill_servers();
+    assert!(pod.socket.exists() && pod.lock_file().exists());
+    delete("a killed server");
+    assert!(!pod.socket.exists(), "the killed server's socket stays");
+    assert!(
+        !pod.lock_file().exists(),
+        "the killed server's lock file stays"
+    );
 }

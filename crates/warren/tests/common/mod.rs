@@ -288,11 +288,16 @@ pub fn host_mounts_under(path: &Path) -> Vec<String> {
 // Pause points (`warren::fault::PAUSE_ENV`): a warren child stopped at a chosen moment
 // while the test does the other side of a race.
 
-/// Kills a warren child (stopped or not) if the test ends early.
+/// Kills a warren child (stopped or not) if the test ends early: resumed first
+/// (SIGCONT), so that it never lingers stopped, then killed.
 pub struct ChildGuard(pub std::process::Child);
 
 impl Drop for ChildGuard {
     fn drop(&mut self) {
+        // Not reaped yet (so the pid is still the child's): resume it.
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = warren_sys::proc::kill(self.0.id() as i32, warren_sys::libc::SIGCONT);
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
