@@ -310,6 +310,15 @@ fn result(zone: &str, verb: &str, o: &Outcome) -> Value {
     v
 }
 
+/// `v` with the verb's warnings (it was done all the same), as the CLI's `--json` has
+/// them.
+fn with_warnings(mut v: Value, warnings: Vec<String>) -> Value {
+    if !warnings.is_empty() {
+        v["warnings"] = json!(warnings);
+    }
+    v
+}
+
 fn apply_to(a: Apply) -> ApplyTo {
     match a {
         Apply::Both => ApplyTo::Both,
@@ -361,21 +370,21 @@ pub fn run(ctx: &Context, verb: Verb) -> warren::Result<Value> {
             v
         }
         Verb::Halt { zone: z, timeout_s } => {
-            let (o, graceful) = zone::halt(ctx, &z, timeout_s.map(Duration::from_secs))?;
+            let (o, h) = zone::halt(ctx, &z, timeout_s.map(Duration::from_secs))?;
             let mut v = result(&z, "halt", &o);
             if o == Outcome::Done {
-                v["graceful"] = json!(graceful);
+                v["graceful"] = json!(h.graceful);
             }
-            v
+            with_warnings(v, h.warnings)
         }
         Verb::Reboot { zone: z, timeout_s } => {
-            zone::reboot(ctx, &z, timeout_s.map(Duration::from_secs))?;
-            result(&z, "reboot", &Outcome::Done)
+            let warnings = zone::reboot(ctx, &z, timeout_s.map(Duration::from_secs))?;
+            with_warnings(result(&z, "reboot", &Outcome::Done), warnings)
         }
         Verb::Uninstall { zone: z } => result(&z, "uninstall", &zone::uninstall(ctx, &z)?),
         Verb::Delete { zone: z, force } => {
-            zone::delete(ctx, &z, force)?;
-            result(&z, "delete", &Outcome::Done)
+            let warnings = zone::delete(ctx, &z, force)?;
+            with_warnings(result(&z, "delete", &Outcome::Done), warnings)
         }
         Verb::Rename { zone: z, new } => {
             zone::rename(ctx, &z, &new)?;

@@ -543,7 +543,8 @@ fn links_of(pid: u32) -> Vec<String> {
 /// A zone thawed behind its record (a `resume` that crashed) is not taken until it is
 /// frozen again; and a number that, by then, holds a file instead of the scanned
 /// socket is never taken (a file on a FUSE mount the zone serves could block the agent
-/// in any call on it, close included).
+/// in any call on it, close included): the zone is scanned afresh once it is frozen
+/// again, and held by its socket's new number.
 #[test]
 fn a_thawed_zone_or_a_number_that_is_no_longer_its_socket_is_not_taken() {
     let env = Env::new();
@@ -555,7 +556,8 @@ fn a_thawed_zone_or_a_number_that_is_no_longer_its_socket_is_not_taken() {
     tcp_server(&env, "thawed", port);
     let listener = sockets_of(zone_process(&env, "thawed", "tcp_server.py") as u32);
     assert_eq!(listener.len(), 1, "{listener:?}");
-    // A listener that, on SIGUSR1, puts a file at its socket's number.
+    // A listener that, on SIGUSR1, moves its socket to another number and puts a file
+    // at the old one.
     let dport = free_port();
     let server = format!(
         "import socket, os, signal, time\n\
@@ -565,6 +567,7 @@ fn a_thawed_zone_or_a_number_that_is_no_longer_its_socket_is_not_taken() {
         s.bind(('127.0.0.1', {dport}))\n\
         s.listen(16)\n\
         signal.sigwait([signal.SIGUSR1])\n\
+        moved = os.dup(s.fileno())\n\
         f = open('/tmp/decoy.txt', 'w')\n\
         os.dup2(f.fileno(), s.fileno())\n\
         while True: time.sleep(3600)\n"
@@ -625,15 +628,18 @@ fn a_thawed_zone_or_a_number_that_is_no_longer_its_socket_is_not_taken() {
     until("the agent holds the refrozen zone's listener", || {
         sockets_of(apid).contains(&listener[0])
     });
-    // ... and the decoy's number, now a file, is never taken.
-    until(
-        "the agent says the decoy's number is no longer its socket",
-        || {
-            text(&err).contains(&format!(
-                "descriptor {dfd} of process {dpid} is no longer socket {}",
-                dsock[0]
-            ))
-        },
+    // ... and the decoy, scanned afresh once it is frozen again (review of 6a8a495,
+    // finding 4), is held by its socket's new number; the file at the old one is never
+    // taken.
+    until("the agent holds the decoy's moved listener", || {
+        sockets_of(apid).contains(&dsock[0])
+    });
+    assert!(
+        !text(&err).contains(&format!(
+            "descriptor {dfd} of process {dpid} is no longer socket"
+        )),
+        "the agent kept the scan from before the thaw: {}",
+        text(&err)
     );
     let links = links_of(apid);
     assert!(
@@ -690,7 +696,7 @@ fn a_halt_has_the_agent_let_go_before_it_returns_and_never_hangs_on_it() {
     stop("-STOP");
     common::wait_stopped(apid);
     let t = Instant::now();
-    let r = env.run(&["halt", "quick"]);
+    let r = env.run(&["halt", "--json", "quick"]);
     let took = t.elapsed();
     stop("-CONT");
     assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
@@ -700,10 +706,19 @@ fn a_halt_has_the_agent_let_go_before_it_returns_and_never_hangs_on_it() {
         "the halt waited {took:?} on a stopped agent"
     );
     assert!(
-        r.stderr
-            .contains(&format!("the agent (pid {apid}) did not confirm")),
+        r.stderr.contains(&format!(
+            "warren: zone 'quick': halted, but the agent (pid {apid}) did not confirm"
+        )),
         "{}",
         r.stderr
+    );
+    // And in the verb's result, for scripts (review of 6a8a495, finding 6).
+    let v: serde_json::Value = serde_json::from_str(&r.stdout).unwrap();
+    assert!(
+        v["warnings"][0]
+            .as_str()
+            .is_some_and(|w| w.starts_with(&format!("halted, but the agent (pid {apid})"))),
+        "{v}"
     );
     // Running again, the agent lets go (the init's exit) and answers the stale request
     // without dying of it.
@@ -771,4 +786,140 @@ fn a_zone_that_did_not_fit_is_held_once_a_wake_makes_room() {
     assert_eq!(answer, "pong:ping");
     assert_eq!(env.state(swept.2), "running");
     assert_eq!(wakes(&env, swept.2), 1, "{}", text(&err));
+}
+
+/// One request on the agent's control socket, as a halt makes it: the answer line,
+/// or why there was none within `timeout`.
+fn control_answer(env: &Env, zone: &str, timeout: Duration) -> Result<String, String> {
+    let mut c = UnixStream::connect(env.root().join("locks/agent-agent.sock"))
+        .map_err(|e| format!("connect: {e}"))?;
+    c.set_read_timeout(Some(timeout)).unwrap();
+    c.write_all(format!("{{\"release\":\"{zone}\"}}\n").as_bytes())
+        .map_err(|e| format!("write: {e}"))?;
+    let mut out = String::new();
+    match c.read_to_string(&mut out) {
+        Ok(_) if out.contains('\n') => Ok(out),
+        Ok(_) => Err(format!("closed without an answer: {out:?}")),
+        Err(e) => Err(format!("no answer within {timeout:?}: {e}")),
+    }
+}
+
+/// Review of 6a8a495, finding 1: the agent's copy of a held listener is the zone's
+/// very socket. A zone that runs again (here the thaw its halt does for a graceful
+/// stop) connects to its own held unix listener, sends over that connection, as
+/// `SCM_RIGHTS`, a TCP socket that lingers (a connection to a peer that never reads,
+/// buffers full, `SO_LINGER` of a day) and closes every descriptor of its own: the
+/// agent's close of its copy of the listener is then the last, releases the queued
+/// socket in the closing thread, and lingers. The agent must go on answering all the
+/// same (its copies are closed off its loop's thread).
+#[test]
+fn a_zone_that_makes_the_agents_copy_linger_never_blocks_the_agent() {
+    let env = Env::new();
+    env.host_zone("linger", &["net=host"]);
+    env.ok(&["boot", "linger"]);
+    // The peer: accepts nothing, reads nothing (the kernel completes the handshake and
+    // fills the queued connection's receive buffer, then the window is zero).
+    let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let pport = peer.local_addr().unwrap().port();
+    let server = format!(
+        "import socket, signal, struct, array, os, time\n\
+        u = socket.socket(socket.AF_UNIX)\n\
+        u.bind('/tmp/linger.sock')\n\
+        u.listen(16)\n\
+        def linger(*_):\n\
+        \x20   t = socket.socket()\n\
+        \x20   t.connect(('127.0.0.1', {pport}))\n\
+        \x20   t.setblocking(False)\n\
+        \x20   try:\n\
+        \x20       while True: t.send(b'x' * 65536)\n\
+        \x20   except BlockingIOError: pass\n\
+        \x20   t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 86400))\n\
+        \x20   c = socket.socket(socket.AF_UNIX)\n\
+        \x20   c.connect('/tmp/linger.sock')\n\
+        \x20   c.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [t.fileno()]))])\n\
+        \x20   t.close(); c.close(); u.close()\n\
+        \x20   os._exit(0)\n\
+        signal.signal(signal.SIGTERM, linger)\n\
+        while True: time.sleep(3600)\n"
+    );
+    std::fs::write(env.root().join("linger.py"), server).unwrap();
+    env.ok(&[
+        "cp",
+        env.root().join("linger.py").to_str().unwrap(),
+        "linger:/tmp/linger_server.py",
+    ]);
+    let r = env.sh(
+        "linger",
+        "python3 /tmp/linger_server.py </dev/null >/dev/null 2>&1 & echo started",
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    until("the zone's server listens", || {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            sockets_of(zone_process(&env, "linger", "linger_server.py") as u32).len() == 1
+        }))
+        .unwrap_or(false)
+    });
+    let listener = sockets_of(zone_process(&env, "linger", "linger_server.py") as u32);
+    env.ok(&["suspend", "linger"]);
+    let (agent, _out, err) = agent_logged(&env, "linger", None);
+    let apid = agent.0.id();
+    until("the agent holds the zone's listener", || {
+        sockets_of(apid).contains(&listener[0])
+    });
+    // The halt thaws it; on SIGTERM it makes the socket linger and exits.
+    let r = env.run(&["halt", "linger"]);
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    // The trick took: the queued socket, released by the agent's close, is a
+    // connection to the peer stuck in FIN-WAIT-1 (its FIN behind unsent data).
+    let stuck = format!("0100007F:{pport:04X} 04 ");
+    until("the zone's socket lingers in FIN-WAIT-1", || {
+        text(Path::new("/proc/net/tcp")).contains(&stuck)
+    });
+    until("the lingering socket is closed by the agent", || {
+        !sockets_of(apid).contains(&listener[0])
+    });
+    // The agent answers at once all the same.
+    let t = Instant::now();
+    let answer = control_answer(&env, "linger", Duration::from_secs(5));
+    let took = t.elapsed();
+    assert!(
+        answer.is_ok(),
+        "the agent no longer answers ({answer:?}, after {took:?}): {}",
+        text(&err)
+    );
+    assert!(took < Duration::from_secs(5), "{took:?}");
+    assert!(common::alive(apid as i32));
+    drop(peer);
+}
+
+/// Review of 6a8a495, finding 2: only a halt of a suspended zone asks the agent (it
+/// holds nothing of any other). With the agent stopped, a halt of a zone that was
+/// never suspended neither waits for it nor warns.
+#[test]
+fn a_halt_of_a_zone_never_suspended_does_not_ask_the_agent() {
+    let env = Env::new();
+    env.host_zone("plain", &["net=host"]);
+    env.ok(&["boot", "plain"]);
+    let (agent, _out, _err) = agent_logged(&env, "plain", None);
+    let apid = agent.0.id();
+    until("the agent's control socket is there", || {
+        env.root().join("locks/agent-agent.sock").exists()
+    });
+    let signal = |sig: &str| {
+        let r = std::process::Command::new("kill")
+            .args([sig, &apid.to_string()])
+            .status()
+            .unwrap();
+        assert!(r.success(), "kill {sig} {apid}");
+    };
+    signal("-STOP");
+    common::wait_stopped(apid);
+    let r = env.run(&["halt", "plain"]);
+    signal("-CONT");
+    assert_eq!(r.code, 0, "{} {}", r.stdout, r.stderr);
+    assert!(
+        !r.stderr.contains("did not confirm"),
+        "the halt of a zone never suspended asked the agent: {}",
+        r.stderr
+    );
 }

@@ -5,13 +5,20 @@
 //! The agent holds duplicates of a suspended zone's listeners ([`super::wake_hold`]).
 //! It lets go when the zone's init exits, but only once its loop sees that, after the
 //! halt has returned: a host-network zone booted at once could find its port still
-//! bound by the agent's copy (`EADDRINUSE`). So a halt asks, once the zone's processes
-//! are gone: one JSON line `{"release":"<zone>"}` over the unix socket
+//! bound by the agent's copy (`EADDRINUSE`). So a halt of a zone that was suspended
+//! (its record said so, or its cgroup was frozen, when the halt began: the agent holds
+//! nothing of any other zone) asks, once the zone's processes are gone: one JSON line
+//! `{"release":"<zone>","init":<pid>}` over the unix socket
 //! `<root>/locks/agent-agent.sock` (beside the agent's lock; the directory is root's
 //! alone), answered `{"released":true|false}` (false: nothing of that zone was held)
-//! once the agent has closed its duplicates. The listener sits in the agent's one
-//! epoll set, so the answer comes at once while the agent waits, or after the tick in
-//! hand.
+//! once the agent's closer thread has closed its duplicates. The init pid names the
+//! suspension: a request that arrives late (the agent was busy) never releases a
+//! holding of the same zone booted and suspended again since, whose init differs. The
+//! listener sits in the agent's one epoll set, so the answer comes at once while the
+//! agent waits, or after the tick in hand. The agent takes at most [`PER_WAKE`]
+//! requests a wake-up; an accept that fails (out of descriptors: the connection stays
+//! queued and the level-triggered set would return at once forever) is said and takes
+//! the socket out of the set until the next tick.
 //!
 //! Never a hang: the connect does not wait (a full backlog is an answer too), and the
 //! whole exchange is bounded by [`ANSWER_TIMEOUT`]; then the halt goes on and says so.
@@ -32,6 +39,24 @@ pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long the agent waits for a request's line once a client connected.
 const REQUEST_TIMEOUT: Duration = Duration::from_millis(100);
+
+/// Requests the agent takes a wake-up; more wait for the next.
+pub const PER_WAKE: usize = 8;
+
+/// A halt's request: let go of `zone`'s holding, if its init is `init`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub zone: String,
+    /// The suspension's init; `None` (a client that did not say): any holding of the zone.
+    pub init: Option<i32>,
+}
+
+impl Request {
+    /// Whether a holding of zone `zone` whose init is `init` is the one asked for.
+    pub fn names(&self, zone: &str, init: i32) -> bool {
+        self.zone == zone && self.init.is_none_or(|i| i == init)
+    }
+}
 
 /// The socket's path: beside the agent's lock.
 pub fn socket_path(layout: &Layout) -> PathBuf {
@@ -68,8 +93,8 @@ pub enum Asked {
 }
 
 /// Ask the agent running on `layout`'s root, if one does, to let go of zone `zone`'s
-/// sockets; at most `timeout`.
-pub fn ask_release(layout: &Layout, zone: &str, timeout: Duration) -> Asked {
+/// sockets (held while its init was `init`); at most `timeout`.
+pub fn ask_release(layout: &Layout, zone: &str, init: Option<i32>, timeout: Duration) -> Asked {
     let deadline = Instant::now() + timeout;
     let path = socket_path(layout);
     let (addr, _dir) = match addressable(&path) {
@@ -98,7 +123,11 @@ pub fn ask_release(layout: &Layout, zone: &str, timeout: Duration) -> Asked {
     }
     let failed = |e: io::Error| Asked::NoAnswer(pid, e.to_string());
     let mut s = UnixStream::from(fd);
-    let line = format!("{}\n", serde_json::json!({ "release": zone }));
+    let line = match init {
+        Some(i) => serde_json::json!({ "release": zone, "init": i }),
+        None => serde_json::json!({ "release": zone }),
+    };
+    let line = format!("{line}\n");
     if let Err(e) = s
         .set_nonblocking(false)
         .and_then(|()| s.set_write_timeout(Some(timeout)))
@@ -111,7 +140,10 @@ pub fn ask_release(layout: &Layout, zone: &str, timeout: Duration) -> Asked {
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            return Asked::NoAnswer(pid, format!("no answer within {} s", timeout.as_secs()));
+            return Asked::NoAnswer(
+                pid,
+                format!("no answer within {:.1} s", timeout.as_secs_f64()),
+            );
         }
         if let Err(e) = s.set_read_timeout(Some(left)) {
             return failed(e);
@@ -131,7 +163,10 @@ pub fn ask_release(layout: &Layout, zone: &str, timeout: Duration) -> Asked {
                     io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
                 ) =>
             {
-                return Asked::NoAnswer(pid, format!("no answer within {} s", timeout.as_secs()))
+                return Asked::NoAnswer(
+                    pid,
+                    format!("no answer within {:.1} s", timeout.as_secs_f64()),
+                )
             }
             Err(e) => return failed(e),
         }
@@ -148,10 +183,17 @@ pub fn ask_release(layout: &Layout, zone: &str, timeout: Duration) -> Asked {
     }
 }
 
-/// The zone a request line names (pure).
-pub fn request(line: &[u8]) -> Option<String> {
+/// The request a line makes (pure).
+pub fn request(line: &[u8]) -> Option<Request> {
     let v: serde_json::Value = serde_json::from_slice(line.trim_ascii()).ok()?;
-    Some(v.get("release")?.as_str()?.to_string())
+    let init = match v.get("init") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(i) => Some(i32::try_from(i.as_i64()?).ok()?),
+    };
+    Some(Request {
+        zone: v.get("release")?.as_str()?.to_string(),
+        init,
+    })
 }
 
 /// Whether an answer line says something was released (pure); `None`: not an answer.
@@ -160,15 +202,22 @@ pub fn answer(line: &[u8]) -> Option<bool> {
     v.get("released")?.as_bool()
 }
 
-/// A halt's request ([`ask_release`]) with what it came to said on stderr when the agent
-/// did not answer: the halt is done all the same.
-pub fn release_for_halt(layout: &Layout, zone: &str) {
-    if let Asked::NoAnswer(pid, why) = ask_release(layout, zone, ANSWER_TIMEOUT) {
-        eprintln!(
-            "warren: zone '{zone}': halted, but the agent{} did not confirm that it let go of the zone's sockets ({why}); it lets go when its loop sees the zone's init gone, and until then a boot that binds the same address can fail with EADDRINUSE",
-            pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
-        );
+/// A halt's request ([`ask_release`]) for the suspension whose init was `init`; a
+/// warning for the verb's outcome when the agent did not answer (`done`: what the verb
+/// did, "halted", "rebooted", "deleted"): the verb is done all the same.
+pub fn release_for_halt(layout: &Layout, zone: &str, init: i32, done: &str) -> Option<String> {
+    match ask_release(layout, zone, Some(init), ANSWER_TIMEOUT) {
+        Asked::NoAnswer(pid, why) => Some(no_answer_warning(done, pid, &why)),
+        Asked::NoAgent | Asked::Itself | Asked::Released(_) => None,
     }
+}
+
+/// What a verb says when the agent did not confirm it let go (pure).
+pub fn no_answer_warning(done: &str, pid: Option<i32>, why: &str) -> String {
+    format!(
+        "{done}, but the agent{} did not confirm that it let go of the zone's sockets ({why}); it lets go when its loop sees the zone's init gone, and until then a boot that binds the same address can fail with EADDRINUSE",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )
 }
 
 /// The agent's end: a listener in its epoll set, removed when dropped.
@@ -197,11 +246,34 @@ impl Control {
         self.listener.as_fd()
     }
 
-    /// Every request waiting now: (the zone named, the connection to answer on). A
-    /// client that sends nothing within [`REQUEST_TIMEOUT`] or garbage is dropped.
-    pub fn requests(&self) -> Vec<(String, UnixStream)> {
-        let mut out = Vec::new();
-        while let Ok((mut s, _)) = self.listener.accept() {
+    /// The requests waiting now, at most [`PER_WAKE`]: (the request, the connection
+    /// to answer on), and the error that stopped the accepts if one did (not
+    /// `WouldBlock`: none left). A client that sends nothing within
+    /// [`REQUEST_TIMEOUT`] or garbage is dropped.
+    pub fn requests(&self) -> (Vec<(Request, UnixStream)>, Option<io::Error>) {
+        requests_from(|| self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// [`Control::requests`] over `accept`.
+fn requests_from(
+    mut accept: impl FnMut() -> io::Result<UnixStream>,
+) -> (Vec<(Request, UnixStream)>, Option<io::Error>) {
+    let mut out = Vec::new();
+    for _ in 0..PER_WAKE {
+        let mut s = match accept() {
+            Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            // ECONNABORTED: that client gave up; the next may be there.
+            Err(e)
+                if e.kind() == io::ErrorKind::Interrupted
+                    || e.raw_os_error() == Some(warren_sys::libc::ECONNABORTED) =>
+            {
+                continue
+            }
+            Err(e) => return (out, Some(e)),
+        };
+        {
             let mut line = Vec::new();
             let mut buf = [0u8; 256];
             let deadline = Instant::now() + REQUEST_TIMEOUT;
@@ -219,13 +291,15 @@ impl Control {
                 }
             }
             let end = line.iter().position(|b| *b == b'\n').unwrap_or(line.len());
-            if let Some(zone) = request(&line[..end]) {
-                out.push((zone, s));
+            if let Some(r) = request(&line[..end]) {
+                out.push((r, s));
             }
         }
-        out
     }
+    (out, None)
+}
 
+impl Control {
     /// Answer a request: `released` says whether anything of the zone was held.
     pub fn answer(s: &UnixStream, released: bool) {
         let line = format!("{}\n", serde_json::json!({ "released": released }));
@@ -246,44 +320,142 @@ mod tests {
 
     #[test]
     fn requests_and_answers_are_one_json_line() {
-        assert_eq!(request(br#"{"release":"web1"}"#).as_deref(), Some("web1"));
+        let r = |zone: &str, init: Option<i32>| {
+            Some(Request {
+                zone: zone.into(),
+                init,
+            })
+        };
+        assert_eq!(request(br#"{"release":"web1"}"#), r("web1", None));
+        assert_eq!(request(b"{\"release\":\"web1\"}\r\n"), r("web1", None));
         assert_eq!(
-            request(b"{\"release\":\"web1\"}\r\n").as_deref(),
-            Some("web1")
+            request(br#"{"release":"web1","init":4242}"#),
+            r("web1", Some(4242))
         );
         assert_eq!(request(br#"{"release":1}"#), None);
+        assert_eq!(request(br#"{"release":"web1","init":"x"}"#), None);
+        assert_eq!(request(br#"{"release":"web1","init":99999999999}"#), None);
         assert_eq!(request(b"release web1"), None);
+        assert!(request(b"").is_none());
         assert_eq!(answer(b"{\"released\":true}\n"), Some(true));
         assert_eq!(answer(br#"{"released":false}"#), Some(false));
         assert_eq!(answer(b""), None);
     }
 
-    /// A round trip with a listener in this process (then the peer is "itself"), no
-    /// agent at all, and an agent that never answers: bounded.
+    /// A late request names the suspension it was for: the same zone held again under
+    /// another init is not released by it.
+    #[test]
+    fn a_request_releases_only_the_suspension_it_names() {
+        let old = Request {
+            zone: "web1".into(),
+            init: Some(100),
+        };
+        assert!(old.names("web1", 100));
+        assert!(!old.names("web1", 200), "a later suspension of the zone");
+        assert!(!old.names("web2", 100));
+        let any = Request {
+            zone: "web1".into(),
+            init: None,
+        };
+        assert!(any.names("web1", 200));
+    }
+
+    /// No agent, a listener in this process ("itself"), a stale socket file, and an
+    /// agent that accepts and never answers (another process): each call returns, the
+    /// last within its timeout and a margin, measured.
     #[test]
     fn a_halt_never_waits_longer_than_its_timeout() {
         let tmp = tempfile::tempdir().unwrap();
         let layout = Layout::new(tmp.path());
         std::fs::create_dir_all(layout.locks()).unwrap();
-        assert_eq!(
-            ask_release(&layout, "z", Duration::from_millis(200)),
-            Asked::NoAgent
-        );
+        let ask = |t: Duration| ask_release(&layout, "z", Some(1), t);
+        assert_eq!(ask(Duration::from_millis(200)), Asked::NoAgent);
         let c = Control::bind(&layout).unwrap();
-        assert_eq!(
-            ask_release(&layout, "z", Duration::from_millis(200)),
-            Asked::Itself
-        );
+        assert_eq!(ask(Duration::from_millis(200)), Asked::Itself);
         drop(c);
         assert!(!socket_path(&layout).exists());
         // A stale socket file (a killed agent): refused, so no agent.
         let stale = UnixListener::bind(socket_path(&layout)).unwrap();
         drop(stale);
-        assert_eq!(
-            ask_release(&layout, "z", Duration::from_millis(200)),
-            Asked::NoAgent
+        assert_eq!(ask(Duration::from_millis(200)), Asked::NoAgent);
+        std::fs::remove_file(socket_path(&layout)).unwrap();
+        // An agent that accepts and never answers: another process, so that the
+        // socket's peer is not this one.
+        let path = socket_path(&layout);
+        let script = format!(
+            "import socket, sys, time\n\
+            s = socket.socket(socket.AF_UNIX)\n\
+            s.bind({:?})\n\
+            s.listen(8)\n\
+            print('listening', flush=True)\n\
+            c, _ = s.accept()\n\
+            time.sleep(60)\n",
+            path.to_str().unwrap()
         );
-        assert!(request(b"").is_none());
+        let mut stuck = match std::process::Command::new("python3")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                panic!("this test needs python3 on the host for an agent that never answers: {e}")
+            }
+        };
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(stuck.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        assert_eq!(line.trim(), "listening");
+        let timeout = Duration::from_millis(500);
+        let t = Instant::now();
+        let r = ask(timeout);
+        let took = t.elapsed();
+        let _ = stuck.kill();
+        let _ = stuck.wait();
+        assert!(
+            matches!(&r, Asked::NoAnswer(Some(p), why) if *p == stuck.id() as i32 && why == "no answer within 0.5 s"),
+            "{r:?}"
+        );
+        assert!(took >= timeout, "{took:?}");
+        assert!(
+            took < timeout + Duration::from_secs(2),
+            "asking an agent that never answers took {took:?} (timeout {timeout:?})"
+        );
+    }
+
+    /// At most [`PER_WAKE`] requests a wake-up, and an accept error stops the round and
+    /// is returned (the caller says it and backs off) rather than ending it silently.
+    #[test]
+    fn requests_are_capped_a_wake_up_and_accept_errors_are_returned() {
+        let mut clients = Vec::new();
+        let mut n = 0;
+        let (out, err) = requests_from(|| {
+            n += 1;
+            let (a, mut b) = UnixStream::pair()?;
+            std::io::Write::write_all(&mut b, br#"{"release":"z"}"#)?;
+            b.shutdown(std::net::Shutdown::Write)?;
+            clients.push(b);
+            Ok(a)
+        });
+        assert_eq!(out.len(), PER_WAKE);
+        assert_eq!(n, PER_WAKE);
+        assert!(err.is_none());
+        let mut calls = 0;
+        let (out, err) = requests_from(|| {
+            calls += 1;
+            Err(io::Error::from_raw_os_error(warren_sys::libc::EMFILE))
+        });
+        assert!(out.is_empty());
+        assert_eq!(calls, 1, "an accept error ends the round");
+        assert_eq!(
+            err.and_then(|e| e.raw_os_error()),
+            Some(warren_sys::libc::EMFILE)
+        );
+        let (out, err) = requests_from(|| Err(io::ErrorKind::WouldBlock.into()));
+        assert!(out.is_empty() && err.is_none());
     }
 
     #[test]

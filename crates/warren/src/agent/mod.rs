@@ -483,7 +483,14 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
                     }
                     zones.retain(|k| k.name != ev.zone);
                     // Its own halt does not ask itself ([`control`]): let go here.
-                    release_named(&mut sleeping, holder.as_mut(), &ev.zone);
+                    let r = control::Request {
+                        zone: ev.zone.clone(),
+                        init: None,
+                    };
+                    if let (Some(id), Some(h)) = (release_named(&mut sleeping, &r), holder.as_mut())
+                    {
+                        h.release(id);
+                    }
                 }
             }
             last_action = Some(now);
@@ -563,6 +570,10 @@ fn wait_or_stop(
     sleeping: &mut Vec<Sleeper>,
 ) -> Option<i32> {
     let end = Instant::now() + d;
+    // A control socket taken out of the set by an accept error is back each tick.
+    if let Some(c) = control {
+        holder.resume_control(c.as_fd());
+    }
     loop {
         if let Some(sig) = stop_signal() {
             return Some(sig);
@@ -583,9 +594,8 @@ fn wait_or_stop(
             let id = match r {
                 wake_hold::Ready::Socket(id) | wake_hold::Ready::Exited(id) => id,
                 wake_hold::Ready::Control => {
-                    for (zone, s) in control.map(|c| c.requests()).unwrap_or_default() {
-                        let held = release_named(sleeping, Some(&mut *holder), &zone);
-                        control::Control::answer(&s, held);
+                    if let Some(c) = control {
+                        serve_control(c, sleeping, holder);
                     }
                     continue;
                 }
@@ -618,6 +628,35 @@ fn wait_or_stop(
                 wake_zone(ctx, o, &z.name, waiting);
             }
         }
+    }
+}
+
+/// Answer the halts' requests waiting on the control socket ([`control`]), each once
+/// the copies of the suspension it names are closed (by a closer thread, whether this
+/// request or the init's exit released them); an accept error is said and takes the socket out of
+/// the wait until the next tick (a connection it left queued would make every wait
+/// return at once).
+fn serve_control(
+    c: &control::Control,
+    sleeping: &mut Vec<Sleeper>,
+    holder: &mut wake_hold::Holder,
+) {
+    let (requests, err) = c.requests();
+    for (r, s) in requests {
+        let answer: wake_hold::Then = Box::new(move |held| control::Control::answer(&s, held));
+        match (release_named(sleeping, &r), r.init) {
+            (Some(id), _) => holder.release_then(id, answer),
+            // Let go already (its init's exit came first): answered once the copies
+            // of that suspension are closed.
+            (None, Some(init)) => holder.when_closed(init, answer),
+            (None, None) => answer(false),
+        }
+    }
+    if let Some(e) = err {
+        eprintln!(
+            "warren: agent: accepting a request on its control socket failed ({e}); it is not waited on until the next tick"
+        );
+        holder.pause_control(c.as_fd());
     }
 }
 
@@ -716,25 +755,11 @@ impl JournalWatch {
     }
 }
 
-/// Stop watching zone `name` (halted, deleted, evicted: [`control`]) and let go of its
-/// holding; whether it had one.
-fn release_named(
-    sleeping: &mut Vec<Sleeper>,
-    mut holder: Option<&mut wake_hold::Holder>,
-    name: &str,
-) -> bool {
-    let mut held = false;
-    sleeping.retain(|z| {
-        if z.name != name {
-            return true;
-        }
-        if let (Some(id), Some(h)) = (z.held, holder.as_deref_mut()) {
-            h.release(id);
-            held = true;
-        }
-        false
-    });
-    held
+/// Stop watching the zone `r` names (halted, deleted, evicted: [`control`]), if its
+/// init is the one named; its holding, for the caller to release.
+fn release_named(sleeping: &mut Vec<Sleeper>, r: &control::Request) -> Option<u64> {
+    let i = sleeping.iter().position(|z| r.names(&z.name, z.pid))?;
+    sleeping.swap_remove(i).held
 }
 
 /// Why a watched zone is swept rather than held, when it may be held later.
@@ -753,7 +778,8 @@ fn try_hold(h: &mut wake_hold::Holder, z: &mut Sleeper) {
         return;
     };
     let cgroups = &z.cgroups;
-    match h.hold(z.pid, &w.watched, &|| cgroups.is_frozen()) {
+    let in_zone = |pid: i32| cgroups.pids().is_ok_and(|p| p.contains(&pid));
+    match h.hold(z.pid, &w.watched, &|| cgroups.is_frozen(), &in_zone) {
         Ok(id) => {
             z.held = Some(id);
             z.waiting = None;
@@ -843,6 +869,14 @@ fn sleepers(
             if let Some(i) = old.iter().position(|s| s.name == k.name && s.pid == pid) {
                 let mut z = old.swap_remove(i);
                 if let Some(h) = holder.as_deref_mut() {
+                    // Found thawed before, frozen now: what it ran meanwhile may have
+                    // moved its sockets, so they are scanned afresh before it is held.
+                    if z.held.is_none()
+                        && z.waiting == Some(Waiting::Frozen)
+                        && z.cgroups.is_frozen()
+                    {
+                        rescan(ctx, &mut z, k.socket_queues.as_ref());
+                    }
                     hold_if_due(h, &mut z, true);
                 }
                 return Some(z);
@@ -887,6 +921,18 @@ fn sleepers(
         }
     }
     new
+}
+
+/// Scan zone `z`'s sockets afresh (its descriptors may have changed while it ran),
+/// keeping the old scan if the new one fails.
+fn rescan(ctx: &Context, z: &mut Sleeper, recorded: Option<&std::collections::BTreeMap<u32, u32>>) {
+    match wake_diag::SocketWatch::new(&ctx.host.proc, z.pid, &z.cgroups, recorded) {
+        Ok(w) => z.sockets = w,
+        Err(e) => eprintln!(
+            "warren: agent: zone '{}': scanning its sockets again failed ({e}); the earlier scan is kept",
+            z.name
+        ),
+    }
 }
 
 /// Resume each swept suspended zone (not held in the one wait) that has a client

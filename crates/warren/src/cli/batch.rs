@@ -45,6 +45,11 @@ impl Batch {
                         Some(why) => println!("zone '{zone}' {why}; nothing to do"),
                     }
                 }
+                // On stderr as they come, and in the result object.
+                for w in &d.warnings {
+                    eprintln!("warren: zone '{zone}': {w}");
+                }
+                v.warnings = d.warnings;
                 v.note = d.already;
                 v.init_pid = d.init_pid;
                 v.graceful = d.graceful;

@@ -77,6 +77,10 @@ pub struct VerbResult {
     /// With `error`: the exit code that error alone would give.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit: Option<u8>,
+    /// What the verb says beside its result (done all the same), e.g. a halt whose
+    /// agent did not confirm it let go of the zone's sockets.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl VerbResult {
@@ -95,6 +99,7 @@ impl VerbResult {
             source: None,
             error: None,
             exit: None,
+            warnings: Vec::new(),
         }
     }
 }

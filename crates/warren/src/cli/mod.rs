@@ -155,6 +155,16 @@ fn each(zones: &[String], mut f: impl FnMut(&str) -> Result<()>) -> Result<()> {
     Ok(())
 }
 
+/// A verb's result for zone `z` that was done, with its warnings, said on stderr.
+fn with_warnings(z: &str, verb: &'static str, warnings: Vec<String>) -> dayto::VerbResult {
+    for w in &warnings {
+        eprintln!("warren: zone '{z}': {w}");
+    }
+    let mut v = dayto::VerbResult::new(z, verb, &Outcome::Done);
+    v.warnings = warnings;
+    v
+}
+
 fn say(json: bool, zone: &str, outcome: &Outcome, done: &str) {
     if json {
         return;
@@ -315,10 +325,9 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Reboot { zones, timeout } => {
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {
-                zone::reboot(&ctx, z, secs(timeout))?;
+                let warnings = zone::reboot(&ctx, z, secs(timeout))?;
                 say(json, z, &Outcome::Done, "rebooted");
-                res.0
-                    .push(dayto::VerbResult::new(z, "reboot", &Outcome::Done));
+                res.0.push(with_warnings(z, "reboot", warnings));
                 Ok(())
             });
             res.print(json, r.is_ok());
@@ -364,10 +373,9 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Delete { zones, force } => {
             let mut res = dayto::Results::default();
             let r = each(&zones, |z| {
-                zone::delete(&ctx, z, force)?;
+                let warnings = zone::delete(&ctx, z, force)?;
                 say(json, z, &Outcome::Done, "deleted");
-                res.0
-                    .push(dayto::VerbResult::new(z, "delete", &Outcome::Done));
+                res.0.push(with_warnings(z, "delete", warnings));
                 Ok(())
             });
             res.print(json, r.is_ok());

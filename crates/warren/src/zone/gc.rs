@@ -260,10 +260,18 @@ fn gc_zone(ctx: &Context, name: &str, report: &mut GcReport) -> Result<()> {
         ));
     }
     if z.state(ctx) == ZoneState::ShuttingDown {
-        super::lifecycle::halt_locked(ctx, &mut z, Some(Duration::from_secs(5)))?;
+        let halted = super::lifecycle::halt_locked(
+            ctx,
+            &mut z,
+            Some(Duration::from_secs(5)),
+            "its interrupted halt finished",
+        )?;
         report
             .removed
             .push(format!("zone '{name}': finished an interrupted halt"));
+        for w in halted.warnings {
+            report.removed.push(format!("zone '{name}': {w}"));
+        }
     }
     if z.lifecycle.state == ZoneState::Incomplete {
         let op = z

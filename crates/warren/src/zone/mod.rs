@@ -33,8 +33,8 @@ pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, boot_watched, clone, clone_from, config_bytes, config_replace, config_set,
     config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
-    resume, resume_with, suspend, uninstall, wake, ApplyTo, BootReport, ConfigChange, Outcome,
-    ResumeReport, SuspendReport,
+    resume, resume_with, suspend, uninstall, wake, ApplyTo, BootReport, ConfigChange, Halted,
+    Outcome, ResumeReport, SuspendReport,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
 pub use rename::rename;

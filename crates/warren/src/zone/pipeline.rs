@@ -66,6 +66,9 @@ pub struct Done {
     pub init_pid: Option<i32>,
     /// halt: init stopped on SIGTERM within the timeout.
     pub graceful: Option<bool>,
+    /// What the verb says beside its result (it is done all the same).
+    #[serde(default)]
+    pub warnings: Vec<String>,
 }
 
 impl Done {
@@ -146,10 +149,11 @@ pub fn halt_many(
         jobs,
         |z| {
             let t = Instant::now();
-            let (o, graceful) = super::halt(ctx, z, timeout)?;
+            let (o, h) = super::halt(ctx, z, timeout)?;
             let halted = o == Outcome::Done;
             let mut d = Done::of(o, ms(t.elapsed()));
-            d.graceful = halted.then_some(graceful);
+            d.graceful = halted.then_some(h.graceful);
+            d.warnings = h.warnings;
             Ok(d)
         },
         done,

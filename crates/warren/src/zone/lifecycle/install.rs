@@ -380,12 +380,14 @@ pub fn uninstall(ctx: &Context, name: &str) -> Result<Outcome> {
 /// whatever state its files are in: a running zone is stopped (by its record, or by
 /// its cgroups' name when the record is unreadable), then the directory is renamed
 /// aside and removed whole (a btrfs root subvolume included), so nothing needs to be
-/// written first and a full state filesystem does not stop it.
-pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
+/// written first and a full state filesystem does not stop it. Returns the stop's
+/// warnings (the zone is deleted all the same).
+pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<Vec<String>> {
     names::zone(name)?;
     let _lock = zone_lock(ctx, name)?;
     let dir = ctx.layout.zone_dir(name);
     let range;
+    let mut warnings = Vec::new();
     match load_locked(ctx, name) {
         Ok(mut z) => {
             range = z.lifecycle.idmap;
@@ -393,7 +395,13 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
                 state::check(name, Verb::Delete, z.state(ctx))?;
             } else if z.state(ctx) >= ZoneState::Ready {
                 ctx.require_root()?;
-                halt_locked(ctx, &mut z, Some(Duration::from_secs(5)))?;
+                let halted = halt_locked(
+                    ctx,
+                    &mut z,
+                    Some(Duration::from_secs(5)),
+                    "halted for its deletion",
+                )?;
+                warnings = halted.warnings;
             } else if z.lifecycle.state != ZoneState::Configured {
                 ctx.require_root()?;
             }
@@ -403,7 +411,8 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
         // reconcile failed on them) can still be removed by force.
         Err(e) if force && dir.symlink_metadata().is_ok() => {
             ctx.require_root()?;
-            force_stop_unreadable(ctx, name, &dir).map_err(|c| e.with_cleanup(Some(c)))?;
+            warnings =
+                force_stop_unreadable(ctx, name, &dir).map_err(|c| e.with_cleanup(Some(c)))?;
             range = state::load_lifecycle(&dir)
                 .ok()
                 .flatten()
@@ -427,21 +436,32 @@ pub fn delete(ctx: &Context, name: &str, force: bool) -> Result<()> {
         );
     }
     journal(ctx, "deleted", name, serde_json::json!({}));
-    Ok(())
+    Ok(warnings)
 }
 
 /// Stop whatever zone `name` runs when its files cannot be loaded: by its runtime
-/// record if that parses, and by its cgroups' name in any case.
-fn force_stop_unreadable(ctx: &Context, name: &str, dir: &Path) -> Result<()> {
+/// record if that parses, and by its cgroups' name in any case. Returns the stop's
+/// warnings.
+fn force_stop_unreadable(ctx: &Context, name: &str, dir: &Path) -> Result<Vec<String>> {
+    let mut warnings = Vec::new();
     if let Ok(Some(rt)) = state::load_runtime(dir) {
+        let suspended = rt.state == ZoneState::Suspended || rt.cgroups.is_frozen();
         rt.cgroups.kill_all(Duration::from_secs(5))?;
         rt.cgroups.remove(Duration::from_secs(5))?;
-        crate::agent::control::release_for_halt(&ctx.layout, name);
+        if let (true, Some(init)) = (suspended, rt.init) {
+            warnings.extend(crate::agent::control::release_for_halt(
+                &ctx.layout,
+                name,
+                init.pid,
+                "stopped for its deletion",
+            ));
+        }
         if let Some(net) = &rt.net {
             if let Err(e) = crate::net::release(&ctx.layout, name, net) {
                 super::run::warn(name, "releasing its network lease", &e);
             }
         }
     }
-    crate::zone::records::clean_by_name(ctx, name)
+    crate::zone::records::clean_by_name(ctx, name)?;
+    Ok(warnings)
 }

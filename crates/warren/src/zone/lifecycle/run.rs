@@ -260,14 +260,31 @@ pub fn boot_watched(ctx: &Context, name: &str, watch: Duration) -> Result<(Outco
     Ok((Outcome::Done, report))
 }
 
+/// What a halt did: whether init stopped gracefully, and what the verb should say
+/// beside its result (the halt is done all the same).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Halted {
+    pub graceful: bool,
+    pub warnings: Vec<String>,
+}
+
+/// Halt zone `z` (locked); `done` says what the verb did, for its warnings ("halted",
+/// "halted for its reboot", …).
 pub(in crate::zone) fn halt_locked(
     ctx: &Context,
     z: &mut Zone,
     timeout: Option<Duration>,
-) -> Result<bool> {
+    done: &str,
+) -> Result<Halted> {
     let Some(mut rt) = z.runtime.take() else {
-        return Ok(true);
+        return Ok(Halted {
+            graceful: true,
+            warnings: Vec::new(),
+        });
     };
+    let mut warnings = Vec::new();
+    // Suspended when the halt began: only then can an agent hold its sockets.
+    let suspended = rt.state == ZoneState::Suspended || rt.cgroups.is_frozen();
     // Stopping never depends on writing first (a full state filesystem must not keep
     // anyone from stopping zones to make room): `shutting_down` is recorded if it can
     // be; if not, the record still says running, and once init is gone the next
@@ -279,7 +296,7 @@ pub(in crate::zone) fn halt_locked(
         .or(z.config.stop_timeout.map(Duration::from_secs))
         .unwrap_or(DEFAULT_STOP_TIMEOUT);
     let oom_kills = rt.cgroups.oom_kills().unwrap_or(0);
-    if rt.cgroups.is_frozen() {
+    if suspended {
         // Suspended: a frozen init cannot act on SIGTERM. Its memory comes back as the
         // shutdown touches it.
         if let Err(e) = rt
@@ -302,9 +319,17 @@ pub(in crate::zone) fn halt_locked(
     )?;
     fault::point("halt.after-stop");
     // The zone's processes are gone; an agent holding its sockets (a suspended zone's
-    // listeners) lets go now, so a boot right after this finds its ports free
-    // (bounded: a stuck agent delays the halt by at most 2 s, said on stderr).
-    crate::agent::control::release_for_halt(&ctx.layout, &z.name);
+    // listeners; no other zone's) lets go now, so a boot right after this finds its
+    // ports free (bounded: a stuck agent delays the halt by at most 2 s, said in the
+    // verb's warnings). The init names this suspension to the agent.
+    if let (true, Some(init)) = (suspended, rt.init) {
+        warnings.extend(crate::agent::control::release_for_halt(
+            &ctx.layout,
+            &z.name,
+            init.pid,
+            done,
+        ));
+    }
     if let Err(e) = recorded {
         warn(&z.name, "recording shutting_down before the stop", &e);
     }
@@ -349,7 +374,10 @@ pub(in crate::zone) fn halt_locked(
         &z.name,
         serde_json::json!({ "graceful": outcome.graceful, "oom_kills": oom_kills }),
     );
-    Ok(outcome.graceful)
+    Ok(Halted {
+        graceful: outcome.graceful,
+        warnings,
+    })
 }
 
 /// A step after a zone was stopped that could not be recorded: the zone is stopped
@@ -360,16 +388,23 @@ pub(in crate::zone) fn warn(zone: &str, what: &str, e: &Error) {
     );
 }
 
-/// `warren halt`: running → installed. Returns whether init stopped gracefully.
-pub fn halt(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<(Outcome, bool)> {
+/// `warren halt`: running → installed. Returns whether init stopped gracefully, and
+/// the halt's warnings.
+pub fn halt(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<(Outcome, Halted)> {
     ctx.require_root()?;
     let _lock = zone_lock(ctx, name)?;
     let mut z = load_locked(ctx, name)?;
     if let Decision::AlreadyDone(m) = state::check(name, Verb::Halt, z.state(ctx))? {
-        return Ok((Outcome::AlreadyDone(m), true));
+        return Ok((
+            Outcome::AlreadyDone(m),
+            Halted {
+                graceful: true,
+                warnings: Vec::new(),
+            },
+        ));
     }
-    let graceful = halt_locked(ctx, &mut z, timeout)?;
-    Ok((Outcome::Done, graceful))
+    let halted = halt_locked(ctx, &mut z, timeout, "halted")?;
+    Ok((Outcome::Done, halted))
 }
 
 /// Evict a running zone: halt it as `warren halt` does (SIGTERM, `timeout`, kill) and
@@ -388,7 +423,8 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
         .stop_timeout
         .map(Duration::from_secs)
         .map_or(timeout, |t| t.min(timeout));
-    let graceful = halt_locked(ctx, &mut z, Some(timeout))?;
+    // The agent evicts: it lets go of the zone itself (never a warning here).
+    let graceful = halt_locked(ctx, &mut z, Some(timeout), "evicted")?.graceful;
     z.lifecycle.evicted = Some(reason.to_string());
     // The eviction is done; its reason is recorded if there is room (events.jsonl, the
     // agent's log, has it too).
@@ -405,14 +441,15 @@ pub fn evict(ctx: &Context, name: &str, reason: &str, timeout: Duration) -> Resu
     Ok(Some(graceful))
 }
 
-/// `warren reboot`: halt then boot, under one lock.
-pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<()> {
+/// `warren reboot`: halt then boot, under one lock. Returns the halt's warnings.
+pub fn reboot(ctx: &Context, name: &str, timeout: Option<Duration>) -> Result<Vec<String>> {
     ctx.require_root()?;
     let _lock = zone_lock(ctx, name)?;
     let mut z = load_locked(ctx, name)?;
     state::check(name, Verb::Reboot, z.state(ctx))?;
-    halt_locked(ctx, &mut z, timeout)?;
-    boot_locked(ctx, &mut z, runtime::BOOT_WATCH).map(drop)
+    let halted = halt_locked(ctx, &mut z, timeout, "halted for its reboot")?;
+    boot_locked(ctx, &mut z, runtime::BOOT_WATCH)?;
+    Ok(halted.warnings)
 }
 
 /// `warren login`: run `req` (or a login shell) inside the running zone.
