@@ -861,6 +861,15 @@ fn sleepers(
     mut old: Vec<Sleeper>,
     mut holder: Option<&mut wake_hold::Holder>,
 ) -> Vec<Sleeper> {
+    if let Some(h) = holder.as_deref_mut() {
+        // Before any is held: each of them will have a sock_diag socket of its own.
+        h.set_watches(
+            known
+                .iter()
+                .filter(|k| k.suspended && k.init_pid.is_some())
+                .count(),
+        );
+    }
     let new: Vec<Sleeper> = known
         .into_iter()
         .filter(|k| k.suspended)

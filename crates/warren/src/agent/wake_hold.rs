@@ -268,6 +268,8 @@ pub struct Holder {
     used: u64,
     tokens: Vec<u64>,
     proc_root: PathBuf,
+    /// Suspended zones watched, held or not ([`Holder::set_watches`]).
+    watches: u64,
     /// Non-sockets taken by a race with a thaw, and copies no closer thread could take:
     /// never closed by the agent ([`Holder::hold`], [`Closer`]).
     set_aside: Vec<OwnedFd>,
@@ -369,6 +371,7 @@ impl Holder {
             set_aside: Vec::new(),
             closer: Closer::new(),
             control_paused: false,
+            watches: 0,
         })
     }
 
@@ -430,9 +433,21 @@ impl Holder {
         }
     }
 
-    /// Whether a zone with `sockets` watched sockets fits in the budget now.
+    /// How many suspended zones the agent watches (each watch holds one sock_diag
+    /// socket, held zone or not): the budget leaves one descriptor for each zone it
+    /// does not hold, so holding never starves the sweep of the others.
+    pub fn set_watches(&mut self, zones: usize) {
+        self.watches = zones as u64;
+    }
+
+    /// Whether a zone with `sockets` watched sockets fits in the budget now: its
+    /// sockets, init's pidfd and one pidfd to take them with, on top of what is held
+    /// (each held zone's sock_diag socket counted in it), the copies waiting to be
+    /// closed, and one sock_diag socket for each watched zone not held (this one's
+    /// among them).
     pub fn fits(&self, sockets: usize) -> bool {
-        self.used + self.closer.pending() + sockets as u64 + 3 <= self.budget
+        let unheld = self.watches.saturating_sub(self.held.len() as u64).max(1);
+        self.used + self.closer.pending() + unheld + sockets as u64 + 2 <= self.budget
     }
 
     /// Descriptors held now (copies waiting to be closed included), and the budget.
@@ -673,6 +688,27 @@ impl Drop for Holder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_budget_leaves_a_sock_diag_socket_for_each_zone_not_held() {
+        let h0 = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
+        let (used, b) = h0.usage();
+        assert_eq!(used, 0);
+        let mut h = h0;
+        // One zone watched (this one): its sock_diag socket, one socket, two pidfds.
+        h.set_watches(1);
+        assert!(h.fits(1));
+        // b − 3 watched zones, none held: (b − 3) + 1 + 2 = b fits, one more does not.
+        let b = b as usize;
+        h.set_watches(b - 3);
+        assert!(h.fits(1));
+        h.set_watches(b - 2);
+        assert!(
+            !h.fits(1),
+            "the last zone's sock_diag socket would have no descriptor"
+        );
+        assert!(h.fits(0));
+    }
 
     #[test]
     fn the_budget_keeps_a_reserve() {
