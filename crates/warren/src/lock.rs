@@ -55,7 +55,7 @@ fn descends_from(pid: i32, ancestor: i32) -> bool {
             return true;
         }
         match crate::stats::ppid(Path::new("/proc"), p) {
-            Some(pp) if pp > 1 => p = pp,
+            Some(pp) if pp > 0 => p = pp,
             _ => return false,
         }
     }
@@ -329,6 +329,17 @@ mod tests {
             command: "warren halt a".into(),
         };
         assert_eq!(short.to_string(), "pid 8 (warren halt a)");
+        // Cut between characters, never inside one.
+        let wide = Holder {
+            pid: 9,
+            command: "é".repeat(200),
+        };
+        let shown = wide.to_string();
+        assert!(
+            shown.starts_with(&format!("pid 9 ({}", "é".repeat(120))),
+            "{shown}"
+        );
+        assert!(!shown.contains(&"é".repeat(121)), "{shown}");
     }
 
     #[test]
