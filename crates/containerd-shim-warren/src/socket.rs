@@ -388,6 +388,21 @@ mod tests {
         std::fs::symlink_metadata(path).unwrap().ino()
     }
 
+    /// Claim `path`, which nothing serves, for a server: its listener and socket file,
+    /// the lock let go (as `start` does once the server holds the listener).
+    fn bound(path: &Path) -> (UnixListener, SocketFile) {
+        let Claim::Bound {
+            listener,
+            lock,
+            socket,
+        } = claim(path, || {}).unwrap()
+        else {
+            panic!("{} is served already", path.display())
+        };
+        drop(lock);
+        (listener, socket)
+    }
+
     /// How many descriptors of this process name `path` (a waiter for the lock has
     /// the lock file open while it polls; it shows in no `/proc/locks` line).
     fn opened(path: &Path) -> usize {
@@ -467,15 +482,7 @@ mod tests {
         let path = d.path().join("s");
         drop(UnixListener::bind(&path).unwrap());
         assert_eq!(probe(&path).unwrap(), Found::Stale);
-        let Claim::Bound {
-            listener,
-            lock,
-            socket,
-        } = claim(&path, || {}).unwrap()
-        else {
-            panic!("a dead socket taken for a server")
-        };
-        drop(lock);
+        let (listener, socket) = bound(&path);
         assert!(socket.is_at(&path));
         let _c = UnixStream::connect(&path).unwrap();
         listener.accept().unwrap();
@@ -538,10 +545,7 @@ mod tests {
     fn release_removes_both_files_and_a_waiter_locks_the_new_one() {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("s");
-        let Claim::Bound { listener, lock, .. } = claim(&path, || {}).unwrap() else {
-            panic!("nothing served there")
-        };
-        drop(lock);
+        let (listener, _) = bound(&path);
         // A waiter queued on the lock file that release is about to remove.
         let held = PathLock::take(&path, LOCK_WAIT).unwrap();
         let old = ino(&lock_path(&path));
@@ -568,15 +572,7 @@ mod tests {
         assert_eq!(ino(&lock_path(&path)), relocked);
         std::fs::remove_file(lock_path(&path)).unwrap();
         // And release itself, with nobody waiting.
-        let Claim::Bound {
-            listener,
-            lock,
-            socket,
-        } = claim(&path, || {}).unwrap()
-        else {
-            panic!("nothing served there")
-        };
-        drop(lock);
+        let (listener, socket) = bound(&path);
         assert_eq!(
             release(&path, socket, LOCK_WAIT).unwrap(),
             Released::Removed
@@ -594,15 +590,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let path = d.path().join("s");
         let wait = Duration::from_millis(200);
-        let Claim::Bound {
-            listener,
-            lock,
-            socket,
-        } = claim(&path, || {}).unwrap()
-        else {
-            panic!("nothing served there")
-        };
-        drop(lock);
+        let (listener, socket) = bound(&path);
         // A stuck holder.
         let stuck = PathLock::take(&path, LOCK_WAIT).unwrap();
         let t = Instant::now();
@@ -626,15 +614,7 @@ mod tests {
 
         // Server A's socket was replaced by a newer server B's (as after a manual
         // removal): A's release leaves B's socket, with the lock and without.
-        let Claim::Bound {
-            listener: a,
-            lock,
-            socket: a_socket,
-        } = claim(&path, || {}).unwrap()
-        else {
-            panic!("nothing served there")
-        };
-        drop(lock);
+        let (a, a_socket) = bound(&path);
         std::fs::remove_file(&path).unwrap();
         let b = UnixListener::bind(&path).unwrap();
         let b_socket = SocketFile::at(&path).unwrap();
@@ -666,10 +646,7 @@ mod tests {
         // Nothing there: nothing created.
         assert!(!clean_stale(&path).unwrap());
         assert!(!lock_file.exists());
-        let Claim::Bound { listener, lock, .. } = claim(&path, || {}).unwrap() else {
-            panic!("nothing served there")
-        };
-        drop(lock);
+        let (listener, _) = bound(&path);
         // Served: left.
         assert!(!clean_stale(&path).unwrap());
         assert!(path.exists() && lock_file.exists());
