@@ -72,6 +72,7 @@ pub mod control;
 pub mod decide;
 pub mod idle;
 pub mod sample;
+mod seen;
 pub mod wake;
 pub mod wake_diag;
 pub mod wake_hold;
@@ -98,6 +99,7 @@ pub struct RunOptions {
 }
 
 /// A running zone as the agent tracks it between refreshes.
+#[derive(Clone)]
 struct Known {
     name: String,
     priority: crate::config::Priority,
@@ -117,18 +119,21 @@ struct Known {
 /// Installed zones the agent evicted, with their class (for restarts).
 type Evicted = Vec<(String, crate::config::Priority)>;
 
-fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
+fn running_zones(ctx: &Context, seen: &mut Seen) -> Result<(Vec<Known>, Evicted)> {
     let mut running = Vec::new();
     let mut evicted = Vec::new();
-    for name in zone::names_in(&ctx.layout)? {
-        let Ok(z) = zone::load(ctx, &name) else {
-            continue;
-        };
-        match z.state(ctx) {
-            st @ (ZoneState::Running | ZoneState::Suspended) => {
-                if let Some(rt) = &z.runtime {
-                    running.push(Known {
-                        name,
+    let names = zone::names_in(&ctx.layout)?;
+    seen.keep_only(&names);
+    for name in names {
+        let found = seen.get(ctx, &name, || {
+            let Ok(z) = zone::load(ctx, &name) else {
+                return (Found::Other, None);
+            };
+            let init = z.runtime.as_ref().and_then(|rt| rt.init);
+            let found = match (z.state(ctx), &z.runtime) {
+                (st @ (ZoneState::Running | ZoneState::Suspended), Some(rt)) => {
+                    Found::Known(Box::new(Known {
+                        name: name.clone(),
                         priority: z.config.priority,
                         request: z.config.limits.memory_request,
                         booted_at_ms: rt.booted_at_ms,
@@ -138,17 +143,36 @@ fn running_zones(ctx: &Context) -> Result<(Vec<Known>, Evicted)> {
                         veth: rt.net.as_ref().map(|n| n.veth.clone()),
                         init_pid: rt.init.map(|i| i.pid),
                         socket_queues: rt.suspension.as_ref().and_then(|s| s.socket_queues.clone()),
-                    });
+                    }))
                 }
-            }
-            ZoneState::Installed if z.lifecycle.evicted.is_some() => {
-                evicted.push((name, z.config.priority))
-            }
-            _ => {}
+                (ZoneState::Installed, _) if z.lifecycle.evicted.is_some() => {
+                    Found::Evicted(z.config.priority)
+                }
+                _ => Found::Other,
+            };
+            (found, init)
+        });
+        match found {
+            Found::Known(k) => running.push(*k),
+            Found::Evicted(p) => evicted.push((name, p)),
+            Found::Other => {}
         }
     }
     Ok((running, evicted))
 }
+
+/// What the agent makes of one zone's records ([`running_zones`]).
+#[derive(Clone)]
+enum Found {
+    /// Running or suspended.
+    Known(Box<Known>),
+    /// Installed after an eviction: a candidate for a restart.
+    Evicted(crate::config::Priority),
+    Other,
+}
+
+/// The zones' records as last read ([`seen`]).
+type Seen = seen::Seen<Found>;
 
 /// The cgroup whose budget the agent watches, if any.
 pub(crate) fn watched_dir(ctx: &Context, cfg: &AgentConfig) -> Result<Option<PathBuf>> {
@@ -306,6 +330,9 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
     // (`wake-hold`) or swept every tick.
     let mut sleeping: Vec<Sleeper> = Vec::new();
     let mut sleeping_read: Option<Instant> = None;
+    let mut seen = Seen::new();
+    // Where the last tick's sweep of the zones not held stopped (see [`wake_waiting`]).
+    let mut sweep_next = 0;
     let mut holder = (cfg.wake_on_connect && cfg.wake_hold && !o.dry_run)
         .then(|| wake_hold::Holder::new(&ctx.host.proc, None))
         .and_then(|h| {
@@ -363,7 +390,7 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
         let stale =
             refreshed.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.zone_refresh_s));
         if due || (cfg.restart_evicted && stale) {
-            (zones, evicted) = running_zones(ctx)?;
+            (zones, evicted) = running_zones(ctx, &mut seen)?;
             refreshed = Some(Instant::now());
         }
         let views: Vec<ZoneView> = if due {
@@ -525,7 +552,7 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
             if sleeping_read.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.wake_scan_s))
             {
                 sleeping_read = Some(Instant::now());
-                let known = running_zones(ctx)?.0;
+                let known = running_zones(ctx, &mut seen)?.0;
                 sleeping = sleepers(ctx, known, std::mem::take(&mut sleeping), holder.as_mut());
                 say_swept(o, &sleeping, holder.as_ref(), &mut swept_said);
             }
@@ -537,11 +564,11 @@ fn watch_loop(ctx: &Context, cfg: &AgentConfig, o: &RunOptions) -> Result<Option
                     say_swept(o, &sleeping, Some(h), &mut swept_said);
                 }
             }
-            wake_waiting(ctx, o, &mut sleeping);
+            wake_waiting(ctx, o, &mut sleeping, &mut sweep_next, interval / 2);
         }
         if idle_scanned.is_none_or(|r| r.elapsed() >= Duration::from_secs_f64(cfg.idle_scan_s)) {
             idle_scanned = Some(Instant::now());
-            idle_scan(ctx, o, &mut idle, &s)?;
+            idle_scan(ctx, &mut seen, o, &mut idle, &s)?;
         }
         if o.once && started.elapsed() >= Duration::from_millis(cfg.window_ms()) {
             return Ok(None);
@@ -578,14 +605,18 @@ fn wait_or_stop(
         if let Some(sig) = stop_signal() {
             return Some(sig);
         }
+        // Polled at least once a tick, also when the tick's own work took all of it:
+        // otherwise a long tick (sweeping thousands of zones) kept every held zone's
+        // client waiting for as long as the ticks stayed long.
         let left = end.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return None;
-        }
+        let last = left.is_zero();
         let ready = match holder.wait(left.min(Duration::from_millis(50))) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("warren: agent: waiting on the suspended zones' sockets: {e}");
+                if last {
+                    return None;
+                }
                 std::thread::sleep(left.min(Duration::from_millis(50)));
                 continue;
             }
@@ -627,6 +658,9 @@ fn wait_or_stop(
             if let Some(waiting) = waiting {
                 wake_zone(ctx, o, &z.name, waiting);
             }
+        }
+        if last {
+            return None;
         }
     }
 }
@@ -945,44 +979,66 @@ fn rescan(ctx: &Context, z: &mut Sleeper, recorded: Option<&std::collections::BT
 }
 
 /// Resume each swept suspended zone (not held in the one wait) that has a client
-/// waiting beyond its baseline ([`wake_diag`], or [`wake`]).
-fn wake_waiting(ctx: &Context, o: &RunOptions, sleeping: &mut Vec<Sleeper>) {
-    sleeping.retain_mut(|z| {
-        if z.held.is_some() {
-            return true;
+/// waiting beyond its baseline ([`wake_diag`], or [`wake`]), sweeping from `next` for
+/// at most `budget` (at least one zone) and leaving `next` where the next tick goes
+/// on. A sweep of thousands of zones takes seconds (each dump walks the host's
+/// listening hash, shared by every network namespace): done whole it held the tick,
+/// and with it the held zones' wait, for as long.
+fn wake_waiting(
+    ctx: &Context,
+    o: &RunOptions,
+    sleeping: &mut Vec<Sleeper>,
+    next: &mut usize,
+    budget: Duration,
+) {
+    let start = Instant::now();
+    let mut i = *next;
+    for seen in 0..sleeping.len() {
+        if sleeping.is_empty() || (seen > 0 && start.elapsed() >= budget) {
+            break;
         }
-        let waiting = match z.sockets.as_mut().map(|w| w.pending()) {
-            Some(Ok(w)) => w,
-            Some(Err(e)) => {
-                // Not silently deaf: from now on the /proc fallback (bridged zones).
-                eprintln!(
-                    "warren: agent: zone '{}': sock_diag failed ({e}); its sockets are read from /proc/PID/net from now on",
-                    z.name
-                );
-                if let Some(w) = z.sockets.take() {
-                    z.proc_baseline.get_or_insert(w.baseline);
-                }
-                z.proc_fallback = z.bridged;
+        i %= sleeping.len();
+        match sweep(ctx, &mut sleeping[i]) {
+            Some(waiting) => {
+                let z = sleeping.remove(i);
+                wake_zone(ctx, o, &z.name, waiting);
+            }
+            None => i += 1,
+        }
+    }
+    *next = i;
+}
+
+/// Whether a client waits on one of the sockets of zone `z`, which is not held: what
+/// it waits on, for the wake's record.
+fn sweep(ctx: &Context, z: &mut Sleeper) -> Option<&'static str> {
+    if z.held.is_some() {
+        return None;
+    }
+    match z.sockets.as_mut().map(|w| w.pending()) {
+        Some(Ok(w)) => w,
+        Some(Err(e)) => {
+            // Not silently deaf: from now on the /proc fallback (bridged zones).
+            eprintln!(
+                "warren: agent: zone '{}': sock_diag failed ({e}); its sockets are read from /proc/PID/net from now on",
+                z.name
+            );
+            if let Some(w) = z.sockets.take() {
+                z.proc_baseline.get_or_insert(w.baseline);
+            }
+            z.proc_fallback = z.bridged;
+            None
+        }
+        None if z.proc_fallback => match z.proc_baseline.as_mut() {
+            Some(base) => wake::pending(&ctx.host.proc, z.pid, base).then_some("a TCP/UDP socket"),
+            None => {
+                // No record: what waits at this first read is the baseline.
+                z.proc_baseline = Some(wake::Baseline::new(wake::read(&ctx.host.proc, z.pid)));
                 None
             }
-            None if z.proc_fallback => match z.proc_baseline.as_mut() {
-                Some(base) => {
-                    wake::pending(&ctx.host.proc, z.pid, base).then_some("a TCP/UDP socket")
-                }
-                None => {
-                    // No record: what waits at this first read is the baseline.
-                    z.proc_baseline = Some(wake::Baseline::new(wake::read(&ctx.host.proc, z.pid)));
-                    None
-                }
-            },
-            None => None,
-        };
-        let Some(waiting) = waiting else {
-            return true;
-        };
-        wake_zone(ctx, o, &z.name, waiting);
-        false
-    });
+        },
+        None => None,
+    }
 }
 
 /// Resume zone `name` because a client waits on `waiting` ("a TCP socket", …), and
@@ -1030,12 +1086,13 @@ fn wake_zone(ctx: &Context, o: &RunOptions, name: &str, waiting: &str) {
 /// suspend those idle for that long.
 fn idle_scan(
     ctx: &Context,
+    seen: &mut Seen,
     o: &RunOptions,
     tracks: &mut idle::Tracks,
     s: &decide::Sample,
 ) -> Result<()> {
     let now = act::now_ms();
-    let (zones, _) = running_zones(ctx)?;
+    let (zones, _) = running_zones(ctx, seen)?;
     let watched: Vec<&Known> = zones
         .iter()
         .filter(|k| k.suspend_after.is_some() && !k.suspended)

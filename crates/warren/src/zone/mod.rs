@@ -148,13 +148,16 @@ impl Context {
 
     /// Whether the recorded init is still the same live process.
     pub fn init_fact(&self, rt: &Runtime) -> Option<InitFact> {
-        rt.init.map(|i| {
-            if stats::proc_start_time(&self.host.proc, i.pid) == Some(i.start_time) {
-                InitFact::Alive
-            } else {
-                InitFact::Gone
-            }
-        })
+        rt.init.map(|i| self.fact_of(i))
+    }
+
+    /// Whether the process `init` names is still that process.
+    pub fn fact_of(&self, init: state::InitId) -> InitFact {
+        if stats::proc_start_time(&self.host.proc, init.pid) == Some(init.start_time) {
+            InitFact::Alive
+        } else {
+            InitFact::Gone
+        }
     }
 }
 
