@@ -77,6 +77,7 @@ pub mod wake;
 pub mod wake_diag;
 pub mod wake_hold;
 
+use std::collections::HashMap;
 use std::fs::File;
 use std::io::{Read, Seek};
 use std::path::PathBuf;
@@ -817,6 +818,9 @@ fn try_hold(h: &mut wake_hold::Holder, z: &mut Sleeper) {
         Ok(id) => {
             z.held = Some(id);
             z.waiting = None;
+            if let Some(w) = z.sockets.as_mut() {
+                w.park();
+            }
         }
         Err(wake_hold::NotHeld::Full) => z.waiting = Some(Waiting::Room),
         Err(e @ wake_hold::NotHeld::NotFrozen) => {
@@ -892,9 +896,15 @@ struct Sleeper {
 fn sleepers(
     ctx: &Context,
     known: Vec<Known>,
-    mut old: Vec<Sleeper>,
+    old: Vec<Sleeper>,
     mut holder: Option<&mut wake_hold::Holder>,
 ) -> Vec<Sleeper> {
+    // By zone and init: a re-read of 9,000 suspended zones matched each against a
+    // list of as many (a fifth of the agent's time at 10,000 zones).
+    let mut old: HashMap<(String, i32), Sleeper> = old
+        .into_iter()
+        .map(|z| ((z.name.clone(), z.pid), z))
+        .collect();
     if let Some(h) = holder.as_deref_mut() {
         // Before any is held: each of them will have a sock_diag socket of its own.
         h.set_watches(
@@ -909,8 +919,7 @@ fn sleepers(
         .filter(|k| k.suspended)
         .filter_map(|k| {
             let pid = k.init_pid?;
-            if let Some(i) = old.iter().position(|s| s.name == k.name && s.pid == pid) {
-                let mut z = old.swap_remove(i);
+            if let Some(mut z) = old.remove(&(k.name.clone(), pid)) {
                 if let Some(h) = holder.as_deref_mut() {
                     // Found thawed before, frozen now: what it ran meanwhile may have
                     // moved its sockets, so they are scanned afresh before it is held.
@@ -957,7 +966,7 @@ fn sleepers(
         })
         .collect();
     if let Some(h) = holder {
-        for z in old {
+        for z in old.into_values() {
             if let Some(id) = z.held {
                 h.release(id);
             }
@@ -1015,7 +1024,11 @@ fn sweep(ctx: &Context, z: &mut Sleeper) -> Option<&'static str> {
     if z.held.is_some() {
         return None;
     }
-    match z.sockets.as_mut().map(|w| w.pending()) {
+    match z.sockets.as_mut().map(|w| {
+        // Let go of (or never held): swept every tick, on a socket kept open.
+        w.unpark();
+        w.pending()
+    }) {
         Some(Ok(w)) => w,
         Some(Err(e)) => {
             // Not silently deaf: from now on the /proc fallback (bridged zones).

@@ -272,7 +272,13 @@ pub struct Watched {
 
 /// One suspended zone's sockets, watched.
 pub struct SocketWatch {
-    sock: Socket,
+    /// The sock_diag socket in the zone's network namespace; `None` while parked.
+    sock: Option<Socket>,
+    /// The zone's network namespace, to open one again (`/proc/<init>/ns/net`).
+    netns: std::path::PathBuf,
+    /// Held in the agent's one wait ([`SocketWatch::park`]): a sweep is rare (a held
+    /// socket became readable), so its socket is opened for it and closed after.
+    parked: bool,
     fds: HashMap<u32, (i32, i32)>,
     /// The listeners and UDP sockets among them (the first sweep's).
     pub watched: Vec<Watched>,
@@ -297,9 +303,11 @@ impl SocketWatch {
         if fds.is_empty() {
             return Ok(None);
         }
-        let netns = File::open(proc_root.join(format!("{pid}/ns/net")))?;
+        let netns = proc_root.join(format!("{pid}/ns/net"));
         let mut w = SocketWatch {
-            sock: open_in(&netns)?,
+            sock: Some(open_in(&File::open(&netns)?)?),
+            netns,
+            parked: false,
             fds,
             watched: Vec::new(),
             baseline: Baseline::default(),
@@ -322,17 +330,44 @@ impl SocketWatch {
         Ok(Some(w))
     }
 
+    /// Close the sock_diag socket until a sweep needs it (the zone is held: its
+    /// sweeps are rare), so a held zone costs the agent no descriptor for it. Each
+    /// sweep while parked opens one in the zone's namespace (through its init's
+    /// `/proc/<pid>/ns/net`; a reused pid names another namespace, whose sockets are
+    /// not the zone's inodes: nothing found) and closes it after.
+    pub fn park(&mut self) {
+        self.parked = true;
+        self.sock = None;
+    }
+
+    /// Keep the socket open again (the zone is swept every tick: no longer held).
+    pub fn unpark(&mut self) {
+        self.parked = false;
+    }
+
     /// One sweep: every listener and UDP socket of the zone, (kind, inode, queue).
     fn sweep(&mut self) -> io::Result<Vec<(&'static str, u32, u32)>> {
+        let sock = match self.sock.take() {
+            Some(s) => s,
+            None => open_in(&File::open(&self.netns)?)?,
+        };
+        let r = self.sweep_with(&sock);
+        if !self.parked {
+            self.sock = Some(sock);
+        }
+        r
+    }
+
+    /// [`SocketWatch::sweep`] on `sock`.
+    fn sweep_with(&mut self, sock: &Socket) -> io::Result<Vec<(&'static str, u32, u32)>> {
         let mut mine = Vec::new();
         for (family, protocol) in DUMPS {
             self.seq = self.seq.wrapping_add(1);
-            self.sock
-                .send(&request_for(family, protocol, self.seq), 0)?;
+            sock.send(&request_for(family, protocol, self.seq), 0)?;
             let mut found = Vec::new();
             loop {
                 self.buf.clear();
-                let n = self.sock.recv(&mut self.buf, 0)?;
+                let n = sock.recv(&mut self.buf, 0)?;
                 let got = &self.buf[..n.min(self.buf.len())];
                 let r = if family == AF_UNIX {
                     parse(got, self.seq, &mut found)

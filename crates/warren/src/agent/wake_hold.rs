@@ -442,8 +442,9 @@ impl Holder {
 
     /// Whether a zone with `sockets` watched sockets fits in the budget now: its
     /// sockets, init's pidfd and one pidfd to take them with, on top of what is held
-    /// (each held zone's sock_diag socket counted in it), the copies waiting to be
-    /// closed, and one sock_diag socket for each watched zone not held (this one's
+    /// (a held zone's sockets and pidfd: its sock_diag socket is closed while it is
+    /// held, and a sweep of it opens one for the sweep only), the copies waiting to
+    /// be closed, and one sock_diag socket for each watched zone not held (this one's
     /// among them).
     pub fn fits(&self, sockets: usize) -> bool {
         let unheld = self.watches.saturating_sub(self.held.len() as u64).max(1);
@@ -495,8 +496,8 @@ impl Holder {
         in_zone: &dyn Fn(i32) -> bool,
         socks: &mut Vec<OwnedFd>,
     ) -> Result<u64, NotHeld> {
-        // Its sockets, init's pidfd, the zone's sock_diag socket (held by its watch,
-        // counted here), and one pidfd at a time to take them with.
+        // Its sockets, init's pidfd, and one pidfd at a time to take them with (its
+        // sock_diag socket, counted among the zones not held, is closed once held).
         if !self.fits(watched.len()) {
             return Err(NotHeld::Full);
         }
@@ -595,7 +596,9 @@ impl Holder {
             }
             return Err(fail(e));
         }
-        self.used += socks.len() as u64 + 2;
+        // Its sockets and init's pidfd; the zone's sock_diag socket is closed once it
+        // is held (`SocketWatch::park`).
+        self.used += socks.len() as u64 + 1;
         self.held.insert(
             id,
             Held {
