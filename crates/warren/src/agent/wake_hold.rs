@@ -633,7 +633,7 @@ impl Holder {
         for fd in h.socks.iter().chain([&h.init]) {
             let _ = self.ep.remove(fd.as_fd());
         }
-        self.used -= h.socks.len() as u64 + 2;
+        self.used -= h.socks.len() as u64 + 1;
         // A pidfd's release never waits: closed here.
         drop(h.init);
         if h.socks.is_empty() {
