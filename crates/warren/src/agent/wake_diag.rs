@@ -280,6 +280,9 @@ pub struct SocketWatch {
     pub baseline: Baseline,
     seq: u32,
     buf: Vec<u8>,
+    /// Its netlink socket, counted in the agent's descriptor budget while the watch
+    /// lives ([`super::wake_hold::Holder::counted`]).
+    pub counted: Option<super::wake_hold::Counted>,
 }
 
 impl SocketWatch {
@@ -305,6 +308,7 @@ impl SocketWatch {
             baseline: Baseline::default(),
             seq: 0,
             buf: Vec::with_capacity(64 << 10),
+            counted: None,
         };
         let now = w.sweep()?;
         w.baseline = match recorded {
