@@ -1,6 +1,7 @@
 //! The agent's control socket: how `halt`, `reboot` and `delete` ask a running agent to
-//! let go of a zone's sockets before they return (docs/suspend.md, "One wait for all
-//! suspended zones").
+//! let go of a zone's sockets before they return, and `resume` (with the wake of
+//! `login`, `exec` and `cp`) before it thaws the zone (docs/suspend.md, "One wait for
+//! all suspended zones").
 //!
 //! The agent holds duplicates of a suspended zone's listeners ([`super::wake_hold`]).
 //! It lets go when the zone's init exits, but only once its loop sees that, after the
@@ -20,10 +21,18 @@
 //! queued and the level-triggered set would return at once forever) is said and takes
 //! the socket out of the set until the next tick.
 //!
+//! A `resume` asks the same, before it thaws the zone ([`release_for_resume`]): the
+//! agent would otherwise let go only at its next tick (when it reads the resume in the
+//! journal), and a halt right after the resume — of a zone no longer suspended, so it
+//! does not ask — would leave the port bound meanwhile. The resume holds the zone's
+//! lock while it asks and thaws, and the agent takes nothing from a zone whose lock a
+//! command holds, so it cannot hold the zone again between its answer and the thaw.
+//!
 //! Never a hang: the connect does not wait (a full backlog is an answer too), and the
-//! whole exchange is bounded by [`ANSWER_TIMEOUT`]; then the halt goes on and says so.
+//! whole exchange is bounded by [`ANSWER_TIMEOUT`]; then the verb goes on and says so.
 //! No agent (no socket, or a stale one: refused) costs one failed `connect`. The agent
-//! never asks itself (its own evictions halt zones): the peer's pid says who listens.
+//! never asks itself (its own evictions halt zones, its wakes resume them): the
+//! peer's pid says who listens.
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -34,7 +43,7 @@ use std::time::{Duration, Instant};
 
 use crate::layout::Layout;
 
-/// How long a halt waits for the agent's answer.
+/// How long a halt or a resume waits for the agent's answer.
 pub const ANSWER_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// How long the agent waits for a request's line once a client connected.
@@ -206,16 +215,43 @@ pub fn answer(line: &[u8]) -> Option<bool> {
 /// warning for the verb's outcome when the agent did not answer (`done`: what the verb
 /// did, "halted", "rebooted", "deleted"): the verb is done all the same.
 pub fn release_for_halt(layout: &Layout, zone: &str, init: i32, done: &str) -> Option<String> {
+    release_for(
+        layout,
+        zone,
+        init,
+        done,
+        "its loop sees the zone's init gone",
+    )
+}
+
+/// A resume's request, made before it thaws the zone (under the zone's lock, which
+/// keeps the agent from holding the zone again meanwhile): a halt right after the
+/// resume then finds nothing of the zone held. A warning for the resume's outcome when
+/// the agent did not answer: the resume goes on all the same.
+pub fn release_for_resume(layout: &Layout, zone: &str, init: i32) -> Option<String> {
+    release_for(
+        layout,
+        zone,
+        init,
+        "resumed",
+        "its next tick reads the resume from the journal",
+    )
+}
+
+/// [`ask_release`] for the suspension whose init was `init`, bounded by
+/// [`ANSWER_TIMEOUT`]; no agent is no warning ([`no_answer_warning`]).
+fn release_for(layout: &Layout, zone: &str, init: i32, done: &str, until: &str) -> Option<String> {
     match ask_release(layout, zone, Some(init), ANSWER_TIMEOUT) {
-        Asked::NoAnswer(pid, why) => Some(no_answer_warning(done, pid, &why)),
+        Asked::NoAnswer(pid, why) => Some(no_answer_warning(done, pid, &why, until)),
         Asked::NoAgent | Asked::Itself | Asked::Released(_) => None,
     }
 }
 
-/// What a verb says when the agent did not confirm it let go (pure).
-pub fn no_answer_warning(done: &str, pid: Option<i32>, why: &str) -> String {
+/// What a verb says when the agent did not confirm it let go (pure): `done`, what the
+/// verb did; `until`, when the agent lets go on its own.
+pub fn no_answer_warning(done: &str, pid: Option<i32>, why: &str, until: &str) -> String {
     format!(
-        "{done}, but the agent{} did not confirm that it let go of the zone's sockets ({why}); it lets go when its loop sees the zone's init gone, and until then a boot that binds the same address can fail with EADDRINUSE",
+        "{done}, but the agent{} did not confirm that it let go of the zone's sockets ({why}); it lets go when {until}, and until then a boot that binds the same address can fail with EADDRINUSE",
         pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
     )
 }

@@ -286,6 +286,9 @@ pub struct SocketWatch {
     pub baseline: Baseline,
     seq: u32,
     buf: Vec<u8>,
+    /// Its netlink socket, counted in the agent's descriptor budget while the watch
+    /// lives ([`super::wake_hold::Holder::counted`]).
+    pub counted: Option<super::wake_hold::Counted>,
 }
 
 impl SocketWatch {
@@ -313,6 +316,7 @@ impl SocketWatch {
             baseline: Baseline::default(),
             seq: 0,
             buf: Vec::with_capacity(64 << 10),
+            counted: None,
         };
         let now = w.sweep()?;
         w.baseline = match recorded {
@@ -338,11 +342,19 @@ impl SocketWatch {
     pub fn park(&mut self) {
         self.parked = true;
         self.sock = None;
+        if let Some(c) = self.counted.as_mut() {
+            c.set_open(false);
+        }
     }
 
     /// Keep the socket open again (the zone is swept every tick: no longer held).
     pub fn unpark(&mut self) {
-        self.parked = false;
+        if self.parked {
+            self.parked = false;
+            if let Some(c) = self.counted.as_mut() {
+                c.set_open(true);
+            }
+        }
     }
 
     /// One sweep: every listener and UDP socket of the zone, (kind, inode, queue).

@@ -24,8 +24,8 @@
 //!   among the suspended ones (another command resumed it), and when the agent stops.
 //!   A halted zone's port is free again; a held socket never keeps it bound.
 //!   `halt`, `reboot` and `delete` of a suspended zone also ask the agent to let go
-//!   before they return ([`super::control`]), so a boot right after them finds the
-//!   port free.
+//!   before they return, and `resume` before it thaws ([`super::control`]), so a boot
+//!   right after them finds the port free.
 //! - **Never closed on the agent's thread.** The agent's copy is the zone's very
 //!   socket, and a zone that runs again (a `resume`, or the thaw a halt does for a
 //!   graceful stop) can change what closing it costs: it can turn its listener into a
@@ -37,19 +37,22 @@
 //!   socket option the agent could read first rules that out without a race (another
 //!   process of the zone can change the socket between the read and the close), and
 //!   the agent must not change the tenant's options (`SO_LINGER {0,0}` would reset its
-//!   connection). So every copy is closed by a closer thread ([`Closer`]: up to
-//!   [`CLOSERS`] of them, spawned as releases come, with a bounded queue), counted
-//!   against the descriptor budget until it is closed; a halt's answer
-//!   ([`Holder::release_then`]) is sent once the copies are closed. A zone that makes
-//!   its copy linger costs one closer thread until the linger time ends (or the agent
-//!   exits: the kernel closes an exiting process's sockets without lingering); with
-//!   all of them busy, copies wait in the queue, and past it they are set aside
-//!   unclosed like a non-socket (below). Only init's pidfd is closed on the agent's
-//!   thread (a pidfd's release never waits).
+//!   connection). So every copy is closed by a closer thread ([`super::wake_close`]),
+//!   counted against the descriptor budget until it is closed; a halt's answer
+//!   ([`Holder::release_then`]) is sent once the copies are closed. A close that has
+//!   lasted [`LINGER_AFTER`] with its thread asleep in it is taken as lingering
+//!   ([`Closer::check`], at each wait and each release): its thread is replaced by a
+//!   fresh one (up to [`LINGERING_MAX`] written off at once), and the zone is said on
+//!   stderr and never held again while the agent runs ([`NotHeld::Lingered`]: swept
+//!   instead). Copies that no closer can take (all [`CLOSERS`] stuck past that bound,
+//!   and the queue full) are set aside unclosed like a non-socket (below). Only init's
+//!   pidfd is closed on the agent's thread (a pidfd's release never waits).
 //! - **Within the descriptor limit.** Holdings take at most the soft `RLIMIT_NOFILE`
-//!   less what the agent had open at start and [`RESERVE`] for its own work; a zone
-//!   that does not fit is swept every tick as before, and the agent says how many. It
-//!   is held as soon as a release makes room for it ([`Holder::fits`]).
+//!   less what the agent had open at start and [`RESERVE`] for its own work, less one
+//!   descriptor for each watched zone's sock_diag socket (held or not: counted while
+//!   it is open, [`Holder::counted`]); a zone that does not fit is swept every tick as
+//!   before, and the agent says how many. It is held as soon as a release makes room
+//!   for it ([`Holder::fits`]).
 //! - **Only sockets, only from a frozen zone.** The descriptor numbers come from an
 //!   earlier scan of `/proc/PID/fd`; a frozen zone cannot change them, but a zone
 //!   thawed behind the agent's back (a `resume` that crashed before recording it)
@@ -61,7 +64,9 @@
 //!   asked) before anything else, then checks the freezer again. The process named by
 //!   the scan must still be in the zone's cgroup once its pidfd pins it (a pid reused
 //!   by a process outside the zone is never taken from), and a zone found frozen again
-//!   after it was not is scanned afresh before it is held. No call that reaches
+//!   after it was not, or whose scan no longer matched it (a number that no longer
+//!   names the socket, a process gone: [`NotHeld::Stale`]), is scanned afresh before
+//!   it is tried again, at the next re-read. No call that reaches
 //!   another filesystem is made on a taken descriptor: even `close(2)` of a FUSE file
 //!   sends a FLUSH to its server, which a frozen zone never answers. A non-socket taken
 //!   all the same (the zone thawed and swapped the file in the microseconds between
@@ -69,155 +74,31 @@
 //!   kernel closes it when the agent exits), counted against the budget and said on
 //!   stderr.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use warren_sys::notify::{self, Epoll};
 
+use super::wake_close::{Closer, Then, CLOSERS, CLOSE_QUEUE, LINGERING_MAX, LINGER_AFTER};
 use super::wake_diag::Watched;
 
 /// Descriptors left free for the agent's own work (zone records, locks, cgroup files,
-/// netlink sockets of swept zones).
+/// netlink sockets being opened).
 pub const RESERVE: u64 = 256;
 
 /// A zone's sockets and init, held.
 struct Held {
+    zone: Arc<str>,
     pid: i32,
     init: OwnedFd,
     socks: Vec<OwnedFd>,
-}
-
-/// Closer threads at most: each can be held for a linger time by a zone that made its
-/// copy linger (module doc).
-pub const CLOSERS: usize = 8;
-
-/// Releases that may wait for a closer thread; past them, copies are set aside.
-const CLOSE_QUEUE: usize = 1024;
-
-/// What follows a release once its copies are closed (a halt's answer): called with
-/// whether there was a release of the zone to wait for.
-pub type Then = Box<dyn FnOnce(bool) + Send>;
-
-/// Releases whose copies a closer thread has not closed yet: by release, the zone's
-/// init and what waits for the close.
-type InFlight = Arc<Mutex<InFlightMap>>;
-type InFlightMap = HashMap<u64, (i32, Vec<Then>)>;
-
-/// One release's copies; `release`: its entry in [`InFlight`], if it has one.
-struct Closing {
-    fds: Vec<OwnedFd>,
-    release: Option<u64>,
-}
-
-/// Closes the agent's copies of zones' sockets off the agent's thread (module doc).
-struct Closer {
-    tx: Option<mpsc::SyncSender<Closing>>,
-    rx: Arc<Mutex<mpsc::Receiver<Closing>>>,
-    threads: usize,
-    /// Releases queued or being closed.
-    outstanding: Arc<AtomicUsize>,
-    /// Descriptors queued or being closed: counted against the budget until closed.
-    pending: Arc<AtomicU64>,
-    inflight: InFlight,
-}
-
-fn locked<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Closer {
-    fn new() -> Closer {
-        let (tx, rx) = mpsc::sync_channel(CLOSE_QUEUE);
-        Closer {
-            tx: Some(tx),
-            rx: Arc::new(Mutex::new(rx)),
-            threads: 0,
-            outstanding: Arc::new(AtomicUsize::new(0)),
-            pending: Arc::new(AtomicU64::new(0)),
-            inflight: Arc::new(Mutex::new(HashMap::new())),
-        }
-    }
-
-    /// A closer thread's loop: close each release's copies, then run what waits.
-    fn work(
-        rx: &Mutex<mpsc::Receiver<Closing>>,
-        outstanding: &AtomicUsize,
-        pending: &AtomicU64,
-        inflight: &Mutex<InFlightMap>,
-    ) {
-        loop {
-            let next = locked(rx).recv();
-            let Ok(c) = next else {
-                return;
-            };
-            let n = c.fds.len() as u64;
-            drop(c.fds);
-            pending.fetch_sub(n, Ordering::SeqCst);
-            outstanding.fetch_sub(1, Ordering::SeqCst);
-            let waiting = c.release.and_then(|r| locked(inflight).remove(&r));
-            for then in waiting.map(|(_, t)| t).unwrap_or_default() {
-                then(true);
-            }
-        }
-    }
-
-    /// Hand `fds` to a closer thread (a new one if every one is busy and there is room
-    /// for one); what could not be handed over is returned (the queue is full, or no
-    /// thread could be started).
-    fn close(&mut self, fds: Vec<OwnedFd>, release: Option<u64>) -> Result<(), Vec<OwnedFd>> {
-        let Some(tx) = &self.tx else {
-            return Err(fds);
-        };
-        let busy = self.outstanding.fetch_add(1, Ordering::SeqCst) + 1;
-        if busy > self.threads && self.threads < CLOSERS {
-            let (rx, o, p, f) = (
-                self.rx.clone(),
-                self.outstanding.clone(),
-                self.pending.clone(),
-                self.inflight.clone(),
-            );
-            let started = std::thread::Builder::new()
-                .name("wake-hold-closer".into())
-                .spawn(move || Closer::work(&rx, &o, &p, &f));
-            if started.is_ok() {
-                self.threads += 1;
-            }
-        }
-        if self.threads == 0 {
-            self.outstanding.fetch_sub(1, Ordering::SeqCst);
-            return Err(fds);
-        }
-        let n = fds.len() as u64;
-        self.pending.fetch_add(n, Ordering::SeqCst);
-        match tx.try_send(Closing { fds, release }) {
-            Ok(()) => Ok(()),
-            Err(mpsc::TrySendError::Full(c) | mpsc::TrySendError::Disconnected(c)) => {
-                self.pending.fetch_sub(n, Ordering::SeqCst);
-                self.outstanding.fetch_sub(1, Ordering::SeqCst);
-                Err(c.fds)
-            }
-        }
-    }
-
-    /// Descriptors queued or being closed.
-    fn pending(&self) -> u64 {
-        self.pending.load(Ordering::SeqCst)
-    }
-}
-
-impl Drop for Closer {
-    fn drop(&mut self) {
-        // The threads close what is queued, then end; one held by a lingering socket
-        // ends with the process (whose exit closes without lingering).
-        self.tx = None;
-    }
 }
 
 /// What the wait saw for a holding.
@@ -241,7 +122,14 @@ pub enum NotHeld {
     Full,
     /// Its cgroup is not frozen (thawed behind its record's back): nothing taken.
     NotFrozen,
-    /// Taking them failed otherwise (the process went away, no ptrace access, …).
+    /// The agent's close of a copy of its sockets lingered before ([`Closer::check`]):
+    /// it is swept, never held again while this agent runs.
+    Lingered,
+    /// The scan no longer matches the zone (a number that no longer names the scanned
+    /// socket, a process gone or no longer the zone's): nothing kept; scanned afresh
+    /// and tried again at the next re-read.
+    Stale(io::Error),
+    /// Taking them failed otherwise (no ptrace access, a non-socket taken in a race, …).
     Failed(io::Error),
 }
 
@@ -253,8 +141,44 @@ impl std::fmt::Display for NotHeld {
                 f,
                 "its record says suspended but its cgroup is not frozen (a resume that did not finish?); tried again at the next re-read"
             ),
+            NotHeld::Lingered => write!(
+                f,
+                "the agent's close of a copy of its sockets lingered before (the zone made it linger), so this agent sweeps it rather than hold it"
+            ),
+            NotHeld::Stale(e) => write!(
+                f,
+                "{e}; its sockets are scanned afresh and held at the next re-read"
+            ),
             NotHeld::Failed(e) => write!(f, "{e}"),
         }
+    }
+}
+
+/// A descriptor the agent keeps open for a watched zone outside its holdings (the
+/// zone's sock_diag socket), counted against the budget while this lives and the
+/// socket is open ([`Holder::counted`]; a held zone's is closed: `set_open(false)`).
+pub struct Counted {
+    count: Arc<AtomicU64>,
+    open: bool,
+}
+
+impl Counted {
+    /// The socket was closed (`false`: a held zone's watch, parked) or is open again.
+    pub fn set_open(&mut self, open: bool) {
+        if open != self.open {
+            if open {
+                self.count.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.count.fetch_sub(1, Ordering::SeqCst);
+            }
+            self.open = open;
+        }
+    }
+}
+
+impl Drop for Counted {
+    fn drop(&mut self) {
+        self.set_open(false);
     }
 }
 
@@ -263,17 +187,23 @@ pub struct Holder {
     ep: Epoll,
     held: HashMap<u64, Held>,
     next: u64,
-    /// Descriptors holdings may take in all, and take now.
+    /// Descriptors holdings may take in all, and those held now: each holding's copies
+    /// and init's pidfd, and the descriptors set aside.
     budget: u64,
     used: u64,
+    /// The watched zones' sock_diag sockets open now, held zones' and others'
+    /// ([`Counted`]).
+    counted: Arc<AtomicU64>,
     tokens: Vec<u64>,
     proc_root: PathBuf,
-    /// Suspended zones watched, held or not ([`Holder::set_watches`]).
-    watches: u64,
     /// Non-sockets taken by a race with a thaw, and copies no closer thread could take:
     /// never closed by the agent ([`Holder::hold`], [`Closer`]).
     set_aside: Vec<OwnedFd>,
     closer: Closer,
+    /// Zones whose copies lingered in a close: never held again ([`NotHeld::Lingered`]),
+    /// and those not yet handed to the agent's loop ([`Holder::take_lingered`]).
+    lingered: HashSet<Arc<str>>,
+    newly_lingered: Vec<String>,
     /// The control socket is out of the set until [`Holder::resume_control`].
     control_paused: bool,
 }
@@ -353,6 +283,14 @@ fn full(e: &io::Error) -> bool {
     )
 }
 
+/// Whether `e` says a process or descriptor of the scan is gone (the scan is stale).
+fn gone(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(warren_sys::libc::ESRCH | warren_sys::libc::ENOENT | warren_sys::libc::EBADF)
+    )
+}
+
 impl Holder {
     /// An empty set, its budget from the soft `RLIMIT_NOFILE` (`limit` overrides it).
     pub fn new(proc_root: &Path, limit: Option<u64>) -> io::Result<Holder> {
@@ -366,34 +304,74 @@ impl Holder {
             next: 0,
             budget: budget(nofile, open_fds(proc_root)),
             used: 0,
+            counted: Arc::new(AtomicU64::new(0)),
             tokens: Vec::new(),
             proc_root: proc_root.to_path_buf(),
             set_aside: Vec::new(),
-            closer: Closer::new(),
+            closer: Closer::new(proc_root),
+            lingered: HashSet::new(),
+            newly_lingered: Vec::new(),
             control_paused: false,
-            watches: 0,
         })
     }
 
-    /// Close `fds` (copies of a zone's sockets) on a closer thread (`release`: its
-    /// entry in the in-flight releases, removed once they are closed); what no closer
-    /// can take is set aside (never closed here) and said.
-    fn close_later(&mut self, fds: Vec<OwnedFd>, release: Option<u64>) {
-        let Err(fds) = self.closer.close(fds, release) else {
+    /// Close `fds` (copies of zone `zone`'s sockets) on a closer thread (`release`:
+    /// its entry in the in-flight releases, removed once they are closed); what no
+    /// closer can take is set aside (never closed here) and said.
+    fn close_later(&mut self, fds: Vec<OwnedFd>, release: Option<u64>, zone: Arc<str>) {
+        // Closers held by lingering copies are replaced first.
+        self.check_closers();
+        let Err(fds) = self.closer.close(fds, release, zone.clone()) else {
             return;
         };
         // Nothing waits on a close that will not come: dropped unanswered (a halt
         // then says the agent did not confirm).
         if let Some(r) = release {
-            locked(&self.closer.inflight).remove(&r);
+            self.closer.forget(r);
         }
         let n = fds.len();
         self.used += n as u64;
         self.set_aside.extend(fds);
         eprintln!(
-            "warren: agent: no closer thread could take {n} copies of a zone's sockets (all {CLOSERS} busy, most likely closing sockets a zone made linger, and {CLOSE_QUEUE} releases queued); they stay open until the agent exits ({} set aside)",
+            "warren: agent: zone '{zone}': no closer thread could take {n} copies of its sockets (all {CLOSERS} busy, most likely closing sockets zones made linger, {} more written off as lingering, and {CLOSE_QUEUE} releases queued); they stay open until the agent exits ({} set aside)",
+            self.closer.lingering(),
             self.set_aside.len()
         );
+    }
+
+    /// Find the closes that linger ([`Closer::check`]): each one's zone is never held
+    /// again, said on stderr, and handed to the agent's loop ([`Holder::take_lingered`]).
+    fn check_closers(&mut self) {
+        for (zone, replaced) in self.closer.check() {
+            let lingering = self.closer.lingering();
+            let after = if replaced {
+                format!(
+                    "a fresh closer thread serves the other releases ({lingering} written off as lingering, at most {LINGERING_MAX})"
+                )
+            } else {
+                format!(
+                    "{LINGERING_MAX} closer threads linger already, the most there may be, so it is not replaced and releases wait for the others"
+                )
+            };
+            eprintln!(
+                "warren: agent: zone '{zone}': closing the agent's copies of its sockets has taken over {} ms (the zone made them linger: a socket with SO_LINGER, or files in flight on a unix listener); {after}; the zone's sockets are swept every tick, never held, while this agent runs",
+                LINGER_AFTER.as_millis()
+            );
+            self.newly_lingered.push(zone.to_string());
+            self.lingered.insert(zone);
+        }
+    }
+
+    /// The zones found lingering since the last call (each once): the agent stops
+    /// holding them ([`NotHeld::Lingered`]).
+    pub fn take_lingered(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.newly_lingered)
+    }
+
+    /// Closer threads in service, and those written off as lingering whose close has
+    /// not returned yet.
+    pub fn closers(&self) -> (usize, usize) {
+        (self.closer.in_service(), self.closer.lingering())
     }
 
     /// Run `then` once the copies of a released holding of the zone whose init is
@@ -401,14 +379,7 @@ impl Holder {
     /// closed: a halt's request that comes after the agent let go on its own (the
     /// init's exit) is answered only once the copies are really gone.
     pub fn when_closed(&self, init: i32, then: Then) {
-        let mut f = locked(&self.closer.inflight);
-        match f.values_mut().find(|(pid, _)| *pid == init) {
-            Some((_, waiting)) => waiting.push(then),
-            None => {
-                drop(f);
-                then(false);
-            }
-        }
+        self.closer.when_closed(init, then);
     }
 
     /// Put the agent's control socket (a listener, [`super::control`]) in the set: the
@@ -433,27 +404,33 @@ impl Holder {
         }
     }
 
-    /// How many suspended zones the agent watches (each watch holds one sock_diag
-    /// socket, held zone or not): the budget leaves one descriptor for each zone it
-    /// does not hold, so holding never starves the sweep of the others.
-    pub fn set_watches(&mut self, zones: usize) {
-        self.watches = zones as u64;
+    /// Count one watched zone's sock_diag socket against the budget while the
+    /// returned guard lives (kept beside the socket: [`super::wake_diag::SocketWatch`]),
+    /// held zone or not: so holding never takes the descriptors the sweep of the
+    /// zones not held needs, and each is counted once, from what is open.
+    pub fn counted(&self) -> Counted {
+        self.counted.fetch_add(1, Ordering::SeqCst);
+        Counted {
+            count: self.counted.clone(),
+            open: true,
+        }
     }
 
-    /// Whether a zone with `sockets` watched sockets fits in the budget now: its
-    /// sockets, init's pidfd and one pidfd to take them with, on top of what is held
-    /// (a held zone's sockets and pidfd: its sock_diag socket is closed while it is
-    /// held, and a sweep of it opens one for the sweep only), the copies waiting to
-    /// be closed, and one sock_diag socket for each watched zone not held (this one's
-    /// among them).
+    /// Whether a watched zone with `sockets` watched sockets fits in the budget now:
+    /// its sockets, init's pidfd and one pidfd to take them with, on top of what is
+    /// held, the copies waiting to be closed and every watched zone's sock_diag socket
+    /// (this one's among them).
     pub fn fits(&self, sockets: usize) -> bool {
-        let unheld = self.watches.saturating_sub(self.held.len() as u64).max(1);
-        self.used + self.closer.pending() + unheld + sockets as u64 + 2 <= self.budget
+        self.usage().0 + sockets as u64 + 2 <= self.budget
     }
 
-    /// Descriptors held now (copies waiting to be closed included), and the budget.
+    /// Descriptors taken now (holdings, copies waiting to be closed, those set aside,
+    /// the watched zones' sock_diag sockets), and the budget.
     pub fn usage(&self) -> (u64, u64) {
-        (self.used + self.closer.pending(), self.budget)
+        (
+            self.used + self.closer.pending() + self.counted.load(Ordering::SeqCst),
+            self.budget,
+        )
     }
 
     /// Zones held now.
@@ -466,23 +443,28 @@ impl Holder {
         self.held.is_empty()
     }
 
-    /// Hold the zone whose init is `init`: a duplicate of each `watched` socket (from
-    /// the process that holds it) and init's pidfd, all in the set. Returns the
+    /// Hold zone `zone`, whose init is `init`: a duplicate of each `watched` socket
+    /// (from the process that holds it) and init's pidfd, all in the set. Returns the
     /// holding's id (in [`Ready`]). `frozen` reads the zone's freezer state: it is
     /// asked before anything is taken and again after; `in_zone` says whether a pid is
     /// one of the zone's processes (asked once its pidfd pins it).
     pub fn hold(
         &mut self,
+        zone: &str,
         init: i32,
         watched: &[Watched],
         frozen: &dyn Fn() -> bool,
         in_zone: &dyn Fn(i32) -> bool,
     ) -> Result<u64, NotHeld> {
+        if self.lingered.contains(zone) {
+            return Err(NotHeld::Lingered);
+        }
+        let zone: Arc<str> = Arc::from(zone);
         let mut socks = Vec::with_capacity(watched.len());
-        let r = self.take(init, watched, frozen, in_zone, &mut socks);
+        let r = self.take(&zone, init, watched, frozen, in_zone, &mut socks);
         if r.is_err() && !socks.is_empty() {
             // What was taken is let go, off this thread like any copy.
-            self.close_later(socks, None);
+            self.close_later(socks, None, zone);
         }
         r
     }
@@ -490,6 +472,7 @@ impl Holder {
     /// [`Holder::hold`]'s work; the copies taken so far are in `socks`.
     fn take(
         &mut self,
+        zone: &Arc<str>,
         init: i32,
         watched: &[Watched],
         frozen: &dyn Fn() -> bool,
@@ -497,7 +480,8 @@ impl Holder {
         socks: &mut Vec<OwnedFd>,
     ) -> Result<u64, NotHeld> {
         // Its sockets, init's pidfd, and one pidfd at a time to take them with (its
-        // sock_diag socket, counted among the zones not held, is closed once held).
+        // sock_diag socket is counted already, and closed once it is held:
+        // `SocketWatch::park`).
         if !self.fits(watched.len()) {
             return Err(NotHeld::Full);
         }
@@ -508,6 +492,8 @@ impl Holder {
         let fail = |e: io::Error| {
             if full(&e) {
                 NotHeld::Full
+            } else if gone(&e) {
+                NotHeld::Stale(e)
             } else {
                 NotHeld::Failed(e)
             }
@@ -523,7 +509,7 @@ impl Holder {
                 // Pinned by its pidfd: a pid the scan found must still be the zone's
                 // (not reused by a process outside it since).
                 if !in_zone(pid) {
-                    return Err(NotHeld::Failed(io::Error::other(format!(
+                    return Err(NotHeld::Stale(io::Error::other(format!(
                         "process {pid}, which held socket {} at the scan, is no longer in the zone; not taken",
                         w.inode
                     ))));
@@ -536,7 +522,7 @@ impl Holder {
             let now = std::fs::read_link(&link).map_err(fail)?;
             let now = now.to_string_lossy();
             if !names_socket(&now, w.inode) {
-                return Err(NotHeld::Failed(io::Error::other(format!(
+                return Err(NotHeld::Stale(io::Error::other(format!(
                     "descriptor {fd} of process {pid} is no longer socket {} (now {now}); not taken",
                     w.inode
                 ))));
@@ -554,7 +540,7 @@ impl Holder {
                 Taken::Socket => socks.push(dup),
                 Taken::OtherSocket(what) => {
                     socks.push(dup);
-                    return Err(NotHeld::Failed(io::Error::other(format!(
+                    return Err(NotHeld::Stale(io::Error::other(format!(
                         "descriptor {fd} of process {pid} is {what}, not socket {} of the scan; not held",
                         w.inode
                     ))));
@@ -596,12 +582,11 @@ impl Holder {
             }
             return Err(fail(e));
         }
-        // Its sockets and init's pidfd; the zone's sock_diag socket is closed once it
-        // is held (`SocketWatch::park`).
         self.used += socks.len() as u64 + 1;
         self.held.insert(
             id,
             Held {
+                zone: zone.clone(),
                 pid: init,
                 init: init_fd,
                 socks: std::mem::take(socks),
@@ -642,12 +627,13 @@ impl Holder {
             }
             return;
         }
-        locked(&self.closer.inflight).insert(id, (h.pid, waiting));
-        self.close_later(h.socks, Some(id));
+        self.closer.expect(id, h.pid, waiting);
+        self.close_later(h.socks, Some(id), h.zone);
     }
 
     /// Wait at most `timeout` for the held zones; what came, one entry per holding.
     pub fn wait(&mut self, timeout: Duration) -> io::Result<Vec<Ready>> {
+        self.check_closers();
         self.tokens = self.ep.wait(Some(timeout))?;
         let mut out: Vec<Ready> = Vec::new();
         for t in &self.tokens {
@@ -689,298 +675,4 @@ impl Drop for Holder {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_budget_leaves_a_sock_diag_socket_for_each_zone_not_held() {
-        let h0 = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
-        let (used, b) = h0.usage();
-        assert_eq!(used, 0);
-        let mut h = h0;
-        // One zone watched (this one): its sock_diag socket, one socket, two pidfds.
-        h.set_watches(1);
-        assert!(h.fits(1));
-        // b − 3 watched zones, none held: (b − 3) + 1 + 2 = b fits, one more does not.
-        let b = b as usize;
-        h.set_watches(b - 3);
-        assert!(h.fits(1));
-        h.set_watches(b - 2);
-        assert!(
-            !h.fits(1),
-            "the last zone's sock_diag socket would have no descriptor"
-        );
-        assert!(h.fits(0));
-    }
-
-    #[test]
-    fn the_budget_keeps_a_reserve() {
-        assert_eq!(budget(20_000, 10), 20_000 - 10 - RESERVE);
-        assert_eq!(budget(300, 100), 0);
-        assert_eq!(budget(0, 5), 0);
-    }
-
-    #[test]
-    fn only_the_scanned_socket_at_that_number_is_taken() {
-        assert!(names_socket("socket:[81234]", 81234));
-        // Another socket, a file (a FUSE mount the zone serves), a pipe, garbage.
-        assert!(!names_socket("socket:[81235]", 81234));
-        assert!(!names_socket("/srv/fuse/data", 81234));
-        assert!(!names_socket("pipe:[81234]", 81234));
-        assert!(!names_socket("socket:[81234", 81234));
-        assert!(!names_socket("socket:[]", 81234));
-    }
-
-    #[test]
-    fn a_taken_socket_must_be_the_kind_the_sweep_found() {
-        use super::super::wake_diag::{TCP, UDP, UNIX};
-        use warren_sys::libc::{SOCK_DGRAM, SOCK_SEQPACKET, SOCK_STREAM};
-        assert!(is_kind(TCP, SOCK_STREAM, true));
-        assert!(is_kind(UNIX, SOCK_SEQPACKET, true));
-        assert!(is_kind(UDP, SOCK_DGRAM, false));
-        // A connected stream socket now at the listener's number, or a stream where
-        // a datagram socket was.
-        assert!(!is_kind(TCP, SOCK_STREAM, false));
-        assert!(!is_kind(UDP, SOCK_STREAM, false));
-        assert!(!is_kind(UNIX, SOCK_DGRAM, false));
-    }
-
-    /// A frozen-looking zone whose scanned number now holds a non-socket, and one not
-    /// frozen: nothing is taken (as root: pidfd_getfd of this very process).
-    #[test]
-    fn a_number_that_is_no_longer_the_socket_or_a_thawed_zone_is_not_taken() {
-        let me = std::process::id() as i32;
-        let mut h = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let ino = File::from(l.as_fd().try_clone_to_owned().unwrap())
-            .metadata()
-            .unwrap()
-            .ino() as u32;
-        let file = File::open("/proc/self/status").unwrap();
-        use std::os::fd::AsRawFd;
-        let w = |fd: i32| Watched {
-            inode: ino,
-            kind: super::super::wake_diag::TCP,
-            held_by: (me, fd),
-        };
-        // Not frozen: nothing is looked at.
-        let r = h.hold(me, &[w(l.as_raw_fd())], &|| false, &|_| true);
-        assert!(matches!(r, Err(NotHeld::NotFrozen)), "{r:?}");
-        // The number names a file now: not taken (nothing set aside either).
-        let r = h.hold(me, &[w(file.as_raw_fd())], &|| true, &|_| true);
-        let Err(NotHeld::Failed(e)) = r else {
-            panic!("{r:?}")
-        };
-        assert!(e.to_string().contains("no longer socket"), "{e}");
-        assert!(h.set_aside.is_empty());
-        // Thawed while being taken: what was taken is let go.
-        let n = std::cell::Cell::new(0);
-        let r = h.hold(
-            me,
-            &[w(l.as_raw_fd())],
-            &|| {
-                n.set(n.get() + 1);
-                n.get() == 1
-            },
-            &|_| true,
-        );
-        assert!(matches!(r, Err(NotHeld::NotFrozen)), "{r:?}");
-        closed(&h);
-        // The socket itself, frozen throughout: held.
-        // A pid that is not the zone's (reused since the scan): nothing is taken.
-        let r = h.hold(me, &[w(l.as_raw_fd())], &|| true, &|_| false);
-        let Err(NotHeld::Failed(e)) = r else {
-            panic!("{r:?}")
-        };
-        assert!(e.to_string().contains("no longer in the zone"), "{e}");
-        closed(&h);
-        let id = h
-            .hold(me, &[w(l.as_raw_fd())], &|| true, &|_| true)
-            .unwrap();
-        // The socket's copy and init's pidfd (the zone's sock_diag socket is closed
-        // while it is held).
-        assert_eq!(h.usage().0, 2);
-        h.release(id);
-        closed(&h);
-    }
-
-    /// A control socket whose accept failed is out of the set until resumed: a
-    /// connection waiting on it no longer makes every wait return at once.
-    #[test]
-    fn a_paused_control_socket_is_not_waited_on() {
-        let tmp = tempfile::tempdir().unwrap();
-        let mut h = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
-        let l = std::os::unix::net::UnixListener::bind(tmp.path().join("c.sock")).unwrap();
-        h.watch_control(l.as_fd()).unwrap();
-        let _waiting = std::os::unix::net::UnixStream::connect(tmp.path().join("c.sock")).unwrap();
-        let ms = Duration::from_millis(100);
-        assert_eq!(h.wait(ms).unwrap(), [Ready::Control]);
-        // Level-triggered: again and again while it waits.
-        assert_eq!(h.wait(ms).unwrap(), [Ready::Control]);
-        h.pause_control(l.as_fd());
-        let t = std::time::Instant::now();
-        assert!(h.wait(ms).unwrap().is_empty());
-        assert!(
-            t.elapsed() >= Duration::from_millis(90),
-            "{:?}",
-            t.elapsed()
-        );
-        h.resume_control(l.as_fd());
-        assert_eq!(h.wait(ms).unwrap(), [Ready::Control]);
-    }
-
-    /// Wait (at most 10 s) until the closer threads closed every copy handed to them.
-    fn closed(h: &Holder) {
-        let t = std::time::Instant::now();
-        while h.usage().0 != h.used {
-            assert!(t.elapsed() < Duration::from_secs(10), "copies never closed");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(h.usage().0, h.set_aside.len() as u64);
-    }
-
-    /// A non-socket taken at a number that named the socket right before (a thaw
-    /// raced the check): set aside, never closed, counted. The race is staged with a
-    /// `/proc` whose link says socket while the real number holds a file.
-    #[test]
-    fn a_non_socket_taken_in_a_race_is_set_aside_unclosed() {
-        use std::os::fd::AsRawFd;
-        let me = std::process::id() as i32;
-        let fake = tempfile::tempdir().unwrap();
-        let file = File::open("/proc/self/status").unwrap();
-        let fd = file.as_raw_fd();
-        std::fs::create_dir_all(fake.path().join(format!("{me}/fd"))).unwrap();
-        std::os::unix::fs::symlink("socket:[4242]", fake.path().join(format!("{me}/fd/{fd}")))
-            .unwrap();
-        let mut h = Holder::new(fake.path(), Some(10_000)).unwrap();
-        let w = Watched {
-            inode: 4242,
-            kind: super::super::wake_diag::TCP,
-            held_by: (me, fd),
-        };
-        let r = h.hold(me, &[w], &|| true, &|_| true);
-        let Err(NotHeld::Failed(e)) = r else {
-            panic!("{r:?}")
-        };
-        assert!(e.to_string().contains("not a socket"), "{e}");
-        assert_eq!(h.set_aside.len(), 1);
-        assert_eq!(
-            h.usage().0,
-            1,
-            "a set-aside descriptor counts against the budget"
-        );
-        // Still open after the holder is gone: the kernel closes it when the process
-        // (here the test binary, there the agent) exits.
-        let dup = h.set_aside[0].as_raw_fd();
-        assert_ne!(dup, fd);
-        drop(h);
-        let link = std::fs::read_link(format!("/proc/self/fd/{dup}")).unwrap();
-        assert!(link.ends_with("status"), "{link:?}");
-    }
-
-    /// Issue 19 review, finding 1: a zone that runs again can make the agent's close
-    /// of its copy wait: here it queues a TCP socket with `SO_LINGER` of a day (a
-    /// connection to a peer that never reads, its buffers full) as `SCM_RIGHTS` on a
-    /// connection to its own held unix listener, then closes every descriptor of its
-    /// own; the listener's last close releases the socket in the closing thread, which
-    /// lingers. (The other way, `connect(AF_UNSPEC)` on the listener and a connect to
-    /// the peer, fails with EINVAL on this machine's kernel.) Releasing must not wait:
-    /// the close is a closer thread's. Staged with a python3 process as the zone.
-    #[test]
-    fn releasing_a_copy_the_zone_made_linger_never_waits() {
-        use std::io::{BufRead, BufReader, Write};
-        let peer = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = peer.local_addr().unwrap().port();
-        let tmp = tempfile::tempdir().unwrap();
-        let path = tmp.path().join("l.sock");
-        let script = format!(
-            "import socket, os, sys, struct, array\n\
-            u = socket.socket(socket.AF_UNIX)\n\
-            u.bind({path:?})\n\
-            u.listen(8)\n\
-            print(u.fileno(), os.fstat(u.fileno()).st_ino, flush=True)\n\
-            sys.stdin.readline()\n\
-            t = socket.socket()\n\
-            t.connect(('127.0.0.1', {port}))\n\
-            t.setblocking(False)\n\
-            try:\n\
-            \x20   while True: t.send(b'x' * 65536)\n\
-            except BlockingIOError: pass\n\
-            t.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack('ii', 1, 86400))\n\
-            c = socket.socket(socket.AF_UNIX)\n\
-            c.connect({path:?})\n\
-            c.sendmsg([b'x'], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array('i', [t.fileno()]))])\n\
-            t.close(); c.close(); u.close()\n\
-            print('lingering', flush=True)\n\
-            sys.stdin.readline()\n",
-            path = path.to_str().unwrap()
-        );
-        let mut zone = match std::process::Command::new("python3")
-            .args(["-c", &script])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-        {
-            Ok(c) => c,
-            Err(e) => panic!("this test needs python3 on the host to stage the zone: {e}"),
-        };
-        let mut out = BufReader::new(zone.stdout.take().unwrap());
-        let mut stdin = zone.stdin.take().unwrap();
-        let mut line = String::new();
-        out.read_line(&mut line).unwrap();
-        let mut it = line.split_whitespace().map(|x| x.parse::<u64>().unwrap());
-        let (fd, ino) = (it.next().unwrap() as i32, it.next().unwrap() as u32);
-        let pid = zone.id() as i32;
-        let mut h = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
-        let w = Watched {
-            inode: ino,
-            kind: super::super::wake_diag::UNIX,
-            held_by: (pid, fd),
-        };
-        let id = h.hold(pid, &[w], &|| true, &|_| true).unwrap();
-        // The peer goes after 5 s (its reset ends any linger): without a closer thread
-        // the release below would wait that long.
-        let peer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_secs(5));
-            drop(peer);
-        });
-        // The zone "runs again" and makes the copy linger.
-        stdin.write_all(b"go\n").unwrap();
-        line.clear();
-        out.read_line(&mut line).unwrap();
-        assert_eq!(line.trim(), "lingering");
-        let t = std::time::Instant::now();
-        let (tx, rx) = mpsc::channel();
-        let tx2 = tx.clone();
-        h.release_then(id, Box::new(move |held| tx.send(("halt", held)).unwrap()));
-        // A second request for the same suspension, after the release: it too is
-        // answered once the copy is closed.
-        h.when_closed(pid, Box::new(move |held| tx2.send(("late", held)).unwrap()));
-        let took = t.elapsed();
-        // The copy lingers (the staging worked): no answer while it does.
-        let early = rx.recv_timeout(Duration::from_millis(500));
-        let mut answers = vec![
-            rx.recv_timeout(Duration::from_secs(20)),
-            rx.recv_timeout(Duration::from_secs(20)),
-        ];
-        answers.sort_by_key(|a| format!("{a:?}"));
-        drop(h);
-        let _ = zone.kill();
-        let _ = zone.wait();
-        peer.join().unwrap();
-        assert!(
-            took < Duration::from_secs(2),
-            "releasing the copy waited {took:?} (its close lingered on the agent's thread)"
-        );
-        assert!(
-            early.is_err(),
-            "answered before the copy was closed: {early:?}"
-        );
-        assert_eq!(answers, [Ok(("halt", true)), Ok(("late", true))]);
-        // Nothing in flight for it now: answered at once, nothing held.
-        let (tx, rx) = mpsc::channel();
-        let h = Holder::new(Path::new("/proc"), Some(10_000)).unwrap();
-        h.when_closed(pid, Box::new(move |held| tx.send(held).unwrap()));
-        assert_eq!(rx.try_recv(), Ok(false));
-    }
-}
+mod tests;

@@ -88,6 +88,9 @@ pub fn resume(ctx: &Context, t: &Targets, prefetch: bool, json: bool) -> Result<
     let mut rows = Vec::new();
     let r = each(&zones, |z| {
         let (o, r) = zone::resume_with(ctx, z, prefetch)?;
+        for w in &r.warnings {
+            eprintln!("warren: zone '{z}': {w}");
+        }
         if !json {
             match &o {
                 Outcome::AlreadyDone(why) => println!("zone '{z}' {why}; nothing to do"),

@@ -3,8 +3,9 @@
 //! Suspend, under the zone's lock: the zone's cgroups get a freezer (v1: a directory
 //! in the freezer hierarchy, joined now), the record says a suspend is under way
 //! (`suspension.done = false`), the zone is frozen, its memory paged out
-//! ([`crate::suspend::pageout`]), and the record says suspended. Resume thaws it and
-//! records it running. Each step is a fault point; what a crash leaves is repaired by
+//! ([`crate::suspend::pageout`]), and the record says suspended. Resume asks a running
+//! agent to let go of the zone's sockets (`agent::control::release_for_resume`), thaws
+//! it and records it running. Each step is a fault point; what a crash leaves is repaired by
 //! the next command that takes the lock ([`repair`], from `zone::reconcile`: `gc`,
 //! `boot`, `resume`, `halt`, …): a suspend that did not finish is rolled back (thawed,
 //! recorded running), a resume that thawed but did not record it is recorded.
@@ -45,6 +46,10 @@ pub struct ResumeReport {
     pub prefetch_ms: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prefetched: Option<u64>,
+    /// What went wrong around a resume that was done all the same (the agent did not
+    /// confirm that it let go of the zone's sockets).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 fn ms(d: Duration) -> f64 {
@@ -177,6 +182,14 @@ pub fn resume_with(ctx: &Context, name: &str, prefetch: bool) -> Result<(Outcome
         .runtime
         .take()
         .expect("a suspended zone has a runtime record");
+    // An agent may hold the suspended zone's sockets: it lets go now, before the thaw
+    // (it takes nothing from a zone whose lock is held, as this one is), so a halt
+    // right after this resume finds its ports free. Bounded; no agent costs a connect.
+    let warnings: Vec<String> = rt
+        .init
+        .and_then(|i| crate::agent::control::release_for_resume(&ctx.layout, name, i.pid))
+        .into_iter()
+        .collect();
     let t = Instant::now();
     rt.cgroups.set_frozen(false, FREEZE_TIMEOUT)?;
     let thaw = t.elapsed();
@@ -190,6 +203,7 @@ pub fn resume_with(ctx: &Context, name: &str, prefetch: bool) -> Result<(Outcome
         suspended_s: super::super::now_ms().saturating_sub(since) / 1000,
         prefetch_ms: None,
         prefetched: None,
+        warnings,
     };
     journal::note(
         &ctx.layout,
@@ -210,10 +224,13 @@ pub fn resume_with(ctx: &Context, name: &str, prefetch: bool) -> Result<(Outcome
     Ok((Outcome::Done, report))
 }
 
-/// Wake a suspended zone before `login` / `cp` use it, saying so on stderr. Returns
-/// whether it was suspended.
+/// Wake a suspended zone before `login` / `cp` use it, saying so (and the resume's
+/// warnings) on stderr. Returns whether it was suspended.
 pub fn wake(ctx: &Context, name: &str) -> Result<bool> {
     let (o, r) = resume(ctx, name)?;
+    for w in &r.warnings {
+        eprintln!("warren: zone '{name}': {w}");
+    }
     if o == Outcome::Done {
         eprintln!(
             "warren: zone '{name}' was suspended; resumed it ({:.1} ms); 'warren suspend {name}' suspends it again",
