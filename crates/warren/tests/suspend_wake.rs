@@ -763,7 +763,8 @@ fn with_agent_stopped(env: &Env, apid: u32, verb: &str, zone: &str, done: &str) 
     );
     let warning = format!("{done}, but the agent (pid {apid}) did not confirm");
     assert!(
-        r.stderr.contains(&format!("warren: zone '{zone}': {warning}")),
+        r.stderr
+            .contains(&format!("warren: zone '{zone}': {warning}")),
         "{}",
         r.stderr
     );

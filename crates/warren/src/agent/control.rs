@@ -215,7 +215,13 @@ pub fn answer(line: &[u8]) -> Option<bool> {
 /// warning for the verb's outcome when the agent did not answer (`done`: what the verb
 /// did, "halted", "rebooted", "deleted"): the verb is done all the same.
 pub fn release_for_halt(layout: &Layout, zone: &str, init: i32, done: &str) -> Option<String> {
-    release_for(layout, zone, init, done, "its loop sees the zone's init gone")
+    release_for(
+        layout,
+        zone,
+        init,
+        done,
+        "its loop sees the zone's init gone",
+    )
 }
 
 /// A resume's request, made before it thaws the zone (under the zone's lock, which

@@ -266,7 +266,13 @@ fn try_hold(layout: &crate::layout::Layout, h: &mut wake_hold::Holder, z: &mut S
     };
     let cgroups = &z.cgroups;
     let in_zone = |pid: i32| cgroups.pids().is_ok_and(|p| p.contains(&pid));
-    let r = h.hold(&z.name, z.pid, &w.watched, &|| cgroups.is_frozen(), &in_zone);
+    let r = h.hold(
+        &z.name,
+        z.pid,
+        &w.watched,
+        &|| cgroups.is_frozen(),
+        &in_zone,
+    );
     let waiting = match &r {
         Ok(_) => None,
         Err(wake_hold::NotHeld::Full) => Some(Waiting::Room),
@@ -377,7 +383,7 @@ pub(super) fn sleepers(
     ctx: &Context,
     known: Vec<Known>,
     mut old: Vec<Sleeper>,
-    mut holder: Option<&mut wake_hold::Holder>,
+    holder: Option<&mut wake_hold::Holder>,
 ) -> Vec<Sleeper> {
     let mut new: Vec<(Sleeper, bool)> = Vec::new();
     for k in known.into_iter().filter(|k| k.suspended) {
@@ -392,17 +398,22 @@ pub(super) fn sleepers(
             new.push((z, false));
             continue;
         }
-        let (sockets, diag_failed) =
-            match watch(ctx, pid, &k.cgroups, k.socket_queues.as_ref(), holder.as_deref()) {
-                Ok(w) => (w, false),
-                Err(e) => {
-                    eprintln!(
+        let (sockets, diag_failed) = match watch(
+            ctx,
+            pid,
+            &k.cgroups,
+            k.socket_queues.as_ref(),
+            holder.as_deref(),
+        ) {
+            Ok(w) => (w, false),
+            Err(e) => {
+                eprintln!(
                         "warren: agent: zone '{}': its sockets are not watched by sock_diag ({e}); a bridged zone's are read from /proc/PID/net instead",
                         k.name
                     );
-                    (None, true)
-                }
-            };
+                (None, true)
+            }
+        };
         let z = Sleeper {
             name: k.name,
             pid,
@@ -580,11 +591,17 @@ mod tests {
     fn a_stale_frozen_or_locked_zone_is_rescanned_and_retried_only_at_a_re_read() {
         for w in [Waiting::Stale, Waiting::Frozen, Waiting::Busy] {
             assert!(!due(Some(w), false, || true), "{w:?} retried at a tick");
-            assert!(due(Some(w), true, || false), "{w:?} not retried at a re-read");
+            assert!(
+                due(Some(w), true, || false),
+                "{w:?} not retried at a re-read"
+            );
         }
         assert!(due(Some(Waiting::Room), false, || true));
         assert!(!due(Some(Waiting::Room), true, || false));
-        assert!(!due(None, true, || true), "a zone that cannot be held is swept");
+        assert!(
+            !due(None, true, || true),
+            "a zone that cannot be held is swept"
+        );
         assert!(rescan_due(Some(Waiting::Stale), || true));
         assert!(rescan_due(Some(Waiting::Frozen), || true));
         assert!(

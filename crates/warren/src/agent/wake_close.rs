@@ -183,11 +183,7 @@ impl Closer {
             && self.shared.outstanding.load(Ordering::SeqCst) > self.live.len()
         {
             let busy = Arc::new(Mutex::new(Busy::default()));
-            let (s, b, root) = (
-                self.shared.clone(),
-                busy.clone(),
-                self.proc_root.clone(),
-            );
+            let (s, b, root) = (self.shared.clone(), busy.clone(), self.proc_root.clone());
             let started = std::thread::Builder::new()
                 .name("wake-hold-closer".into())
                 .spawn(move || Closer::work(&s, &b, &root));

@@ -46,7 +46,10 @@ fn the_budget_counts_a_held_zone_and_each_sock_diag_socket_once() {
     // A zone with k sockets needs k, its init's pidfd and one pidfd to take them.
     let k = (b - 4 - 2) as usize;
     assert!(h.fits(k));
-    assert!(!h.fits(k + 1), "the other zone's sock_diag socket would have no descriptor");
+    assert!(
+        !h.fits(k + 1),
+        "the other zone's sock_diag socket would have no descriptor"
+    );
     drop(other);
     assert!(h.fits(k + 1));
     assert!(!h.fits(k + 2));
@@ -198,8 +201,7 @@ fn a_non_socket_taken_in_a_race_is_set_aside_unclosed() {
     let file = File::open("/proc/self/status").unwrap();
     let fd = file.as_raw_fd();
     std::fs::create_dir_all(fake.path().join(format!("{me}/fd"))).unwrap();
-    std::os::unix::fs::symlink("socket:[4242]", fake.path().join(format!("{me}/fd/{fd}")))
-        .unwrap();
+    std::os::unix::fs::symlink("socket:[4242]", fake.path().join(format!("{me}/fd/{fd}"))).unwrap();
     let mut h = Holder::new(fake.path(), Some(10_000)).unwrap();
     let w = Watched {
         inode: 4242,
@@ -391,8 +393,14 @@ fn lingering_copies_from_more_zones_than_closers_never_hold_up_another_zones_rel
         .iter()
         .enumerate()
         .map(|(i, z)| {
-            h.hold(&format!("linger{i}"), z.pid, &[z.watched], &|| true, &|_| true)
-                .unwrap()
+            h.hold(
+                &format!("linger{i}"),
+                z.pid,
+                &[z.watched],
+                &|| true,
+                &|_| true,
+            )
+            .unwrap()
         })
         .collect();
     let me = std::process::id() as i32;
@@ -437,7 +445,13 @@ fn lingering_copies_from_more_zones_than_closers_never_hold_up_another_zones_rel
         "a lingering close returned already: the staging did not linger"
     );
     // A zone whose copy lingered is swept from now on, never held.
-    let r = h.hold("linger0", zones[0].pid, &[zones[0].watched], &|| true, &|_| true);
+    let r = h.hold(
+        "linger0",
+        zones[0].pid,
+        &[zones[0].watched],
+        &|| true,
+        &|_| true,
+    );
     assert!(matches!(r, Err(NotHeld::Lingered)), "{r:?}");
     // The peer goes: every linger ends, each release is answered, and the
     // written-off threads end.
