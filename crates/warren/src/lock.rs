@@ -379,22 +379,6 @@ pub fn try_exclusive_path(path: &Path) -> Result<Option<Lock>> {
 mod tests {
     use super::*;
 
-    /// Whether `pid` is `ancestor` or one of its descendants, a few generations down (a
-    /// pipeline's worker, or a process a worker forked, e.g. a boot's child).
-    fn descends_from(pid: i32, ancestor: i32) -> bool {
-        let mut p = pid;
-        for _ in 0..4 {
-            if p == ancestor {
-                return true;
-            }
-            match crate::stats::ppid(Path::new("/proc"), p) {
-                Some(pp) if pp > 0 => p = pp,
-                _ => return false,
-            }
-        }
-        p == ancestor
-    }
-
     #[test]
     fn fdinfo_lock_lines_tell_holders_from_waiters() {
         let held = "pos:\t0\nflags:\t02100001\nmnt_id:\t30\nino:\t42\nlock:\t1: FLOCK  ADVISORY  WRITE 1234 08:01:42 0 EOF\n";
@@ -489,14 +473,6 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains(&"é".repeat(121)), "{shown}");
-    }
-
-    #[test]
-    fn a_process_descends_from_its_parent_and_not_the_other_way() {
-        let (me, parent) = (warren_sys::getpid(), warren_sys::proc::getppid());
-        assert!(descends_from(me, me));
-        assert!(descends_from(me, parent));
-        assert!(!descends_from(parent, me));
     }
 
     #[test]
