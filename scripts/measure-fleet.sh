@@ -167,8 +167,18 @@ print("suspended zones: %d; charged per zone median %.2f MiB, max %.2f MiB; swap
 printf 'interval-ms = 100\nwake-scan-s = 1.0\n[available]\ntrigger = 0.0\nclear = 0.0\ngrace-s = 0.0\n' > "$TMP/agent.toml"
 "$W" agent --config "$TMP/agent.toml" > "$TMP/agent.log" 2>&1 &
 AGENT=$!
-sleep 3
-echo "agent after 3 s: $(ps -o rss=,pcpu= -p "$AGENT" | awk '{printf "RSS %d KiB, %s %% CPU", $1, $2}'), $(ls /proc/$AGENT/fd | wc -l) descriptors"
+# Until the agent has read the suspended zones and taken what it holds: its descriptor
+# count steady for 2 s (10,000 zones take it tens of seconds).
+t0=$(date +%s); prev=-1
+while :; do
+    sleep 2
+    now=$(ls /proc/$AGENT/fd | wc -l)
+    [ "$now" != "$prev" ] || break
+    prev=$now
+    [ $(( $(date +%s) - t0 )) -lt 300 ] || { echo "the agent's descriptors did not settle in 300 s" >&2; break; }
+done
+echo "agent after $(( $(date +%s) - t0 )) s: $(ps -o rss=,pcpu= -p "$AGENT" | awk '{printf "RSS %d KiB, %s %% CPU", $1, $2}'), $(ls /proc/$AGENT/fd | wc -l) descriptors"
+grep 'held in one wait' "$TMP/agent.log" | tail -1 || true
 python3 - "$TMP/suspended" "$TMP/running" "$SAMPLES" <<'EOF'
 import socket, sys, time, threading, random
 suspended = open(sys.argv[1]).read().split()
