@@ -330,6 +330,17 @@ fn tcp_server(env: &Env, zone: &str, port: u16) {
     });
 }
 
+/// The sockets of the `script` server in `zone` once it holds only its listener:
+/// [`tcp_server`]'s readiness probe leaves an accepted connection that the server
+/// closes a moment later.
+fn listener_of(env: &Env, zone: &str, script: &str) -> Vec<u64> {
+    let pid = zone_process(env, zone, script) as u32;
+    until("the server holds only its listener", || {
+        sockets_of(pid).len() == 1
+    });
+    sockets_of(pid)
+}
+
 fn tcp_ask(port: u16) -> std::io::Result<(Duration, String)> {
     let t = Instant::now();
     let mut c = std::net::TcpStream::connect(("127.0.0.1", port))?;
@@ -427,7 +438,7 @@ fn an_agent_without_descriptors_to_spare_sweeps_and_says_so() {
     env.ok(&["boot", "swept"]);
     let port = free_port();
     tcp_server(&env, "swept", port);
-    let listener = sockets_of(zone_process(&env, "swept", "tcp_server.py") as u32);
+    let listener = listener_of(&env, "swept", "tcp_server.py");
     env.ok(&["suspend", "swept"]);
     let cfg = env.root().join("agent.toml");
     std::fs::write(
@@ -628,7 +639,7 @@ fn a_thawed_zone_or_a_number_that_is_no_longer_its_socket_is_not_taken() {
     env.ok(&["boot", "decoy"]);
     let port = free_port();
     tcp_server(&env, "thawed", port);
-    let listener = sockets_of(zone_process(&env, "thawed", "tcp_server.py") as u32);
+    let listener = listener_of(&env, "thawed", "tcp_server.py");
     assert_eq!(listener.len(), 1, "{listener:?}");
     let Moving {
         pid: dpid,
@@ -692,7 +703,7 @@ fn a_halt_has_the_agent_let_go_before_it_returns_and_never_hangs_on_it() {
     env.ok(&["boot", "quick"]);
     let port = free_port();
     tcp_server(&env, "quick", port);
-    let listener = sockets_of(zone_process(&env, "quick", "tcp_server.py") as u32);
+    let listener = listener_of(&env, "quick", "tcp_server.py");
     env.ok(&["suspend", "quick"]);
     let (agent, _out, err) = agent_logged(&env, "quick", None);
     let apid = agent.0.id();
@@ -740,7 +751,7 @@ fn held_again(env: &Env, zone: &str, port: u16, apid: u32) -> u64 {
 /// socket it holds while no client is connected).
 fn serve_on(env: &Env, zone: &str, port: u16) -> u64 {
     tcp_server(env, zone, port);
-    let socks = sockets_of(zone_process(env, zone, "tcp_server.py") as u32);
+    let socks = listener_of(env, zone, "tcp_server.py");
     assert_eq!(socks.len(), 1, "{socks:?}");
     socks[0]
 }
@@ -805,13 +816,15 @@ fn a_zone_that_did_not_fit_is_held_once_a_wake_makes_room() {
     env.ok(&["boot", "two"]);
     let (p1, p2) = (free_port(), free_port());
     tcp_server(&env, "one", p1);
-    let l1 = sockets_of(zone_process(&env, "one", "tcp_server.py") as u32);
+    let l1 = listener_of(&env, "one", "tcp_server.py");
     tcp_server(&env, "two", p2);
-    let l2 = sockets_of(zone_process(&env, "two", "tcp_server.py") as u32);
+    let l2 = listener_of(&env, "two", "tcp_server.py");
     env.ok(&["suspend", "one"]);
     env.ok(&["suspend", "two"]);
-    // A budget of 5: one zone with one listener takes 3 and needs 4 to start; a
-    // second would need 7.
+    // A budget of 5: one zone with one listener needs 4 to be held (its sock_diag
+    // socket, the listener's copy, init's pidfd and a pidfd to take it with) and keeps
+    // 2 (its sock_diag socket is closed once held); the other, swept, keeps its
+    // sock_diag socket open (3) and would need 3 more.
     let (agent, out, err) = agent_logged(&env, "room", Some(open + 256 + 5));
     let apid = agent.0.id();
     until("the agent holds one zone and sweeps the other", || {

@@ -131,10 +131,14 @@ fn running_zones(ctx: &Context, seen: &mut Seen) -> Result<(Vec<Known>, Evicted)
     for name in names {
         let found = seen.get(ctx, &name, || {
             let Ok(z) = zone::load(ctx, &name) else {
-                return (Found::Other, None);
+                return (Found::Other, None, None);
             };
             let init = z.runtime.as_ref().and_then(|rt| rt.init);
-            let found = match (z.state(ctx), &z.runtime) {
+            // The state from this one look at the init, kept with the result.
+            let fact = init.map(|i| ctx.fact_of(i));
+            let state =
+                crate::state::observe(&z.lifecycle, z.runtime.as_ref(), ctx.boot_id(), fact);
+            let found = match (state, &z.runtime) {
                 (st @ (ZoneState::Running | ZoneState::Suspended), Some(rt)) => {
                     Found::Known(Box::new(Known {
                         name: name.clone(),
@@ -154,7 +158,7 @@ fn running_zones(ctx: &Context, seen: &mut Seen) -> Result<(Vec<Known>, Evicted)
                 }
                 _ => Found::Other,
             };
-            (found, init)
+            (found, init, fact)
         });
         match found {
             Found::Known(k) => running.push(*k),

@@ -57,14 +57,15 @@ impl<T: Clone> Seen<T> {
     }
 
     /// Zone `name`'s value: kept if its files and its init's fact are what they were
-    /// when it was read, else `read()` (the value and the init its records name).
-    /// The files are looked at before they are read, so a change during the read
-    /// shows as a different stamp next time.
+    /// when it was read, else `read()` (the value, the init its records name and the
+    /// fact the value was made with). The files are looked at before they are read,
+    /// and the fact is the one the value was made from, so a change during the read
+    /// shows as a difference next time.
     pub fn get(
         &mut self,
         ctx: &Context,
         name: &str,
-        read: impl FnOnce() -> (T, Option<InitId>),
+        read: impl FnOnce() -> (T, Option<InitId>, Option<InitFact>),
     ) -> T {
         let stamp = Stamp::of(&ctx.layout.zone_dir(name));
         if let Some(e) = self.zones.get(name) {
@@ -72,11 +73,11 @@ impl<T: Clone> Seen<T> {
                 return e.value.clone();
             }
         }
-        let (value, init) = read();
+        let (value, init, fact) = read();
         let e = Entry {
             stamp,
             init,
-            fact: fact(ctx, init),
+            fact,
             value: value.clone(),
         };
         self.zones.insert(name.to_string(), e);
@@ -118,10 +119,10 @@ mod tests {
             pid: me,
             start_time: start,
         });
-        let mut get = |seen: &mut Seen<u32>, init| {
+        let mut get = |seen: &mut Seen<u32>, init: Option<InitId>| {
             seen.get(&ctx, "web", || {
                 reads += 1;
-                (reads, init)
+                (reads, init, init.map(|i| ctx.fact_of(i)))
             })
         };
         assert_eq!(get(&mut seen, alive), 1);
