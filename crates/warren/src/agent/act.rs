@@ -198,30 +198,43 @@ pub fn suspend(ctx: &Context, zone_name: &str, reason: &str, seen: &Seen) -> Res
     result.map(|_| e)
 }
 
+impl Event {
+    /// An event of the agent's own, not chosen under pressure (a restart, a wake): no
+    /// zone sample, no signals; `error` when the action failed.
+    pub fn plain(action: &str, zone: &str, reason: String, error: Option<String>) -> Event {
+        Event {
+            time_ms: now_ms(),
+            action: action.into(),
+            zone: zone.into(),
+            reason,
+            priority: None,
+            usage_bytes: None,
+            request_bytes: None,
+            zone_psi_full_avg10: None,
+            signals: serde_json::Value::Null,
+            breaches: serde_json::Value::Null,
+            graceful: None,
+            latency_ms: None,
+            halt_ms: None,
+            suspend_ms: None,
+            resident_after: None,
+            error,
+        }
+    }
+}
+
 /// Boot an evicted zone again and record it.
 pub fn restart(ctx: &Context, zone_name: &str, calm_for_ms: u64) -> Result<Event> {
     let result = zone::boot(ctx, zone_name);
-    let e = Event {
-        time_ms: now_ms(),
-        action: "restart".into(),
-        zone: zone_name.into(),
-        reason: format!(
+    let e = Event::plain(
+        "restart",
+        zone_name,
+        format!(
             "pressure below every threshold for {:.0} s",
             calm_for_ms as f64 / 1000.0
         ),
-        priority: None,
-        usage_bytes: None,
-        request_bytes: None,
-        zone_psi_full_avg10: None,
-        signals: serde_json::Value::Null,
-        breaches: serde_json::Value::Null,
-        graceful: None,
-        latency_ms: None,
-        halt_ms: None,
-        suspend_ms: None,
-        resident_after: None,
-        error: result.as_ref().err().map(|e| e.to_string()),
-    };
+        result.as_ref().err().map(|e| e.to_string()),
+    );
     record(&ctx.layout, &e)?;
     result.map(|_| e)
 }

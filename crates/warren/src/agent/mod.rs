@@ -136,8 +136,7 @@ fn running_zones(ctx: &Context, seen: &mut Seen) -> Result<(Vec<Known>, Evicted)
             let init = z.runtime.as_ref().and_then(|rt| rt.init);
             // The state from this one look at the init, kept with the result.
             let fact = init.map(|i| ctx.fact_of(i));
-            let state =
-                crate::state::observe(&z.lifecycle, z.runtime.as_ref(), ctx.boot_id(), fact);
+            let state = z.state_given(ctx, fact);
             let found = match (state, &z.runtime) {
                 (st @ (ZoneState::Running | ZoneState::Suspended), Some(rt)) => {
                     Found::Known(Box::new(Known {

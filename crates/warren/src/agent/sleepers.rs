@@ -577,22 +577,13 @@ fn wake_zone(ctx: &Context, o: &RunOptions, name: &str, waiting: &str) {
         return;
     }
     let e = act::Event {
-        time_ms: act::now_ms(),
-        action: "wake".into(),
-        zone: name.to_string(),
-        reason: format!("a client is waiting on {waiting}"),
-        priority: None,
-        usage_bytes: None,
-        request_bytes: None,
-        zone_psi_full_avg10: None,
-        signals: serde_json::Value::Null,
-        breaches: serde_json::Value::Null,
-        graceful: None,
         latency_ms: Some(ms as u64),
-        halt_ms: None,
-        suspend_ms: None,
-        resident_after: None,
-        error: r.as_ref().err().map(|e| e.to_string()),
+        ..act::Event::plain(
+            "wake",
+            name,
+            format!("a client is waiting on {waiting}"),
+            r.as_ref().err().map(|e| e.to_string()),
+        )
     };
     if let Err(err) = act::record(&ctx.layout, &e) {
         eprintln!("warren: agent: zone '{name}': woken, but not logged: {err}");

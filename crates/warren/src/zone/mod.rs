@@ -177,7 +177,12 @@ pub struct Zone {
 impl Zone {
     /// The state users see now.
     pub fn state(&self, ctx: &Context) -> ZoneState {
-        let fact = self.runtime.as_ref().and_then(|rt| ctx.init_fact(rt));
+        self.state_given(ctx, self.runtime.as_ref().and_then(|rt| ctx.init_fact(rt)))
+    }
+
+    /// The state, given what the kernel says about its init (`fact`, looked at once
+    /// by a caller that keeps it: the agent's record cache).
+    pub fn state_given(&self, ctx: &Context, fact: Option<InitFact>) -> ZoneState {
         state::observe(&self.lifecycle, self.runtime.as_ref(), ctx.boot_id(), fact)
     }
 }
