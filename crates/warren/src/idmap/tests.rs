@@ -252,6 +252,12 @@ fn alloc_as_full_search(r: &Root, z: &str, extra: &[(u32, String)]) -> u32 {
     got
 }
 
+/// The slot the full search would hand out next (the index only).
+fn next_by_full_search(r: &Root) -> u32 {
+    let taken = read_all(&r.layout).unwrap();
+    choose_from(&taken, "x", None, first_slot(&r.layout), &[]).unwrap()
+}
+
 fn list_file(r: &Root) -> std::path::PathBuf {
     r.layout.root().join(free::FILE)
 }
@@ -268,14 +274,7 @@ fn the_free_list_hands_out_what_the_full_search_would() {
     release(&r.layout, "b", Some(IdRange::new(b))).unwrap();
     assert_eq!(alloc_as_full_search(&r, "d", &[]), b);
     // A pinned range in the list's way: the list is forgotten and rebuilt around it.
-    let next = choose_from(
-        &read_all(&r.layout).unwrap(),
-        "x",
-        None,
-        first_slot(&r.layout),
-        &[],
-    )
-    .unwrap();
+    let next = next_by_full_search(&r);
     allocate(&r.host, &r.layout, "p", Some(next + 5)).unwrap();
     assert!(
         !list_file(&r).exists(),
@@ -288,14 +287,7 @@ fn the_free_list_hands_out_what_the_full_search_would() {
         next + 5
     );
     // Another tool declares the next slot; a running zone of another root claims the one after.
-    let next = choose_from(
-        &read_all(&r.layout).unwrap(),
-        "x",
-        None,
-        first_slot(&r.layout),
-        &[],
-    )
-    .unwrap();
+    let next = next_by_full_search(&r);
     fs::write(
         r.host.etc.join("subuid"),
         format!("podman:{next}:{RANGE}\n"),
@@ -320,14 +312,7 @@ fn a_missing_stale_or_foreign_list_is_rebuilt_from_the_index_and_the_zones() {
     // An entry added behind its back (an older warren, an operator): the index's
     // stamp changed, so the slot it took is not handed out again (exact on kernels
     // with fine-grained directory stamps, 6.13 and later: see free.rs).
-    let next = choose_from(
-        &read_all(&r.layout).unwrap(),
-        "x",
-        None,
-        first_slot(&r.layout),
-        &[],
-    )
-    .unwrap();
+    let next = next_by_full_search(&r);
     fs::write(dir(&r.layout).join(format!("{next}-old")), "old\n").unwrap();
     assert_ne!(alloc_as_full_search(&r, "e", &[]), next);
     // Garbage.
