@@ -1,14 +1,19 @@
 //! Host id ranges for zones' user namespaces: one range of [`RANGE`] uids and gids per
 //! zone, never overlapping another zone's.
 //!
-//! The allocator is a directory, `<root>/userns/`, with one file per allocated range,
+//! The index is a directory, `<root>/userns/`, with one file per allocated range,
 //! named `<first host id>-<zone>`; it is changed only under `locks/userns-ranges.lock`,
-//! each file written atomically (temp file, fsync, rename, fsync of the directory).
-//! One small file per range keeps an allocation O(1) in bytes written (one readdir is
-//! the only O(zones) part, no file is read), whereas one shared file would be
-//! rewritten whole for every zone. The zone's own `state.json` records its range
-//! too (`idmap`), so boot and delete need no lookup; `warren gc` removes ranges whose
-//! zone has vanished.
+//! each file written atomically (temp file, rename; an allocation's entry is not
+//! fsync'd, [`allocate`]). One small file per range keeps an
+//! allocation O(1) in bytes written, whereas one shared file would be rewritten whole
+//! for every zone. A new range is the first slot of the list of free ranges beside it,
+//! `<root>/userns-free.json` ([`free`]): no listing of `userns/` or `zones/`, so an
+//! allocation costs the same at any number of zones; the list is rebuilt by the full
+//! search only when it is missing, stale (the index changed behind it, or the host
+//! rebooted) or used up (docs/scaling.md, "Clone at N zones"). The zone's own
+//! `state.json` records its range too (`idmap`), so boot and delete need no lookup;
+//! `warren gc` removes ranges whose zone has vanished, or that their zone does not
+//! record.
 //!
 //! Allocated ranges start at [`FIRST_BASE`] (2^30), far above the ids of host users
 //! and of the usual `/etc/subuid` ranges (100000+), and are aligned to [`RANGE`]; a zone
@@ -17,13 +22,14 @@
 //!
 //! Ranges are unique per host, not only per state root ([`allocate`]): a new range
 //! also avoids every range a running zone of any state root claims in the host-wide
-//! registry ([`running`]),
-//! and a root other than the default starts its search at a slot derived from its
+//! registry ([`running`]; the candidate's base is looked up there, as a boot's claim
+//! is), and a root other than the default starts its search at a slot derived from its
 //! path ([`first_slot`]), so two roots' zones do not pile onto the same first ranges
 //! even while halted; it also avoids the ranges other tools declare in `/etc/subuid`
 //! and `/etc/subgid` ([`declared`]: two small files, whatever the number of zones).
-//! The zone's own record is the truth and `userns/` its index: an
-//! allocation reads the records of the zones the index lacks and re-records them, a
+//! The zone's own record is the truth and `userns/` its index: a rebuild of the free
+//! list (always the first allocation after a reboot, when a power cut may have lost
+//! entries) reads the records of the zones the index lacks and re-records them, a
 //! boot re-records its range if the index lost it and refuses a range another zone's
 //! index entry overlaps ([`check_at_boot`]); `warren gc` re-records every zone's range
 //! and reports overlapping records ([`reconcile`]); and the *running* zones of every
@@ -35,6 +41,7 @@
 //! namespaces), keeping set-id bits and file capabilities that chown would clear.
 
 pub mod declared;
+pub mod free;
 pub mod running;
 
 use std::collections::{BTreeMap, HashSet};
@@ -132,8 +139,11 @@ pub fn choose(
 
 /// [`choose`] with the search for a free range starting at `start` (an aligned base at
 /// or above [`FIRST_BASE`]) and wrapping around to [`FIRST_BASE`], and avoiding the
-/// ranges of `avoid` too (other tools', of any size: [`declared`]).
-pub fn choose_from(
+/// ranges of `avoid` too (other tools', of any size: [`declared`]). The full search an
+/// allocation made before the list of free ranges ([`free`]); now the reference that
+/// list's first slot is checked against.
+#[cfg(test)]
+pub(crate) fn choose_from(
     taken: &[(u32, String)],
     zone: &str,
     pinned: Option<u32>,
@@ -231,6 +241,10 @@ pub fn read_all(layout: &Layout) -> Result<Vec<(u32, String)>> {
 }
 
 /// The range of `zone` (pinned to `pinned` if given), allocating it if it has none.
+///
+/// Without a pin the range comes from the list of free ranges ([`free`]): no listing of
+/// `userns/` or `zones/` unless that list must be rebuilt. A pinned range is checked
+/// against every range of the index (a pin is the operator's, and rare).
 pub fn allocate(
     host: &crate::layout::HostPaths,
     layout: &Layout,
@@ -238,6 +252,9 @@ pub fn allocate(
     pinned: Option<u32>,
 ) -> Result<IdRange> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    if pinned.is_none() {
+        return allocate_free(host, layout, zone);
+    }
     let taken = read_all(layout)?;
     let mine: Vec<u32> = taken
         .iter()
@@ -245,36 +262,19 @@ pub fn allocate(
         .map(|(b, _)| *b)
         .collect();
     if let Some(b) = mine.first() {
-        if pinned.is_none() || pinned == Some(*b) {
+        if pinned == Some(*b) {
             return Ok(IdRange::new(*b));
         }
     }
     // Zones whose index entry was lost: their own records say (and are re-recorded).
     let lost = rederive(layout, &taken, zone)?;
     let taken = [taken, lost].concat();
-    let mut all = taken.clone();
-    // Ranges running zones of every state root claim now (the host-wide registry:
-    // its names only, no scan of /proc, so a clone stays O(1) in processes).
-    all.extend(
-        running::claimed(host)
-            .into_iter()
-            .map(|base| (base, "(a running zone of another state root)".to_string())),
-    );
-    let base = match pinned {
-        Some(_) => choose(&taken, zone, pinned),
-        None => choose_from(
-            &all,
-            zone,
-            None,
-            first_slot(layout),
-            &declared::ranges(&host.etc),
-        ),
-    }
-    .map_err(|m| Error::config(zone, m))?;
+    let base = choose(&taken, zone, pinned).map_err(|m| Error::config(zone, m))?;
     // Not fsync'd: the caller records the range in the zone's own state.json, durably,
-    // before the zone exists (install) or is published (clone); a crash that loses
-    // this entry is repaired by `rederive` at the next allocation, by boot and by gc,
-    // and one that keeps it for a zone never made is freed by gc.
+    // before the zone exists (install) or is published (clone); a power cut that loses
+    // this entry is repaired by `rederive` at the first allocation after the reboot
+    // (the free list is of another boot, [`free`]), by boot and by gc, and a crash
+    // that keeps it for a zone never made is freed by gc.
     record(layout, zone, base, false)?;
     let d = dir(layout);
     // A re-pinned zone gives up its old range, after the new one is recorded.
@@ -284,10 +284,75 @@ pub fn allocate(
     Ok(IdRange::new(base))
 }
 
+/// [`allocate`] without a pin, under the ranges lock: the first slot of the list of
+/// free ranges that no other tool declares and no running zone of another state root
+/// claims now (one stat in the host-wide registry), the list rebuilt by the full search
+/// when it is missing, stale or used up. The entry is not fsync'd (see [`allocate`]).
+fn allocate_free(host: &crate::layout::HostPaths, layout: &Layout, zone: &str) -> Result<IdRange> {
+    let d = dir(layout);
+    let boot_id = crate::stats::boot_id(&host.proc);
+    let start = first_slot(layout) / RANGE;
+    let avoid = declared::ranges(&host.etc);
+    let mut list = free::load(layout).filter(|l| l.valid(&boot_id, start, free::stamp_of(&d)));
+    let mut rebuilds = 0;
+    let base = loop {
+        let slot = match list.as_mut().and_then(free::FreeList::pop) {
+            Some(s) => s,
+            // Used up (or never made): rebuilt from the index and the zones. What a
+            // rebuild lists is skipped only when another root's zone claims it or a
+            // tool declares it meanwhile; three rebuilds in a row find the space full.
+            None if rebuilds < 3 => {
+                rebuilds += 1;
+                list = Some(rebuild(host, layout, zone, start, &avoid)?);
+                continue;
+            }
+            None => {
+                return Err(Error::config(
+                    zone,
+                    "no free range of host ids is left for a user namespace; delete zones or set userns = false",
+                ))
+            }
+        };
+        let r = IdRange::new(slot * RANGE);
+        if avoid.iter().any(|a| a.overlaps(&r)) || running::is_claimed(host, r.base) {
+            continue;
+        }
+        break r.base;
+    };
+    write_entry(layout, zone, base, false)?;
+    let mut list = list.expect("a slot came from the list");
+    list.seal(&boot_id, free::stamp_of(&d));
+    free::save(layout, &list)?;
+    Ok(IdRange::new(base))
+}
+
+/// The list of free ranges made anew: the full search over the index, the zones the
+/// index lost (re-recorded), the ranges running zones of every state root claim (the
+/// host-wide registry's names) and those other tools declare. O(zones); see [`free`].
+fn rebuild(
+    host: &crate::layout::HostPaths,
+    layout: &Layout,
+    zone: &str,
+    start: u32,
+    avoid: &[IdRange],
+) -> Result<free::FreeList> {
+    let taken = read_all(layout)?;
+    let lost = rederive(layout, &taken, zone)?;
+    let ranges: Vec<IdRange> = taken
+        .iter()
+        .chain(lost.iter())
+        .map(|(b, _)| *b)
+        .chain(running::claimed(host))
+        .map(IdRange::new)
+        .chain(avoid.iter().copied())
+        .collect();
+    Ok(free::FreeList::build(&ranges, start, free::MAX_RUNS))
+}
+
 /// The ranges of zones (other than `except`) that have no entry in the index, read
 /// from their own `state.json` and recorded again: what a lost `userns/` file hid.
-/// Only those zones' files are read (one readdir of `zones/` otherwise), so an
-/// allocation stays O(zones) in names, as before. A range that overlaps an indexed
+/// Only those zones' files are read (one readdir of `zones/` otherwise): O(zones) in
+/// names, paid by a rebuild of the free list and a pinned allocation only. A range that overlaps an indexed
 /// one (a copied zone directory) is not recorded: it is taken already, and recording
 /// it would make the original's boot refuse too; gc reports the pair. Caller holds
 /// the ranges lock.
@@ -322,15 +387,15 @@ fn file_name(base: u32, zone: &str) -> String {
     format!("{base}-{zone}")
 }
 
-/// Remove one range's file. Not fsync'd: a removal lost in a power cut leaves a range
+/// Remove one range's file; whether there was one. Not fsync'd: a removal lost in a power cut leaves a range
 /// held by a zone that no longer exists, which is safe (nothing can overlap it) and
 /// which `warren gc` frees. An allocation is durable through the zone's own
 /// `state.json` (see [`allocate`]).
-fn remove(d: &Path, base: u32, zone: &str) -> Result<()> {
+fn remove(d: &Path, base: u32, zone: &str) -> Result<bool> {
     let path = d.join(file_name(base, zone));
     match fs::remove_file(&path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e).ctx(|| format!("removing {}", path.display())),
     }
 }
@@ -358,7 +423,14 @@ pub fn check_at_boot(layout: &Layout, zone: &str, r: IdRange) -> Result<()> {
     Ok(())
 }
 
+/// Add an index entry for a range the free list may still hold (a pinned or
+/// re-recorded range): the list is removed first ([`free::forget`]).
 fn record(layout: &Layout, zone: &str, base: u32, durable: bool) -> Result<()> {
+    free::forget(layout)?;
+    write_entry(layout, zone, base, durable)
+}
+
+fn write_entry(layout: &Layout, zone: &str, base: u32, durable: bool) -> Result<()> {
     let d = dir(layout);
     fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
     let path = d.join(file_name(base, zone));
@@ -436,12 +508,27 @@ pub fn check_pin(layout: &Layout, zone: &str, pinned: u32) -> Result<()> {
 }
 
 /// Free every range of `zone` (on delete). `known` is the range its state records:
-/// then no directory scan is needed. Safe to repeat.
+/// then no directory scan is needed, and an aligned range goes back on the list of
+/// free ranges ([`free`]) if that list matched the index. Safe to repeat.
 pub fn release(layout: &Layout, zone: &str, known: Option<IdRange>) -> Result<()> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
     let d = dir(layout);
     if let Some(r) = known {
-        return remove(&d, r.base, zone);
+        let start = first_slot(layout) / RANGE;
+        let list = free::load(layout).filter(|l| l.matches(start, free::stamp_of(&d)));
+        // Given back only when this entry was there to remove: a zone that merely
+        // records the range (a copied directory) does not hold it in the index.
+        if remove(&d, r.base, zone)? {
+            if let Some(mut list) = list {
+                if r.count == RANGE && r.base.is_multiple_of(RANGE) {
+                    list.give_back(r.base / RANGE);
+                }
+                list.restamp(free::stamp_of(&d));
+                // Not fatal: a list that cannot be written is removed (and rebuilt).
+                let _ = free::save(layout, &list);
+            }
+        }
+        return Ok(());
     }
     for (base, z) in read_all(layout)? {
         if z == zone {
@@ -456,6 +543,8 @@ pub fn release(layout: &Layout, zone: &str, known: Option<IdRange>) -> Result<()
 /// in between leaves an extra record that `gc` frees, never a range without one).
 pub fn record_also(layout: &Layout, zone: &str, range: IdRange) -> Result<()> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
+    // While both names hold the range, a delete of one must not list it as free.
+    free::forget(layout)?;
     let d = dir(layout);
     fs::create_dir_all(&d).ctx(|| format!("creating {}", d.display()))?;
     let path = d.join(file_name(range.base, zone));
@@ -467,17 +556,48 @@ pub fn record_also(layout: &Layout, zone: &str, range: IdRange) -> Result<()> {
     })
 }
 
-/// Free ranges whose zone no longer exists (`exists` says; it must treat a zone whose
-/// lock is held — one being created right now — as existing). Returns the zones.
-pub fn gc(layout: &Layout, exists: &dyn Fn(&str) -> bool) -> Result<Vec<String>> {
+/// What `gc` knows of a zone an index entry names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Held {
+    /// Busy (its lock is held: being made or changed right now) or unreadable: its
+    /// entries stay.
+    Keep,
+    /// There is no such zone.
+    Gone,
+    /// The zone exists, idle, and its `state.json` records this range (or none).
+    Records(Option<IdRange>),
+}
+
+/// An index entry [`gc`] removed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Freed {
+    pub zone: String,
+    pub range: IdRange,
+    /// The zone is gone (else it exists but records another range, or none).
+    pub gone: bool,
+}
+
+/// Free ranges whose zone no longer exists, and entries of an existing zone that its
+/// own record does not name (an install or clone interrupted after its allocation and
+/// then made again, which allocates anew: [`allocate`]). `held` says which (it must
+/// say [`Held::Keep`] for a zone whose lock is held: one being made right now).
+pub fn gc(layout: &Layout, held: &dyn Fn(&str) -> Held) -> Result<Vec<Freed>> {
     let _lock = lock::exclusive(layout, "userns", "ranges")?;
     let d = dir(layout);
     let mut freed = Vec::new();
     for (base, z) in read_all(layout)? {
-        if !exists(&z) {
-            remove(&d, base, &z)?;
-            freed.push(z);
-        }
+        let gone = match held(&z) {
+            Held::Keep => continue,
+            Held::Records(Some(r)) if r.base == base => continue,
+            Held::Records(_) => false,
+            Held::Gone => true,
+        };
+        remove(&d, base, &z)?;
+        freed.push(Freed {
+            zone: z,
+            range: IdRange::new(base),
+            gone,
+        });
     }
     Ok(freed)
 }

@@ -126,6 +126,13 @@ pub fn claimed(host: &HostPaths) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+/// Whether a claim names `base` now (a stat; stale or live). The registry is keyed by
+/// base, as [`claim`]'s check is: an allocation checks its aligned candidate here
+/// instead of listing every claim on the host ([`super::allocate`]).
+pub fn is_claimed(host: &HostPaths, base: u32) -> bool {
+    entry(host, IdRange::new(base)).symlink_metadata().is_ok()
+}
+
 /// Remove every stale claim (its warren gone and its zone not running), whichever
 /// state root made it: a stale claim blocks nothing, but would stay on /run until
 /// reboot. Returns the bases removed.

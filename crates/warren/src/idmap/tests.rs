@@ -201,3 +201,253 @@ fn choosing_among_ten_thousand_ranges_takes_the_first_gap() {
         Ok(FIRST_BASE + 10_000 * RANGE)
     );
 }
+
+/// A temporary state root with its own host paths (boot id, registry, /etc).
+struct Root {
+    _dir: Option<tempfile::TempDir>,
+    layout: Layout,
+    host: crate::layout::HostPaths,
+}
+
+fn root_at(d: &Path) -> Root {
+    let host = crate::layout::HostPaths {
+        proc: d.join("proc"),
+        sys: d.join("sys"),
+        run: d.join("run"),
+        etc: d.join("etc"),
+    };
+    let random = host.proc.join("sys/kernel/random");
+    if !random.exists() {
+        fs::create_dir_all(&random).unwrap();
+        fs::write(random.join("boot_id"), "boot-1\n").unwrap();
+        fs::create_dir_all(&host.etc).unwrap();
+    }
+    Root {
+        _dir: None,
+        layout: Layout::new(d.join("root")),
+        host,
+    }
+}
+
+fn root() -> Root {
+    let d = tempfile::tempdir().unwrap();
+    let r = root_at(d.path());
+    Root { _dir: Some(d), ..r }
+}
+
+/// Allocate for `z` and check the list's choice against the full search (the index,
+/// the declared ranges, `extra` for the registry's claims).
+fn alloc_as_full_search(r: &Root, z: &str, extra: &[(u32, String)]) -> u32 {
+    let taken = [read_all(&r.layout).unwrap(), extra.to_vec()].concat();
+    let want = choose_from(
+        &taken,
+        z,
+        None,
+        first_slot(&r.layout),
+        &declared::ranges(&r.host.etc),
+    )
+    .unwrap();
+    let got = allocate(&r.host, &r.layout, z, None).unwrap().base;
+    assert_eq!(got, want, "zone {z}");
+    got
+}
+
+/// The slot the full search would hand out next (the index only).
+fn next_by_full_search(r: &Root) -> u32 {
+    let taken = read_all(&r.layout).unwrap();
+    choose_from(&taken, "x", None, first_slot(&r.layout), &[]).unwrap()
+}
+
+fn list_file(r: &Root) -> std::path::PathBuf {
+    r.layout.root().join(free::FILE)
+}
+
+#[test]
+fn the_free_list_hands_out_what_the_full_search_would() {
+    let r = root();
+    let a = alloc_as_full_search(&r, "a", &[]);
+    assert_eq!(a, first_slot(&r.layout));
+    assert!(list_file(&r).exists(), "no free list after an allocation");
+    let b = alloc_as_full_search(&r, "b", &[]);
+    alloc_as_full_search(&r, "c", &[]);
+    // A delete gives its slot back: the next zone gets it, as the full search's first fit.
+    release(&r.layout, "b", Some(IdRange::new(b))).unwrap();
+    assert_eq!(alloc_as_full_search(&r, "d", &[]), b);
+    // A pinned range in the list's way: the list is forgotten and rebuilt around it.
+    let next = next_by_full_search(&r);
+    allocate(&r.host, &r.layout, "p", Some(next + 5)).unwrap();
+    assert!(
+        !list_file(&r).exists(),
+        "a pinned range left the list in place"
+    );
+    let e = alloc_as_full_search(&r, "e", &[]);
+    assert!(
+        e != next && e != next + RANGE,
+        "{e} overlaps the pinned range at {}",
+        next + 5
+    );
+    // Another tool declares the next slot; a running zone of another root claims the one after.
+    let next = next_by_full_search(&r);
+    fs::write(
+        r.host.etc.join("subuid"),
+        format!("podman:{next}:{RANGE}\n"),
+    )
+    .unwrap();
+    let claimed = next + RANGE;
+    fs::create_dir_all(r.host.run.join("userns")).unwrap();
+    fs::write(r.host.run.join("userns").join(claimed.to_string()), "{}").unwrap();
+    let f = alloc_as_full_search(&r, "f", &[(claimed, "(other root)".into())]);
+    assert!(f != next && f != claimed, "{f}");
+}
+
+#[test]
+fn a_missing_stale_or_foreign_list_is_rebuilt_from_the_index_and_the_zones() {
+    let r = root();
+    for z in ["a", "b", "c"] {
+        alloc_as_full_search(&r, z, &[]);
+    }
+    // Missing.
+    fs::remove_file(list_file(&r)).unwrap();
+    alloc_as_full_search(&r, "d", &[]);
+    // An entry added behind its back (an older warren, an operator): the index's
+    // stamp changed, so the slot it took is not handed out again (exact on kernels
+    // with fine-grained directory stamps, 6.13 and later: see free.rs).
+    let next = next_by_full_search(&r);
+    fs::write(dir(&r.layout).join(format!("{next}-old")), "old\n").unwrap();
+    assert_ne!(alloc_as_full_search(&r, "e", &[]), next);
+    // Garbage.
+    fs::write(list_file(&r), "{\"version\": 1, \"runs\": [[0, 1]]}").unwrap();
+    alloc_as_full_search(&r, "f", &[]);
+    // A power cut lost zone a's entry (not fsync'd) but its state.json has the range,
+    // and the list still looks consistent with the index: only a reboot follows a
+    // power cut, and a list of another boot is rebuilt, re-recording a's entry.
+    let ra = IdRange::new(
+        read_all(&r.layout)
+            .unwrap()
+            .iter()
+            .find(|(_, z)| z == "a")
+            .unwrap()
+            .0,
+    );
+    let zdir = r.layout.zone_dir("a");
+    fs::create_dir_all(&zdir).unwrap();
+    let lc = crate::state::Lifecycle {
+        idmap: Some(ra),
+        ..crate::state::Lifecycle::configured()
+    };
+    crate::state::save_lifecycle(&zdir, &lc).unwrap();
+    fs::remove_file(dir(&r.layout).join(format!("{}-a", ra.base))).unwrap();
+    let taken: Vec<IdRange> = read_all(&r.layout)
+        .unwrap()
+        .iter()
+        .map(|(b, _)| IdRange::new(*b))
+        .collect();
+    let mut stale = free::FreeList::build(&taken, first_slot(&r.layout) / RANGE, free::MAX_RUNS);
+    stale.seal("boot-1", free::stamp_of(&dir(&r.layout)));
+    free::save(&r.layout, &stale).unwrap();
+    fs::write(r.host.proc.join("sys/kernel/random/boot_id"), "boot-2\n").unwrap();
+    let g = allocate(&r.host, &r.layout, "g", None).unwrap().base;
+    assert_ne!(
+        g, ra.base,
+        "zone a's range was handed out again after a reboot"
+    );
+    assert!(
+        read_all(&r.layout)
+            .unwrap()
+            .contains(&(ra.base, "a".to_string())),
+        "a's entry was not re-recorded"
+    );
+}
+
+#[test]
+fn gc_frees_entries_of_gone_zones_and_those_a_zone_does_not_record() {
+    let r = root();
+    let first = allocate(&r.host, &r.layout, "z", None).unwrap();
+    // An interrupted clone or install made again: a second range for the same name.
+    let second = allocate(&r.host, &r.layout, "z", None).unwrap();
+    assert_ne!(first, second);
+    let gone = allocate(&r.host, &r.layout, "gone", None).unwrap();
+    let busy = allocate(&r.host, &r.layout, "busy", None).unwrap();
+    let held = |z: &str| match z {
+        "z" => Held::Records(Some(second)),
+        "busy" => Held::Keep,
+        _ => Held::Gone,
+    };
+    let freed = gc(&r.layout, &held).unwrap();
+    let mut got: Vec<(String, u32, bool)> = freed
+        .into_iter()
+        .map(|f| (f.zone, f.range.base, f.gone))
+        .collect();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            ("gone".into(), gone.base, true),
+            ("z".into(), first.base, false)
+        ]
+    );
+    let mut left = read_all(&r.layout).unwrap();
+    left.sort();
+    let mut want = t(&[(second.base, "z"), (busy.base, "busy")]);
+    want.sort();
+    assert_eq!(left, want);
+    // The list notices the removals: the lowest freed slot is first again.
+    alloc_as_full_search(&r, "n", &[]);
+}
+
+/// Each of two processes allocates and releases ranges in one state root at once; the
+/// ranges lock and the list keep them apart.
+#[test]
+fn concurrent_allocations_from_two_processes_never_overlap() {
+    let d = tempfile::tempdir().unwrap();
+    let r = root_at(d.path());
+    let exe = std::env::current_exe().unwrap();
+    let kids: Vec<std::process::Child> = ["x", "y"]
+        .iter()
+        .map(|prefix| {
+            std::process::Command::new(&exe)
+                .args([
+                    "idmap::tests::allocation_child",
+                    "--exact",
+                    "--ignored",
+                    "--test-threads=1",
+                ])
+                .env("WARREN_TEST_ALLOC_DIR", d.path())
+                .env("WARREN_TEST_ALLOC_PREFIX", prefix)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for mut k in kids {
+        assert!(k.wait().unwrap().success(), "a child failed");
+    }
+    let all = read_all(&r.layout).unwrap();
+    let kept = (0..CHILD_ZONES).filter(|i| i % 5 != 3).count();
+    assert_eq!(all.len(), 2 * kept, "{all:?}");
+    let mut bases: Vec<u32> = all.iter().map(|(b, _)| *b).collect();
+    bases.sort_unstable();
+    for w in bases.windows(2) {
+        assert!(w[1] - w[0] >= RANGE, "overlap: {} and {}", w[0], w[1]);
+    }
+    alloc_as_full_search(&r, "after", &[]);
+}
+
+const CHILD_ZONES: usize = 150;
+
+#[test]
+#[ignore = "a child process of concurrent_allocations_from_two_processes_never_overlap"]
+fn allocation_child() {
+    let Some(d) = std::env::var_os("WARREN_TEST_ALLOC_DIR") else {
+        return;
+    };
+    let prefix = std::env::var("WARREN_TEST_ALLOC_PREFIX").unwrap();
+    let r = root_at(Path::new(&d));
+    for i in 0..CHILD_ZONES {
+        let z = format!("{prefix}{i}");
+        let got = allocate(&r.host, &r.layout, &z, None).unwrap();
+        if i % 5 == 3 {
+            release(&r.layout, &z, Some(got)).unwrap();
+        }
+    }
+}

@@ -196,20 +196,39 @@ pub fn gc(ctx: &Context) -> Result<GcReport> {
     }
     sweep_cgroups(ctx, &zones, &mut report);
     // Id ranges of zones that vanished (a delete killed between removing the zone and
-    // freeing its range). A zone whose lock is held is being made right now (a clone
-    // allocates before its directory is renamed into place): it counts as existing.
-    let exists = |z: &str| {
-        layout.zone_dir(z).exists()
-            || !matches!(
-                lock::try_exclusive_path(&layout.lock_file("zone", z)),
-                Ok(Some(_))
-            )
+    // freeing its range), and entries a zone's record no longer names (an install or
+    // clone interrupted after its allocation, then made again). A zone whose lock is
+    // held is being made right now (a clone allocates before its directory is renamed
+    // into place): its entries stay.
+    let held = |z: &str| {
+        use crate::idmap::Held;
+        let dir = layout.zone_dir(z);
+        if names::problem(z).is_some() {
+            return if dir.exists() { Held::Keep } else { Held::Gone };
+        }
+        match lock::try_exclusive_path(&layout.lock_file("zone", z)) {
+            Ok(Some(_idle)) if !dir.exists() => Held::Gone,
+            Ok(Some(_idle)) => match crate::state::load_lifecycle(&dir) {
+                Ok(Some(lc)) => Held::Records(lc.idmap),
+                _ => Held::Keep,
+            },
+            Ok(None) | Err(_) => Held::Keep,
+        }
     };
-    if let Some(freed) = note(&mut report, crate::idmap::gc(layout, &exists)) {
-        for z in freed {
-            report.removed.push(format!(
-                "zone '{z}': user namespace id range (the zone is gone)"
-            ));
+    if let Some(freed) = note(&mut report, crate::idmap::gc(layout, &held)) {
+        for f in freed {
+            report.removed.push(match f.gone {
+                true => format!(
+                    "zone '{}': user namespace id range (the zone is gone)",
+                    f.zone
+                ),
+                false => format!(
+                    "zone '{}': user namespace id range {}-{} that its state.json does not name (left by an interrupted install or clone)",
+                    f.zone,
+                    f.range.base,
+                    f.range.last()
+                ),
+            });
         }
     }
     let idmap = crate::idmap::reconcile(ctx, &zones);

@@ -262,11 +262,12 @@ pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -
     let be = backend(kind);
     let tmp = zones.join(format!(".new-{dst}-{}", unique_suffix()));
     let troot = template::root_of(&ctx.layout, &source.config.template);
+    let mut range: Option<IdRange> = None;
     let result = (|| {
-        let range = match cfg.userns {
-            true => Some(idmap::allocate(&ctx.host, &ctx.layout, dst, None)?),
-            false => None,
-        };
+        if cfg.userns {
+            range = Some(idmap::allocate(&ctx.host, &ctx.layout, dst, None)?);
+        }
+        let range = range;
         mkdir_mode(&tmp, 0o700).ctx(|| format!("creating {}", tmp.display()))?;
         fault::point("clone.after-mkdir");
         // Nothing in the new directory is synced as it is written: one pass below
@@ -326,7 +327,9 @@ pub fn clone_from(ctx: &Context, src: &str, dst: &str, snapshot: Option<&str>) -
         } else {
             Ok(())
         }
-        .and_then(|_| idmap::release(&ctx.layout, dst, None));
+        // The range allocated (given back to the list of free ranges); none known
+        // when the allocation itself failed: then any entry of the name is removed.
+        .and_then(|_| idmap::release(&ctx.layout, dst, range));
         return Err(e.with_cleanup(cleanup.err()));
     }
     journal(
