@@ -451,3 +451,33 @@ fn allocation_child() {
         }
     }
 }
+
+/// A boot with the zone's own entry passes on that entry alone; without it (a copied
+/// directory, a lost index) the whole index is compared: an overlap is refused naming
+/// the other zone, and a free range is re-recorded.
+#[test]
+fn check_at_boot_trusts_the_own_entry_and_compares_the_rest() {
+    let r = root();
+    let a = allocate(&r.host, &r.layout, "a", None).unwrap();
+    check_at_boot(&r.layout, "a", a).unwrap();
+    assert_eq!(read_all(&r.layout).unwrap(), t(&[(a.base, "a")]));
+    // A copy of a's directory records a's range and has no entry: refused.
+    let e = check_at_boot(&r.layout, "copy", a).unwrap_err().to_string();
+    assert!(e.contains("zone 'a'"), "{e}");
+    assert!(e.contains("overlaps"), "{e}");
+    // An unaligned range inside a's, recorded by a zone without an entry: refused too.
+    let inside = IdRange::new(a.base + 100);
+    assert!(check_at_boot(&r.layout, "b", inside).is_err());
+    // A zone whose entry was lost gets it back, and the next boot takes the short way.
+    let c = allocate(&r.host, &r.layout, "c", None).unwrap();
+    fs::remove_file(r.layout.root().join(format!("userns/{}-c", c.base))).unwrap();
+    check_at_boot(&r.layout, "c", c).unwrap();
+    assert!(has_entry(&r.layout, "c", c.base).unwrap());
+    check_at_boot(&r.layout, "c", c).unwrap();
+    // An index that is not a directory is reported as corrupt, not passed.
+    let idx = r.layout.root().join("userns");
+    fs::remove_dir_all(&idx).unwrap();
+    fs::write(&idx, "").unwrap();
+    let e = check_at_boot(&r.layout, "a", a).unwrap_err().to_string();
+    assert!(e.contains("not a directory"), "{e}");
+}

@@ -185,8 +185,20 @@ pub const BOOT_WATCH: std::time::Duration = std::time::Duration::from_millis(150
 
 /// Watch init (a child of this process) for `dur`: its exit status if it ended.
 /// `None` when it is still running or was not this process's child.
+///
+/// One wait on a pidfd, woken by the exit itself (a `boot --all` of 10,000 zones
+/// watched each init with 30 wake-ups of a 5 ms poll); the poll stays for a kernel
+/// without pidfds.
 pub fn watch(pid: i32, dur: std::time::Duration) -> Option<warren_sys::proc::ExitStatus> {
     let deadline = std::time::Instant::now() + dur;
+    if let Ok(fd) = warren_sys::proc::pidfd_open(pid) {
+        use std::os::fd::AsFd;
+        // Still running at the end: done. Ended (or the wait failed): the loop below
+        // collects the status at once.
+        if let Ok(false) = warren_sys::proc::pidfd_wait(fd.as_fd(), dur) {
+            return None;
+        }
+    }
     loop {
         match warren_sys::proc::waitpid_nohang(pid) {
             Ok(Some((_, status))) => return Some(status),
