@@ -341,23 +341,9 @@ impl CgroupSet {
     }
 
     /// Reclaim the page cache still charged to an emptied memory cgroup before it is
-    /// removed. Otherwise the removed cgroup lingers in the kernel as an offline
-    /// ("zombie") memcg until those pages are reclaimed, and each one keeps per-cgroup
-    /// state that grows with the host's superblocks: thousands of them made every new
-    /// zone cost more. Best effort: failures only mean a slower release.
+    /// removed (see [`drop_charges`]).
     fn drop_charges(&self, dir: &Path) {
-        match self.version {
-            CgroupVersion::V1 => {
-                if dir.join("memory.force_empty").exists() {
-                    let _ = write_file(dir, "memory.force_empty", "0");
-                }
-            }
-            CgroupVersion::V2 => {
-                if dir.join("memory.reclaim").exists() {
-                    let _ = write_file(dir, "memory.reclaim", "1G");
-                }
-            }
-        }
+        drop_charges(self.version, dir);
     }
 
     /// Bytes of memory charged to the zone (v1 memory.usage_in_bytes, v2 memory.current).
@@ -410,6 +396,44 @@ impl CgroupSet {
     }
 }
 
+/// Reclaim the page cache still charged to an emptied memory cgroup `dir` before it is
+/// removed. Otherwise the removed cgroup lingers in the kernel as an offline
+/// ("zombie") memcg until those pages are reclaimed, and each one keeps per-cgroup
+/// state that grows with the host's superblocks: thousands of them made every new
+/// zone cost more. Only page cache pins a removed memcg (its kernel objects are
+/// reparented), so nothing is done when none is charged (or `dir` is not a memory
+/// cgroup), and the reclaim asks for exactly that much:
+///
+/// - v1: `memory.limit_in_bytes` lowered to 0, which reclaims until a pass frees
+///   nothing and then gives up (EBUSY, ignored). `memory.force_empty`, used before,
+///   retries 16 passes that free nothing while the cgroup's kernel memory keeps its
+///   usage above 0, each pass walking the cgroup's shrinker state (as large as the
+///   host's superblock high-water mark) at 13 priorities: 22 % of `halt --all`'s CPU
+///   on this VM (docs/scaling.md, "Sixth pass").
+/// - v2: `memory.reclaim` of the `file` bytes of memory.stat (an unsized request
+///   retries the same futile passes).
+///
+/// Best effort: failures only mean a slower release.
+pub(crate) fn drop_charges(version: CgroupVersion, dir: &Path) {
+    let (key, file, value): (&str, &str, fn(u64) -> String) = match version {
+        CgroupVersion::V1 => ("total_cache", "memory.limit_in_bytes", |_| "0".into()),
+        CgroupVersion::V2 => ("file", "memory.reclaim", |n| n.to_string()),
+    };
+    let Ok(stat) = std::fs::read_to_string(dir.join("memory.stat")) else {
+        return;
+    };
+    let cache = stat.lines().find_map(|l| {
+        l.strip_prefix(key)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse::<u64>()
+            .ok()
+    });
+    if let Some(n) = cache.filter(|n| *n > 0) {
+        let _ = write_file(dir, file, &value(n));
+    }
+}
+
 fn read_u64(path: &Path) -> Option<u64> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
 }
@@ -457,6 +481,96 @@ pub fn cfs(limits: &Limits) -> Option<(u64, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A memory cgroup beneath this process's own, removed at the end (also on panic).
+    struct OwnMemcg(PathBuf);
+    impl Drop for OwnMemcg {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+
+    /// Where this process's memory cgroup is: v1's memory hierarchy, or v2 when its
+    /// `cgroup.controllers` has memory. `None` on a host with neither.
+    fn own_memory_dir() -> Option<(PathBuf, CgroupVersion)> {
+        let mounts =
+            discover::parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").ok()?);
+        let own = discover::parse_proc_cgroup(&std::fs::read_to_string("/proc/self/cgroup").ok()?);
+        let dirs = discover::own_dirs(&mounts, &own);
+        if let Some((v, _, d)) = dirs
+            .iter()
+            .find(|(v, c, _)| *v == CgroupVersion::V1 && c.iter().any(|x| x == "memory"))
+        {
+            return Some((d.clone(), *v));
+        }
+        dirs.into_iter()
+            .find(|(v, _, d)| {
+                *v == CgroupVersion::V2
+                    && std::fs::read_to_string(d.join("cgroup.subtree_control"))
+                        .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
+            })
+            .map(|(v, _, d)| (d, v))
+    }
+
+    fn stat_of(dir: &Path, key: &str) -> u64 {
+        let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap();
+        stat.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {key} in memory.stat: {stat}"))
+    }
+
+    /// A process in an emptied memory cgroup wrote 4 MiB of page cache, synced it and ended:
+    /// `drop_charges` reclaims it (else the removed cgroup would linger as a zombie
+    /// memcg), and a cgroup with none charged is left alone.
+    #[test]
+    fn drop_charges_reclaims_the_page_cache_an_ended_process_left() {
+        let (own, version) = own_memory_dir().expect(
+            "this test needs a memory cgroup it may create beneath its own (v1's memory hierarchy, or v2 with memory in cgroup.subtree_control)",
+        );
+        let cg = OwnMemcg(own.join(format!("warren-drop-charges-{}", std::process::id())));
+        std::fs::create_dir(&cg.0).unwrap();
+        let key = if version == CgroupVersion::V1 {
+            "total_cache"
+        } else {
+            "file"
+        };
+        // Nothing charged yet: nothing is written (v1's limit stays unlimited).
+        drop_charges(version, &cg.0);
+        if version == CgroupVersion::V1 {
+            let limit = read_u64(&cg.0.join("memory.limit_in_bytes")).unwrap();
+            assert!(
+                limit > 1 << 40,
+                "an empty cgroup's limit was lowered to {limit}"
+            );
+        }
+        let tmp = tempfile::tempdir().unwrap();
+        let file = tmp.path().join("data");
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "read go; dd if=/dev/zero of={} bs=1M count=4 conv=fsync 2>/dev/null",
+                file.display()
+            ))
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::fs::write(cg.0.join("cgroup.procs"), child.id().to_string()).unwrap();
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        }
+        assert!(child.wait().unwrap().success());
+        let before = stat_of(&cg.0, key);
+        assert!(before >= 4 << 20, "{key} {before} after writing 4 MiB");
+        drop_charges(version, &cg.0);
+        let after = stat_of(&cg.0, key);
+        // Dirty pages not yet written back may stay: the file was written just now.
+        assert!(
+            after < before / 2 || after < 256 << 10,
+            "{key} {before} -> {after}"
+        );
+        std::fs::remove_dir(&cg.0).unwrap();
+    }
 
     #[test]
     fn weight_conversions_match_the_kernel_defaults() {
