@@ -405,7 +405,7 @@ impl CgroupSet {
 /// cgroup), and the reclaim asks for exactly that much:
 ///
 /// - v1: `memory.limit_in_bytes` lowered to 0, which reclaims until a pass frees
-///   nothing and then gives up (EBUSY, ignored). `memory.force_empty`, used before,
+///   nothing and then gives up (EBUSY, ignored), then set back to unlimited. `memory.force_empty`, used before,
 ///   retries 16 passes that free nothing while the cgroup's kernel memory keeps its
 ///   usage above 0, each pass walking the cgroup's shrinker state (as large as the
 ///   host's superblock high-water mark) at 13 priorities: 22 % of `halt --all`'s CPU
@@ -431,6 +431,12 @@ pub(crate) fn drop_charges(version: CgroupVersion, dir: &Path) {
     });
     if let Some(n) = cache.filter(|n| *n > 0) {
         let _ = write_file(dir, file, &value(n));
+        if version == CgroupVersion::V1 {
+            // Unlimited again at once: a directory left behind (a removal that fails,
+            // a crash) is reused by the zone's next boot, which writes only the limits
+            // its config sets.
+            let _ = write_file(dir, file, "-1");
+        }
     }
 }
 
