@@ -99,8 +99,23 @@ fn many_zones_clone_boot_and_halt_in_order_with_a_bad_one_among_them() {
     assert_eq!(zones_of(&v), zones);
     assert!(v.as_array().unwrap().iter().all(|r| r["changed"] == false));
 
-    // Halt of all, pipelined: every running zone stops, each reported once.
+    // Halt of all, pipelined: every running zone stops, each reported once, and every
+    // zone's cgroups are removed (after all of them stopped: halt_keeping_cgroups).
+    let dirs: Vec<std::path::PathBuf> = zones
+        .iter()
+        .flat_map(|z| env.cgroup_dirs(z).into_iter().map(|(_, d)| d))
+        .collect();
+    assert!(dirs.iter().all(|d| d.is_dir()), "{dirs:?}");
     let v = json(&env.ok(&["--json", "halt", "--all", "--jobs", "4"]).stdout);
+    let left: Vec<_> = dirs.iter().filter(|d| d.exists()).collect();
+    assert!(left.is_empty(), "halt --all left cgroups: {left:?}");
+    assert!(
+        v.as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r.get("cgroups").is_none()),
+        "the kept cgroups leaked into the output: {v}"
+    );
     let mut halted = zones_of(&v);
     halted.sort();
     assert_eq!(halted, zones);

@@ -19,14 +19,16 @@ pub struct StopOutcome {
 }
 
 /// Stop a zone: SIGTERM to its init, wait up to `timeout`, then SIGKILL everything in
-/// its cgroups, reap init if it is our child, and remove the cgroups. The console is
-/// saved to `console_log` once the zone is gone (runtime::console).
+/// its cgroups, reap init if it is our child, and remove the cgroups unless
+/// `remove_cgroups` is false (the caller removes them later: `halt --all`). The console
+/// is saved to `console_log` once the zone is gone (runtime::console).
 pub fn stop(
     init: Option<InitId>,
     cgroups: &CgroupSet,
     timeout: Duration,
     proc_root: &Path,
     console_log: &Path,
+    remove_cgroups: bool,
 ) -> Result<StopOutcome> {
     let mut graceful = true;
     let pidfd = init.and_then(|i| {
@@ -51,7 +53,9 @@ pub fn stop(
         // Reap it if we are its parent (a long-running warren such as the demo).
         let _ = warren_sys::proc::waitpid_nohang(i.pid);
     }
-    cgroups.remove(Duration::from_secs(5))?;
+    if remove_cgroups {
+        cgroups.remove(Duration::from_secs(5))?;
+    }
     if let Some(f) = &live_console {
         // A log that cannot be saved does not make the halt fail.
         let _ = console::save(f, console_log);

@@ -32,9 +32,9 @@ pub use cp::{cp, helper_main as cp_helper, CpOptions, CpReport};
 pub use gc::{gc, owner_pid, GcReport};
 pub use lifecycle::{
     boot, boot_autoboot, boot_watched, clone, clone_from, config_bytes, config_replace, config_set,
-    config_unset, create, create_with_profiles, delete, evict, halt, install, login, reboot,
-    resume, resume_with, suspend, uninstall, wake, ApplyTo, BootReport, ConfigChange, Halted,
-    Outcome, ResumeReport, SuspendReport,
+    config_unset, create, create_with_profiles, delete, evict, halt, halt_keeping_cgroups, install,
+    login, reboot, remove_kept_cgroups, resume, resume_with, suspend, uninstall, wake, ApplyTo,
+    BootReport, ConfigChange, Halted, Outcome, ResumeReport, SuspendReport,
 };
 pub use lifecycle::{proc_views, ViewState, ZoneViews};
 pub use rename::rename;

@@ -69,6 +69,10 @@ pub struct Done {
     /// What the verb says beside its result (it is done all the same).
     #[serde(default)]
     pub warnings: Vec<String>,
+    /// halt: the zone's emptied cgroups, which [`halt_many`] removes once every zone
+    /// is stopped (never handed to its caller).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cgroups: Option<crate::cgroups::CgroupSet>,
 }
 
 impl Done {
@@ -135,29 +139,44 @@ pub fn clone_many(
     )
 }
 
-/// Halt `zones` (see [`super::halt`]), up to `jobs` at once.
+/// Halt `zones` (see [`super::halt`]), up to `jobs` at once. The zones' cgroups are
+/// removed after all of them are stopped ([`super::halt_keeping_cgroups`] says why);
+/// a zone whose cgroups could not be removed then gets a warning of its own on stderr.
 pub fn halt_many(
     ctx: &Context,
     zones: &[String],
     jobs: usize,
     timeout: Option<Duration>,
-    done: impl FnMut(&str, Result<Done>),
+    mut done: impl FnMut(&str, Result<Done>),
 ) -> usize {
-    run(
+    let mut kept = Vec::new();
+    let failed = run(
         ctx,
         zones,
         jobs,
         |z| {
             let t = Instant::now();
-            let (o, h) = super::halt(ctx, z, timeout)?;
+            let (o, h) = super::halt_keeping_cgroups(ctx, z, timeout)?;
             let halted = o == Outcome::Done;
             let mut d = Done::of(o, ms(t.elapsed()));
             d.graceful = halted.then_some(h.graceful);
             d.warnings = h.warnings;
+            d.cgroups = h.kept;
             Ok(d)
         },
-        done,
-    )
+        |z, mut r| {
+            if let Ok(d) = &mut r {
+                if let Some(set) = d.cgroups.take() {
+                    kept.push((z.to_string(), set));
+                }
+            }
+            done(z, r)
+        },
+    );
+    for w in super::remove_kept_cgroups(ctx, kept) {
+        eprintln!("warren: warning: {w}");
+    }
+    failed
 }
 
 /// Run `op` on every zone, up to `jobs` at once in forked workers (in this process
