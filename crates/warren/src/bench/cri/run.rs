@@ -19,6 +19,7 @@ use serde_json::json;
 use super::client::CriClient;
 use super::daemon::{CriContainerd, PodCgroupMemory, Setup};
 use super::image::BUSYBOX;
+use super::memcg::MemcgProbe;
 use super::phases::Breakdown;
 use crate::bench::system::Failure;
 use crate::bench::Machine;
@@ -107,6 +108,14 @@ pub struct Beyond {
     /// The kernel's rise outside the pods' cgroups: the host's kernel rows less the
     /// cgroups' kernel memory.
     pub kernel_kib: f64,
+    /// Memory cgroups per pod (its cgroup parent, the sandbox's, each container's).
+    pub memcgs_per_pod: f64,
+    /// Of `kernel_kib`: the per-memcg shrinker state of the pods' memory cgroups,
+    /// memcgs per pod × what one empty memcg adds on this boot ([`super::memcg`]:
+    /// set by the highest shrinker id since boot, not by the pod); 0 without the probe.
+    pub kernel_memcg_kib: f64,
+    /// kernel − kernel_memcg: the pod's other kernel objects outside its cgroups.
+    pub kernel_rest_kib: f64,
     /// beyond − shims − containerd − kernel.
     pub rest_kib: f64,
 }
@@ -129,13 +138,15 @@ pub struct Held {
 }
 
 /// [`Beyond`] for `n` pods from the host before/after, the pods' cgroups (which
-/// hold nothing before the first pod), the shims and containerd before/after.
+/// hold nothing before the first pod), the shims and containerd before/after, and
+/// what one memory cgroup costs outside it (the probe, if it ran).
 pub fn beyond(
     n: usize,
     (before, after): (&MemSample, &MemSample),
     cgroups: &PodCgroupMemory,
     shims: Held,
     (cd_before, cd_after): (Held, Held),
+    memcg: Option<&MemcgProbe>,
 ) -> Beyond {
     let per = |b: f64| b / 1024.0 / n.max(1) as f64;
     let d = |a: u64, b: u64| b as f64 - a as f64;
@@ -147,6 +158,8 @@ pub fn beyond(
     let shim_anon = per(shims.anon_bytes as f64);
     let cd_anon = per(d(cd_before.anon_bytes, cd_after.anon_bytes));
     let kernel = per(d(kb, ka)) - cg_kernel;
+    let memcgs = cgroups.memcgs as f64 / n.max(1) as f64;
+    let kernel_memcg = super::memcg::pod_share_kib(memcgs, memcg);
     Beyond {
         host_kib: host,
         cgroups_usage_kib: per(cgroups.usage_bytes as f64),
@@ -157,6 +170,9 @@ pub fn beyond(
         containerd_anon_kib: cd_anon,
         containerd_pss_kib: per(d(cd_before.pss_bytes, cd_after.pss_bytes)),
         kernel_kib: kernel,
+        memcgs_per_pod: memcgs,
+        kernel_memcg_kib: kernel_memcg,
+        kernel_rest_kib: kernel - kernel_memcg,
         rest_kib: beyond_kib - shim_anon - cd_anon - kernel,
     }
 }
@@ -168,6 +184,11 @@ pub struct CriResults {
     pub date: String,
     pub machine: Machine,
     pub containerd_version: String,
+    /// What one empty memory cgroup adds to the kernel outside it, measured before
+    /// the first pod ([`super::memcg::probe`]); None with `memcg_probe_error` if it
+    /// could not run.
+    pub memcg_probe: Option<MemcgProbe>,
+    pub memcg_probe_error: Option<String>,
     pub steps: Vec<CriStep>,
 }
 
@@ -194,10 +215,16 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    // Before any pod: the probe's memory cgroups are gone (and most of their slab
+    // freed) before the first step's "before" reading.
+    let (memcg_probe, memcg_probe_error) = match memcg_probe() {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let mut steps = Vec::new();
     for &n in &opts.steps {
         for h in &opts.handlers {
-            steps.push(step(opts, h, n, progress)?);
+            steps.push(step(opts, h, n, memcg_probe.as_ref(), progress)?);
         }
     }
     progress.done();
@@ -206,8 +233,24 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         date,
         machine,
         containerd_version,
+        memcg_probe,
+        memcg_probe_error,
         steps,
     })
+}
+
+/// Empty memory cgroups the probe makes per round, and its rounds.
+const PROBE_MEMCGS: usize = 10;
+const PROBE_ROUNDS: usize = 3;
+
+fn memcg_probe() -> std::result::Result<MemcgProbe, Failure> {
+    let dir = super::memcg::own_memory_dir(Path::new("/proc"))?;
+    super::memcg::probe(
+        &dir,
+        Path::new("/proc/slabinfo"),
+        PROBE_MEMCGS,
+        PROBE_ROUNDS,
+    )
 }
 
 fn loadavg() -> String {
@@ -228,7 +271,13 @@ fn held_of(s: &Smaps) -> Held {
     }
 }
 
-fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) -> Result<CriStep> {
+fn step(
+    opts: &Options,
+    handler: &str,
+    n: usize,
+    memcg: Option<&MemcgProbe>,
+    progress: &mut dyn Progress,
+) -> Result<CriStep> {
     let dir = tempfile_dir()?;
     let r = (|| -> std::result::Result<CriStep, Failure> {
         let daemon = CriContainerd::start_with(&dir, &opts.warren, &opts.setup)?;
@@ -353,6 +402,7 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
                 &pod_cgroups,
                 held_of(&shims),
                 (held_of(&containerd_before), held_of(&containerd_after)),
+                memcg,
             ),
             breakdown,
             loadavg: load,
@@ -434,6 +484,7 @@ mod tests {
             anon_bytes: 20 * MIB,
             shmem_bytes: 0,
             kernel_bytes: 8 * MIB,
+            memcgs: 30,
         };
         let held = |a: u64, p: u64| Held {
             anon_bytes: a * MIB,
@@ -445,6 +496,7 @@ mod tests {
             &cg,
             held(10, 30),
             (held(20, 40), held(25, 48)),
+            None,
         );
         close(b.host_kib, 52.0 * 1024.0 / 10.0);
         close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
@@ -456,5 +508,25 @@ mod tests {
         close(b.kernel_kib, 4.0 * 1024.0 / 10.0);
         // 24 − 10 − 5 − 4 = 5 MiB nobody named, over 10 pods.
         close(b.rest_kib, 512.0);
+        // Without the probe the kernel's part is not split.
+        close(b.memcgs_per_pod, 3.0);
+        close(b.kernel_memcg_kib, 0.0);
+        close(b.kernel_rest_kib, b.kernel_kib);
+        // With it: 3 memcgs a pod at 100 kmalloc-1k objects each = 300 KiB of the
+        // 409.6; the total and the rest are what they were.
+        let probe = MemcgProbe::from_rounds(10, 1024, &[(5000, 6000)]);
+        let s = beyond(
+            10,
+            (&before, &after),
+            &cg,
+            held(10, 30),
+            (held(20, 40), held(25, 48)),
+            Some(&probe),
+        );
+        close(s.kernel_memcg_kib, 300.0);
+        close(s.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0);
+        close(s.kernel_kib, b.kernel_kib);
+        close(s.beyond_kib, b.beyond_kib);
+        close(s.rest_kib, b.rest_kib);
     }
 }
