@@ -182,6 +182,41 @@ pub fn probe(
     Ok(MemcgProbe::from_rounds(memcgs as u64, size, &counts))
 }
 
+/// The memory controller's `num_cgroups` in a /proc/cgroups text (live memory
+/// cgroups and dying ones: removed, but kept until their last charged page goes).
+pub fn memory_cgroups(proc_cgroups: &str) -> Option<u64> {
+    proc_cgroups.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.first() == Some(&"memory")).then(|| f.get(2)?.parse().ok())?
+    })
+}
+
+/// Dying memory cgroups on the host now: /proc/cgroups' count less the live
+/// directories of the memory hierarchy (v1: every directory; v2: those with
+/// `memory.stat`). Each still holds its shrinker state ([`MemcgProbe::kib_per_memcg`])
+/// until the kernel frees it, at a moment of its choosing: freed during a
+/// measurement, it lowers the host's slab by that much. None: the hierarchy is not
+/// seen from its root (a cgroup namespace) or not found.
+pub fn dying_memcgs(proc_root: &Path) -> Option<u64> {
+    let hiers = cgroups::own_hierarchies(proc_root).ok()?;
+    let h = hiers
+        .iter()
+        .find(|h| h.key.split(',').any(|c| c == "memory"))
+        .or_else(|| hiers.iter().find(|h| h.key.is_empty()))?;
+    if h.root != "/" {
+        return None;
+    }
+    let total = memory_cgroups(&std::fs::read_to_string(proc_root.join("cgroups")).ok()?)?;
+    let mut dirs = Vec::new();
+    cgroups::collect_dirs(&h.mount, &mut dirs);
+    let v1 = !h.key.is_empty();
+    let live = dirs
+        .iter()
+        .filter(|d| v1 || *d == &h.mount || d.join("memory.stat").is_file())
+        .count() as u64;
+    Some(total.saturating_sub(live))
+}
+
 /// A pod's part of "kernel outside the pods' cgroups" (KiB) that the per-memcg
 /// state explains: its memory cgroups × what one costs (the probe's figure).
 pub fn pod_share_kib(memcgs_per_pod: f64, probe: Option<&MemcgProbe>) -> f64 {
@@ -275,6 +310,14 @@ kmalloc-512        21112  21408    512   16    2 : tunables    0    0    0 : sla
             .map(|e| e.path())
             .collect();
         assert_eq!(left, vec![taken]);
+    }
+
+    #[test]
+    fn the_memory_controllers_count_from_proc_cgroups() {
+        let t = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t6\t1\nmemory\t4\t77\t1\npids\t8\t6\t1\n";
+        assert_eq!(memory_cgroups(t), Some(77));
+        assert_eq!(memory_cgroups("cpu\t1\t5\t1\n"), None);
+        assert_eq!(memory_cgroups("memory\t4\n"), None);
     }
 
     #[test]

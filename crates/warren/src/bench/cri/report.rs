@@ -59,17 +59,18 @@ pub fn markdown(r: &CriResults) -> String {
          and the rest (other processes of the host: noise). The kernel's part is split \
          in turn: the per-memcg shrinker state of the pods' memory cgroups (memcgs per \
          pod × what one empty memcg adds on this boot, set by the highest shrinker id \
-         since boot, not by the pod) and the rest of the kernel's rise.\n\n",
+         since boot, not by the pod), dying memory cgroups (earlier pods') the kernel \
+         freed (−) or gained (+) meanwhile × the same, and the rest of the kernel's rise.\n\n",
     );
     s.push_str(&memcg_probe(r));
     s.push_str(
-        "| handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | memcgs/pod | of it: memcgs' shrinker state (this boot's mark) | of it: the rest | rest | containerd PSS growth |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | memcgs/pod | of it: memcgs' shrinker state (this boot's mark) | of it: dying memcgs freed (−) / gained (+) | of it: the rest | rest | containerd PSS growth |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for st in &r.steps {
         let b = &st.beyond;
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
             st.handler,
             st.pods,
             b.host_kib,
@@ -82,11 +83,25 @@ pub fn markdown(r: &CriResults) -> String {
             b.kernel_kib,
             b.memcgs_per_pod,
             b.kernel_memcg_kib,
+            b.kernel_dying_kib,
             b.kernel_rest_kib,
             b.rest_kib,
             b.containerd_pss_kib,
         ));
     }
+    s.push_str(&format!(
+        "\n`{}` per pod, KiB: objects rise / slots rise (the slab pages; fewer when new \
+         objects fill slots earlier frees left): {}.\n",
+        crate::bench::cri::memcg::CACHE,
+        r.steps
+            .iter()
+            .map(|st| format!(
+                "{} {}: {:.0} / {:.0}",
+                st.handler, st.pods, st.beyond.cache_objects_kib, st.beyond.cache_slots_kib
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
     for st in &r.steps {
         if let Some(b) = &st.breakdown {
             s.push_str(&breakdown(st, b));
@@ -237,7 +252,7 @@ mod tests {
         assert!(!md.contains("broken down: runc"), "{md}");
         assert!(
             md.contains(
-                "| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 2000 | 3.0 | 1876 | 124 | 0 | 0 |"
+                "| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 2000 | 3.0 | 1876 | 0 | 124 | 0 | 0 |"
             ),
             "{md}"
         );

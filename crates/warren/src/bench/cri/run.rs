@@ -19,7 +19,7 @@ use serde_json::json;
 use super::client::CriClient;
 use super::daemon::{CriContainerd, PodCgroupMemory, Setup};
 use super::image::BUSYBOX;
-use super::memcg::MemcgProbe;
+use super::memcg::{MemcgProbe, SlabCache};
 use super::phases::Breakdown;
 use crate::bench::system::Failure;
 use crate::bench::Machine;
@@ -114,7 +114,22 @@ pub struct Beyond {
     /// memcgs per pod × what one empty memcg adds on this boot ([`super::memcg`]:
     /// set by the highest shrinker id since boot, not by the pod); 0 without the probe.
     pub kernel_memcg_kib: f64,
-    /// kernel − kernel_memcg: the pod's other kernel objects outside its cgroups.
+    /// Of `kernel_kib`: dying memory cgroups (removed, not yet freed: earlier pods',
+    /// the probe's) that the kernel freed (−) or that appeared (+) during the step,
+    /// × what one holds, per pod: a term of the host, not of these pods; 0 without
+    /// the probe or the count.
+    pub kernel_dying_kib: f64,
+    /// Dying memory cgroups before and after the pods started (host-wide).
+    pub dying_memcgs: Option<(u64, u64)>,
+    /// The rise of [`super::memcg::CACHE`] per pod, KiB: its objects (active) and its
+    /// slots (objects + free ones, i.e. the slab pages it holds). Where the objects
+    /// rose more than the slots, new objects filled slots left free by earlier frees
+    /// (memory the host already held): the host's slab rises less than the pods'
+    /// memcgs cost, and `kernel_rest_kib` shows it as a negative.
+    pub cache_objects_kib: f64,
+    pub cache_slots_kib: f64,
+    /// kernel − kernel_memcg − kernel_dying: the pods' other kernel objects outside
+    /// their cgroups (the shims' threads' kernel stacks, namespaces, mounts).
     pub kernel_rest_kib: f64,
     /// beyond − shims − containerd − kernel.
     pub rest_kib: f64,
@@ -147,6 +162,8 @@ pub fn beyond(
     shims: Held,
     (cd_before, cd_after): (Held, Held),
     memcg: Option<&MemcgProbe>,
+    dying: Option<(u64, u64)>,
+    cache: Option<(SlabCache, SlabCache)>,
 ) -> Beyond {
     let per = |b: f64| b / 1024.0 / n.max(1) as f64;
     let d = |a: u64, b: u64| b as f64 - a as f64;
@@ -160,6 +177,9 @@ pub fn beyond(
     let kernel = per(d(kb, ka)) - cg_kernel;
     let memcgs = cgroups.memcgs as f64 / n.max(1) as f64;
     let kernel_memcg = super::memcg::pod_share_kib(memcgs, memcg);
+    let kernel_dying = dying.map_or(0.0, |(b, a)| {
+        super::memcg::pod_share_kib(d(b, a) / n.max(1) as f64, memcg)
+    });
     Beyond {
         host_kib: host,
         cgroups_usage_kib: per(cgroups.usage_bytes as f64),
@@ -172,7 +192,15 @@ pub fn beyond(
         kernel_kib: kernel,
         memcgs_per_pod: memcgs,
         kernel_memcg_kib: kernel_memcg,
-        kernel_rest_kib: kernel - kernel_memcg,
+        kernel_dying_kib: kernel_dying,
+        dying_memcgs: dying,
+        cache_objects_kib: cache.map_or(0.0, |(b, a)| {
+            per(d(b.active_objs, a.active_objs) * a.objsize as f64)
+        }),
+        cache_slots_kib: cache.map_or(0.0, |(b, a)| {
+            per(d(b.num_objs, a.num_objs) * a.objsize as f64)
+        }),
+        kernel_rest_kib: kernel - kernel_memcg - kernel_dying,
         rest_kib: beyond_kib - shim_anon - cd_anon - kernel,
     }
 }
@@ -264,6 +292,12 @@ fn smaps(pid: i32) -> Smaps {
     smaps_total(Path::new("/proc"), &[pid])
 }
 
+/// [`super::memcg::CACHE`]'s line of /proc/slabinfo now (None: unreadable).
+fn cache() -> Option<SlabCache> {
+    let text = std::fs::read_to_string("/proc/slabinfo").ok()?;
+    super::memcg::slab_cache(&text, super::memcg::CACHE)
+}
+
 fn held_of(s: &Smaps) -> Held {
     Held {
         anon_bytes: s.pss_anon_bytes,
@@ -293,6 +327,8 @@ fn step(
             .map(|(p, _)| p)
             .ok_or_else(|| Failure::Failed("containerd is not running".into()))?;
         std::thread::sleep(Duration::from_millis(500));
+        let dying_before = super::memcg::dying_memcgs(Path::new("/proc"));
+        let cache_before = cache();
         let before = mem_sample(Path::new("/proc"));
         let containerd_before = smaps(containerd);
         let (mut run_ms, mut create_ms, mut start_ms) = (Vec::new(), Vec::new(), Vec::new());
@@ -344,6 +380,8 @@ fn step(
         }
         std::thread::sleep(Duration::from_secs(2));
         let after = mem_sample(Path::new("/proc"));
+        let dying_after = super::memcg::dying_memcgs(Path::new("/proc"));
+        let cache_after = cache();
         let containerd_after = smaps(containerd);
         let pod_cgroups = daemon.pod_memory();
         let shim_pids: Vec<i32> = daemon
@@ -403,6 +441,8 @@ fn step(
                 held_of(&shims),
                 (held_of(&containerd_before), held_of(&containerd_after)),
                 memcg,
+                dying_before.zip(dying_after),
+                cache_before.zip(cache_after),
             ),
             breakdown,
             loadavg: load,
@@ -497,6 +537,8 @@ mod tests {
             held(10, 30),
             (held(20, 40), held(25, 48)),
             None,
+            Some((70, 60)),
+            None,
         );
         close(b.host_kib, 52.0 * 1024.0 / 10.0);
         close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
@@ -511,6 +553,7 @@ mod tests {
         // Without the probe the kernel's part is not split.
         close(b.memcgs_per_pod, 3.0);
         close(b.kernel_memcg_kib, 0.0);
+        close(b.kernel_dying_kib, 0.0);
         close(b.kernel_rest_kib, b.kernel_kib);
         // With it: 3 memcgs a pod at 100 kmalloc-1k objects each = 300 KiB of the
         // 409.6; the total and the rest are what they were.
@@ -522,9 +565,40 @@ mod tests {
             held(10, 30),
             (held(20, 40), held(25, 48)),
             Some(&probe),
+            None,
+            None,
         );
         close(s.kernel_memcg_kib, 300.0);
         close(s.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0);
+        // 10 dying memcgs freed meanwhile (70 → 60): 10 × 100 KiB less slab over 10
+        // pods, −100 KiB a pod; the pods' own rest is that much larger.
+        let z = beyond(
+            10,
+            (&before, &after),
+            &cg,
+            held(10, 30),
+            (held(20, 40), held(25, 48)),
+            Some(&probe),
+            Some((70, 60)),
+            Some((
+                SlabCache {
+                    active_objs: 1000,
+                    num_objs: 1600,
+                    objsize: 1024,
+                },
+                SlabCache {
+                    active_objs: 4000,
+                    num_objs: 4000,
+                    objsize: 1024,
+                },
+            )),
+        );
+        // 3000 more objects, 2400 more slots: 300 and 240 KiB a pod.
+        close(z.cache_objects_kib, 300.0);
+        close(z.cache_slots_kib, 240.0);
+        close(z.kernel_dying_kib, -100.0);
+        close(z.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0 + 100.0);
+        close(z.kernel_kib, b.kernel_kib);
         close(s.kernel_kib, b.kernel_kib);
         close(s.beyond_kib, b.beyond_kib);
         close(s.rest_kib, b.rest_kib);
