@@ -152,6 +152,15 @@ pub struct Held {
     pub pss_bytes: u64,
 }
 
+/// What splits the kernel's part of [`Beyond`]: the probe's figure, the dying
+/// memory cgroups and [`super::memcg::CACHE`]'s line, each before/after the pods.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelSide<'a> {
+    pub memcg: Option<&'a MemcgProbe>,
+    pub dying: Option<(u64, u64)>,
+    pub cache: Option<(SlabCache, SlabCache)>,
+}
+
 /// [`Beyond`] for `n` pods from the host before/after, the pods' cgroups (which
 /// hold nothing before the first pod), the shims and containerd before/after, and
 /// what one memory cgroup costs outside it (the probe, if it ran).
@@ -161,10 +170,13 @@ pub fn beyond(
     cgroups: &PodCgroupMemory,
     shims: Held,
     (cd_before, cd_after): (Held, Held),
-    memcg: Option<&MemcgProbe>,
-    dying: Option<(u64, u64)>,
-    cache: Option<(SlabCache, SlabCache)>,
+    kernel_side: KernelSide<'_>,
 ) -> Beyond {
+    let KernelSide {
+        memcg,
+        dying,
+        cache,
+    } = kernel_side;
     let per = |b: f64| b / 1024.0 / n.max(1) as f64;
     let d = |a: u64, b: u64| b as f64 - a as f64;
     let ((hb, kb), (ha, ka)) = (held(before), held(after));
@@ -440,9 +452,11 @@ fn step(
                 &pod_cgroups,
                 held_of(&shims),
                 (held_of(&containerd_before), held_of(&containerd_after)),
-                memcg,
-                dying_before.zip(dying_after),
-                cache_before.zip(cache_after),
+                KernelSide {
+                    memcg,
+                    dying: dying_before.zip(dying_after),
+                    cache: cache_before.zip(cache_after),
+                },
             ),
             breakdown,
             loadavg: load,
@@ -536,9 +550,10 @@ mod tests {
             &cg,
             held(10, 30),
             (held(20, 40), held(25, 48)),
-            None,
-            Some((70, 60)),
-            None,
+            KernelSide {
+                dying: Some((70, 60)),
+                ..KernelSide::default()
+            },
         );
         close(b.host_kib, 52.0 * 1024.0 / 10.0);
         close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
@@ -564,9 +579,10 @@ mod tests {
             &cg,
             held(10, 30),
             (held(20, 40), held(25, 48)),
-            Some(&probe),
-            None,
-            None,
+            KernelSide {
+                memcg: Some(&probe),
+                ..KernelSide::default()
+            },
         );
         close(s.kernel_memcg_kib, 300.0);
         close(s.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0);
@@ -578,20 +594,22 @@ mod tests {
             &cg,
             held(10, 30),
             (held(20, 40), held(25, 48)),
-            Some(&probe),
-            Some((70, 60)),
-            Some((
-                SlabCache {
-                    active_objs: 1000,
-                    num_objs: 1600,
-                    objsize: 1024,
-                },
-                SlabCache {
-                    active_objs: 4000,
-                    num_objs: 4000,
-                    objsize: 1024,
-                },
-            )),
+            KernelSide {
+                memcg: Some(&probe),
+                dying: Some((70, 60)),
+                cache: Some((
+                    SlabCache {
+                        active_objs: 1000,
+                        num_objs: 1600,
+                        objsize: 1024,
+                    },
+                    SlabCache {
+                        active_objs: 4000,
+                        num_objs: 4000,
+                        objsize: 1024,
+                    },
+                )),
+            },
         );
         // 3000 more objects, 2400 more slots: 300 and 240 KiB a pod.
         close(z.cache_objects_kib, 300.0);
