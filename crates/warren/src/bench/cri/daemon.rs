@@ -448,6 +448,7 @@ impl CriContainerd {
                     )
                 };
                 total.add(&m);
+                total.memcgs += memcgs_at(&d);
             }
         }
         total
@@ -483,6 +484,10 @@ pub struct PodCgroupMemory {
     /// Kernel memory charged to them (v1 memory.kmem.usage_in_bytes; v2 the
     /// memory.stat kernel rows: slab, kernel_stack, pagetables, percpu, sock).
     pub kernel_bytes: u64,
+    /// Memory cgroups at and below the pods' cgroup parents (the parent, its
+    /// sandbox's, each container's, and whatever a runtime nests): each costs the
+    /// kernel per-memcg state outside them (see [`super::memcg`]).
+    pub memcgs: u64,
 }
 
 impl PodCgroupMemory {
@@ -492,12 +497,23 @@ impl PodCgroupMemory {
         self.anon_bytes += o.anon_bytes;
         self.shmem_bytes += o.shmem_bytes;
         self.kernel_bytes += o.kernel_bytes;
+        self.memcgs += o.memcgs;
     }
     /// What of it the host counts as pinned (not reclaimable page cache): anon,
     /// shmem, kernel.
     pub fn pinned_bytes(&self) -> u64 {
         self.anon_bytes + self.shmem_bytes + self.kernel_bytes
     }
+}
+
+/// Memory cgroups at and below `dir` (a directory with a `memory.stat`: every one
+/// in a v1 memory hierarchy; in v2 those the memory controller is enabled for).
+fn memcgs_at(dir: &Path) -> u64 {
+    let mut dirs = Vec::new();
+    cgroups::collect_dirs(dir, &mut dirs);
+    dirs.iter()
+        .filter(|d| d.join("memory.stat").is_file())
+        .count() as u64
 }
 
 /// One pod cgroup's memory from its memory.stat text, its usage and (v1) its kmem
@@ -516,6 +532,7 @@ fn cgroup_memory(v1: bool, stat: &str, usage: u64, kmem: Option<u64>) -> PodCgro
             anon_bytes: field("total_rss"),
             shmem_bytes: field("total_shmem"),
             kernel_bytes: kmem.unwrap_or(0),
+            memcgs: 0,
         }
     } else {
         PodCgroupMemory {
@@ -527,6 +544,7 @@ fn cgroup_memory(v1: bool, stat: &str, usage: u64, kmem: Option<u64>) -> PodCgro
                 .iter()
                 .map(|k| field(k))
                 .sum(),
+            memcgs: 0,
         }
     }
 }
@@ -633,6 +651,22 @@ mod tests {
     }
 
     #[test]
+    fn memory_cgroups_of_a_pod_are_the_directories_with_memory_stat() {
+        // A pod's parent, its sandbox's and a container's cgroups, and one nested
+        // directory without the memory controller (v2: not enabled for it).
+        let t = tempfile::tempdir().unwrap();
+        let pod = t.path().join("pod");
+        for d in ["", "sandbox", "ctr", "ctr/nomem"] {
+            std::fs::create_dir_all(pod.join(d)).unwrap();
+            if d != "ctr/nomem" {
+                std::fs::write(pod.join(d).join("memory.stat"), "").unwrap();
+            }
+        }
+        assert_eq!(memcgs_at(&pod), 3);
+        assert_eq!(memcgs_at(&t.path().join("gone")), 0);
+    }
+
+    #[test]
     fn pod_cgroup_memory_from_v1_and_v2_files() {
         let v1 = "cache 10\nrss 20\nshmem 1\ntotal_cache 100\ntotal_rss 4096\ntotal_rss_huge 0\ntotal_shmem 8\n";
         let m = cgroup_memory(true, v1, 9000, Some(700));
@@ -643,7 +677,8 @@ mod tests {
                 usage_bytes: 9000,
                 anon_bytes: 4096,
                 shmem_bytes: 8,
-                kernel_bytes: 700
+                kernel_bytes: 700,
+                memcgs: 0,
             }
         );
         assert_eq!(m.pinned_bytes(), 4096 + 8 + 700);

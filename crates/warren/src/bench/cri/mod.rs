@@ -3,11 +3,13 @@
 //! (the runc v2 shim with BinaryName = warren-oci) ([`daemon`]), the busybox and pause
 //! images built from the host's busybox ([`image`]), and a CRI client ([`client`]);
 //! the density bench over them ([`run`], [`report`]) and where RunPodSandbox's time
-//! goes ([`phases`], from containerd's debug log).
+//! goes ([`phases`], from containerd's debug log); what one memory cgroup costs the
+//! kernel outside it on this boot ([`memcg`]).
 
 pub mod client;
 pub mod daemon;
 pub mod image;
+pub mod memcg;
 pub mod phases;
 pub mod report;
 pub mod run;

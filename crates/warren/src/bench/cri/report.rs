@@ -56,14 +56,21 @@ pub fn markdown(r: &CriResults) -> String {
          host's rise from /proc/meminfo, the pods' memory cgroups (sandbox and containers) \
          from their stat files. *Beyond* = host − cgroups, split into the shims' anonymous \
          PSS, containerd's anonymous growth, the kernel's rise outside the pods' cgroups \
-         and the rest (other processes of the host: noise).\n\n\
-         | handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | rest | containerd PSS growth |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         and the rest (other processes of the host: noise). The kernel's part is split \
+         in turn: the per-memcg shrinker state of the pods' memory cgroups (memcgs per \
+         pod × what one empty memcg adds on this boot, set by the highest shrinker id \
+         since boot, not by the pod), dying memory cgroups (earlier pods') the kernel \
+         freed (−) or gained (+) meanwhile × the same, and the rest of the kernel's rise.\n\n",
+    );
+    s.push_str(&memcg_probe(r));
+    s.push_str(
+        "| handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | memcgs/pod | of it: memcgs' shrinker state (this boot's mark) | of it: dying memcgs freed (−) / gained (+) | of it: the rest | rest | containerd PSS growth |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for st in &r.steps {
         let b = &st.beyond;
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
             st.handler,
             st.pods,
             b.host_kib,
@@ -74,16 +81,60 @@ pub fn markdown(r: &CriResults) -> String {
             b.shim_anon_kib,
             b.containerd_anon_kib,
             b.kernel_kib,
+            b.memcgs_per_pod,
+            b.kernel_memcg_kib,
+            b.kernel_dying_kib,
+            b.kernel_rest_kib,
             b.rest_kib,
             b.containerd_pss_kib,
         ));
     }
+    s.push_str(&format!(
+        "\n`{}` per pod, KiB: objects rise / slots rise (the slab pages; fewer when new \
+         objects fill slots earlier frees left): {}.\n",
+        crate::bench::cri::memcg::CACHE,
+        r.steps
+            .iter()
+            .map(|st| format!(
+                "{} {}: {:.0} / {:.0}",
+                st.handler, st.pods, st.beyond.cache_objects_kib, st.beyond.cache_slots_kib
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    ));
     for st in &r.steps {
         if let Some(b) = &st.breakdown {
             s.push_str(&breakdown(st, b));
         }
     }
     s
+}
+
+/// The probe's line: what one empty memory cgroup adds outside it on this boot.
+fn memcg_probe(r: &CriResults) -> String {
+    match (&r.memcg_probe, &r.memcg_probe_error) {
+        (Some(p), _) => format!(
+            "One empty memory cgroup adds {:.0} `{}` objects of {} B = **{:.0} KiB** of slab \
+             outside it on this boot (median of {} rounds of {} memcgs: {}), the \
+             shrinker_info of about {} shrinker ids.\n\n",
+            p.objects_per_memcg,
+            p.cache,
+            p.object_bytes,
+            p.kib_per_memcg,
+            p.rounds,
+            p.memcgs,
+            p.objects_per_memcg_rounds
+                .iter()
+                .map(|x| format!("{x:.1}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            p.shrinker_ids,
+        ),
+        (None, Some(e)) => {
+            format!("The per-memcg probe did not run ({e}): the kernel's part is not split.\n\n")
+        }
+        (None, None) => String::new(),
+    }
 }
 
 /// A step's RunPodSandbox phases (containerd at log level debug, which slows it).
@@ -146,6 +197,10 @@ mod tests {
             beyond: Beyond {
                 beyond_kib: 812.0,
                 shim_anon_kib: 600.0,
+                kernel_kib: 2000.0,
+                memcgs_per_pod: 3.0,
+                kernel_memcg_kib: 1876.4,
+                kernel_rest_kib: 123.6,
                 ..Beyond::default()
             },
             breakdown: (handler == "warren").then(|| Breakdown {
@@ -173,6 +228,12 @@ mod tests {
                 loadavg_at_start: "1.00".into(),
             },
             containerd_version: "containerd 1.6.20".into(),
+            memcg_probe: Some(crate::bench::cri::memcg::MemcgProbe::from_rounds(
+                10,
+                1024,
+                &[(0, 6250), (0, 6260)],
+            )),
+            memcg_probe_error: None,
             steps: vec![step("runc", 10), step("warren", 10)],
         };
         let md = markdown(&r);
@@ -190,8 +251,15 @@ mod tests {
         assert!(md.contains("| task start | 10 | 3.0 / 3.0 |"), "{md}");
         assert!(!md.contains("broken down: runc"), "{md}");
         assert!(
-            md.contains("| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 0 | 0 | 0 |"),
+            md.contains(
+                "| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 2000 | 3.0 | 1876 | 0 | 124 | 0 | 0 |"
+            ),
             "{md}"
         );
+        assert!(
+            md.contains("adds 626 `kmalloc-1k` objects of 1024 B = **626 KiB** of slab"),
+            "{md}"
+        );
+        assert!(md.contains("2 rounds of 10 memcgs: 625.0, 626.0"), "{md}");
     }
 }

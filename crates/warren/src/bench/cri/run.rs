@@ -19,6 +19,7 @@ use serde_json::json;
 use super::client::CriClient;
 use super::daemon::{CriContainerd, PodCgroupMemory, Setup};
 use super::image::BUSYBOX;
+use super::memcg::{MemcgProbe, SlabCache};
 use super::phases::Breakdown;
 use crate::bench::system::Failure;
 use crate::bench::Machine;
@@ -107,6 +108,29 @@ pub struct Beyond {
     /// The kernel's rise outside the pods' cgroups: the host's kernel rows less the
     /// cgroups' kernel memory.
     pub kernel_kib: f64,
+    /// Memory cgroups per pod (its cgroup parent, the sandbox's, each container's).
+    pub memcgs_per_pod: f64,
+    /// Of `kernel_kib`: the per-memcg shrinker state of the pods' memory cgroups,
+    /// memcgs per pod × what one empty memcg adds on this boot ([`super::memcg`]:
+    /// set by the highest shrinker id since boot, not by the pod); 0 without the probe.
+    pub kernel_memcg_kib: f64,
+    /// Of `kernel_kib`: dying memory cgroups (removed, not yet freed: earlier pods',
+    /// the probe's) that the kernel freed (−) or that appeared (+) during the step,
+    /// × what one holds, per pod: a term of the host, not of these pods; 0 without
+    /// the probe or the count.
+    pub kernel_dying_kib: f64,
+    /// Dying memory cgroups before and after the pods started (host-wide).
+    pub dying_memcgs: Option<(u64, u64)>,
+    /// The rise of [`super::memcg::CACHE`] per pod, KiB: its objects (active) and its
+    /// slots (objects + free ones, i.e. the slab pages it holds). Where the objects
+    /// rose more than the slots, new objects filled slots left free by earlier frees
+    /// (memory the host already held): the host's slab rises less than the pods'
+    /// memcgs cost, and `kernel_rest_kib` shows it as a negative.
+    pub cache_objects_kib: f64,
+    pub cache_slots_kib: f64,
+    /// kernel − kernel_memcg − kernel_dying: the pods' other kernel objects outside
+    /// their cgroups (the shims' threads' kernel stacks, namespaces, mounts).
+    pub kernel_rest_kib: f64,
     /// beyond − shims − containerd − kernel.
     pub rest_kib: f64,
 }
@@ -128,15 +152,31 @@ pub struct Held {
     pub pss_bytes: u64,
 }
 
+/// What splits the kernel's part of [`Beyond`]: the probe's figure, the dying
+/// memory cgroups and [`super::memcg::CACHE`]'s line, each before/after the pods.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KernelSide<'a> {
+    pub memcg: Option<&'a MemcgProbe>,
+    pub dying: Option<(u64, u64)>,
+    pub cache: Option<(SlabCache, SlabCache)>,
+}
+
 /// [`Beyond`] for `n` pods from the host before/after, the pods' cgroups (which
-/// hold nothing before the first pod), the shims and containerd before/after.
+/// hold nothing before the first pod), the shims and containerd before/after, and
+/// what one memory cgroup costs outside it (the probe, if it ran).
 pub fn beyond(
     n: usize,
     (before, after): (&MemSample, &MemSample),
     cgroups: &PodCgroupMemory,
     shims: Held,
     (cd_before, cd_after): (Held, Held),
+    kernel_side: KernelSide<'_>,
 ) -> Beyond {
+    let KernelSide {
+        memcg,
+        dying,
+        cache,
+    } = kernel_side;
     let per = |b: f64| b / 1024.0 / n.max(1) as f64;
     let d = |a: u64, b: u64| b as f64 - a as f64;
     let ((hb, kb), (ha, ka)) = (held(before), held(after));
@@ -147,6 +187,11 @@ pub fn beyond(
     let shim_anon = per(shims.anon_bytes as f64);
     let cd_anon = per(d(cd_before.anon_bytes, cd_after.anon_bytes));
     let kernel = per(d(kb, ka)) - cg_kernel;
+    let memcgs = cgroups.memcgs as f64 / n.max(1) as f64;
+    let kernel_memcg = super::memcg::pod_share_kib(memcgs, memcg);
+    let kernel_dying = dying.map_or(0.0, |(b, a)| {
+        super::memcg::pod_share_kib(d(b, a) / n.max(1) as f64, memcg)
+    });
     Beyond {
         host_kib: host,
         cgroups_usage_kib: per(cgroups.usage_bytes as f64),
@@ -157,6 +202,17 @@ pub fn beyond(
         containerd_anon_kib: cd_anon,
         containerd_pss_kib: per(d(cd_before.pss_bytes, cd_after.pss_bytes)),
         kernel_kib: kernel,
+        memcgs_per_pod: memcgs,
+        kernel_memcg_kib: kernel_memcg,
+        kernel_dying_kib: kernel_dying,
+        dying_memcgs: dying,
+        cache_objects_kib: cache.map_or(0.0, |(b, a)| {
+            per(d(b.active_objs, a.active_objs) * a.objsize as f64)
+        }),
+        cache_slots_kib: cache.map_or(0.0, |(b, a)| {
+            per(d(b.num_objs, a.num_objs) * a.objsize as f64)
+        }),
+        kernel_rest_kib: kernel - kernel_memcg - kernel_dying,
         rest_kib: beyond_kib - shim_anon - cd_anon - kernel,
     }
 }
@@ -168,6 +224,11 @@ pub struct CriResults {
     pub date: String,
     pub machine: Machine,
     pub containerd_version: String,
+    /// What one empty memory cgroup adds to the kernel outside it, measured before
+    /// the first pod ([`super::memcg::probe`]); None with `memcg_probe_error` if it
+    /// could not run.
+    pub memcg_probe: Option<MemcgProbe>,
+    pub memcg_probe_error: Option<String>,
     pub steps: Vec<CriStep>,
 }
 
@@ -194,10 +255,16 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
+    // Before any pod: the probe's memory cgroups are gone (and most of their slab
+    // freed) before the first step's "before" reading.
+    let (memcg_probe, memcg_probe_error) = match memcg_probe() {
+        Ok(p) => (Some(p), None),
+        Err(e) => (None, Some(e.to_string())),
+    };
     let mut steps = Vec::new();
     for &n in &opts.steps {
         for h in &opts.handlers {
-            steps.push(step(opts, h, n, progress)?);
+            steps.push(step(opts, h, n, memcg_probe.as_ref(), progress)?);
         }
     }
     progress.done();
@@ -206,8 +273,24 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
         date,
         machine,
         containerd_version,
+        memcg_probe,
+        memcg_probe_error,
         steps,
     })
+}
+
+/// Empty memory cgroups the probe makes per round, and its rounds.
+const PROBE_MEMCGS: usize = 10;
+const PROBE_ROUNDS: usize = 3;
+
+fn memcg_probe() -> std::result::Result<MemcgProbe, Failure> {
+    let dir = super::memcg::own_memory_dir(Path::new("/proc"))?;
+    super::memcg::probe(
+        &dir,
+        Path::new("/proc/slabinfo"),
+        PROBE_MEMCGS,
+        PROBE_ROUNDS,
+    )
 }
 
 fn loadavg() -> String {
@@ -221,6 +304,12 @@ fn smaps(pid: i32) -> Smaps {
     smaps_total(Path::new("/proc"), &[pid])
 }
 
+/// [`super::memcg::CACHE`]'s line of /proc/slabinfo now (None: unreadable).
+fn cache() -> Option<SlabCache> {
+    let text = std::fs::read_to_string("/proc/slabinfo").ok()?;
+    super::memcg::slab_cache(&text, super::memcg::CACHE)
+}
+
 fn held_of(s: &Smaps) -> Held {
     Held {
         anon_bytes: s.pss_anon_bytes,
@@ -228,7 +317,13 @@ fn held_of(s: &Smaps) -> Held {
     }
 }
 
-fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) -> Result<CriStep> {
+fn step(
+    opts: &Options,
+    handler: &str,
+    n: usize,
+    memcg: Option<&MemcgProbe>,
+    progress: &mut dyn Progress,
+) -> Result<CriStep> {
     let dir = tempfile_dir()?;
     let r = (|| -> std::result::Result<CriStep, Failure> {
         let daemon = CriContainerd::start_with(&dir, &opts.warren, &opts.setup)?;
@@ -244,6 +339,8 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
             .map(|(p, _)| p)
             .ok_or_else(|| Failure::Failed("containerd is not running".into()))?;
         std::thread::sleep(Duration::from_millis(500));
+        let dying_before = super::memcg::dying_memcgs(Path::new("/proc"));
+        let cache_before = cache();
         let before = mem_sample(Path::new("/proc"));
         let containerd_before = smaps(containerd);
         let (mut run_ms, mut create_ms, mut start_ms) = (Vec::new(), Vec::new(), Vec::new());
@@ -295,6 +392,8 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
         }
         std::thread::sleep(Duration::from_secs(2));
         let after = mem_sample(Path::new("/proc"));
+        let dying_after = super::memcg::dying_memcgs(Path::new("/proc"));
+        let cache_after = cache();
         let containerd_after = smaps(containerd);
         let pod_cgroups = daemon.pod_memory();
         let shim_pids: Vec<i32> = daemon
@@ -353,6 +452,11 @@ fn step(opts: &Options, handler: &str, n: usize, progress: &mut dyn Progress) ->
                 &pod_cgroups,
                 held_of(&shims),
                 (held_of(&containerd_before), held_of(&containerd_after)),
+                KernelSide {
+                    memcg,
+                    dying: dying_before.zip(dying_after),
+                    cache: cache_before.zip(cache_after),
+                },
             ),
             breakdown,
             loadavg: load,
@@ -434,6 +538,7 @@ mod tests {
             anon_bytes: 20 * MIB,
             shmem_bytes: 0,
             kernel_bytes: 8 * MIB,
+            memcgs: 30,
         };
         let held = |a: u64, p: u64| Held {
             anon_bytes: a * MIB,
@@ -445,6 +550,10 @@ mod tests {
             &cg,
             held(10, 30),
             (held(20, 40), held(25, 48)),
+            KernelSide {
+                dying: Some((70, 60)),
+                ..KernelSide::default()
+            },
         );
         close(b.host_kib, 52.0 * 1024.0 / 10.0);
         close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
@@ -456,5 +565,60 @@ mod tests {
         close(b.kernel_kib, 4.0 * 1024.0 / 10.0);
         // 24 − 10 − 5 − 4 = 5 MiB nobody named, over 10 pods.
         close(b.rest_kib, 512.0);
+        // Without the probe the kernel's part is not split.
+        close(b.memcgs_per_pod, 3.0);
+        close(b.kernel_memcg_kib, 0.0);
+        close(b.kernel_dying_kib, 0.0);
+        close(b.kernel_rest_kib, b.kernel_kib);
+        // With it: 3 memcgs a pod at 100 kmalloc-1k objects each = 300 KiB of the
+        // 409.6; the total and the rest are what they were.
+        let probe = MemcgProbe::from_rounds(10, 1024, &[(5000, 6000)]);
+        let s = beyond(
+            10,
+            (&before, &after),
+            &cg,
+            held(10, 30),
+            (held(20, 40), held(25, 48)),
+            KernelSide {
+                memcg: Some(&probe),
+                ..KernelSide::default()
+            },
+        );
+        close(s.kernel_memcg_kib, 300.0);
+        close(s.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0);
+        // 10 dying memcgs freed meanwhile (70 → 60): 10 × 100 KiB less slab over 10
+        // pods, −100 KiB a pod; the pods' own rest is that much larger.
+        let z = beyond(
+            10,
+            (&before, &after),
+            &cg,
+            held(10, 30),
+            (held(20, 40), held(25, 48)),
+            KernelSide {
+                memcg: Some(&probe),
+                dying: Some((70, 60)),
+                cache: Some((
+                    SlabCache {
+                        active_objs: 1000,
+                        num_objs: 1600,
+                        objsize: 1024,
+                    },
+                    SlabCache {
+                        active_objs: 4000,
+                        num_objs: 4000,
+                        objsize: 1024,
+                    },
+                )),
+            },
+        );
+        // 3000 more objects, 2400 more slots: 300 and 240 KiB a pod.
+        close(z.cache_objects_kib, 300.0);
+        close(z.cache_slots_kib, 240.0);
+        close(z.kernel_dying_kib, -100.0);
+        close(z.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0 + 100.0);
+        close(z.kernel_kib, b.kernel_kib);
+        close(s.kernel_kib, b.kernel_kib);
+        close(s.beyond_kib, b.beyond_kib);
+        close(s.rest_kib, b.rest_kib);
     }
 }
