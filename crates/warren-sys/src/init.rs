@@ -10,7 +10,7 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 
 extern "C" {
     /// The C library's environment array (NULL-terminated `KEY=VALUE` strings).
@@ -173,6 +173,65 @@ fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) 
     result
 }
 
+/// Whether the pid namespace whose procfs root `proc_dir` is open on holds a process
+/// other than PID 1 (a numeric entry but "1"), read with `getdents64` into a buffer on
+/// the stack. An error answers yes (the caller then signals, as it would without this).
+///
+/// Why: PID 1's `kill(-1, sig)` reaches every other process of its namespace, but the
+/// kernel finds them by looking at every process on the *host*; with 10,000 zones each
+/// halt paid that walk even when init was alone. A descriptor opened at start keeps
+/// naming the namespace's own procfs whatever is mounted over `/proc` later.
+pub fn others_in_pid_namespace(proc_dir: BorrowedFd<'_>) -> bool {
+    let fd = proc_dir.as_raw_fd();
+    // SAFETY: lseek on a descriptor the caller keeps open; no memory is passed.
+    if unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } < 0 {
+        return true;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`, which lives
+        // for the call.
+        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
+        if n < 0 {
+            return true;
+        }
+        if n == 0 {
+            return false;
+        }
+        if entries_name_another_process(&buf[..n as usize]) {
+            return true;
+        }
+    }
+}
+
+/// The pure part of [`others_in_pid_namespace`]: whether the `linux_dirent64` records
+/// in `records` (d_ino u64, d_off i64, d_reclen u16, d_type u8, the NUL-terminated name)
+/// name a process other than "1". A malformed record answers yes.
+fn entries_name_another_process(records: &[u8]) -> bool {
+    let mut at = 0;
+    while at < records.len() {
+        let Some(rec) = records.get(at..) else {
+            return true;
+        };
+        let Some(len) = rec
+            .get(16..18)
+            .map(|b| u16::from_ne_bytes([b[0], b[1]]) as usize)
+        else {
+            return true;
+        };
+        if len < 20 || len > rec.len() {
+            return true;
+        }
+        let name = &rec[19..len];
+        let name = &name[..name.iter().position(|&b| b == 0).unwrap_or(name.len())];
+        if !name.is_empty() && name.iter().all(u8::is_ascii_digit) && name != b"1" {
+            return true;
+        }
+        at += len;
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -189,5 +248,39 @@ mod tests {
             .collect();
         let raw: Vec<Vec<u8>> = environment().map(<[u8]>::to_vec).collect();
         assert_eq!(raw, ours);
+    }
+
+    fn record(name: &str) -> Vec<u8> {
+        let len = (19 + name.len() + 1).div_ceil(8) * 8;
+        let mut r = vec![0u8; len];
+        r[16..18].copy_from_slice(&(len as u16).to_ne_bytes());
+        r[18] = 4;
+        r[19..19 + name.len()].copy_from_slice(name.as_bytes());
+        r
+    }
+
+    #[test]
+    fn only_pid_1_and_other_entries_mean_alone() {
+        let alone: Vec<u8> = [".", "..", "1", "self", "sys", "10x"]
+            .iter()
+            .flat_map(|n| record(n))
+            .collect();
+        assert!(!entries_name_another_process(&alone));
+        let mut busy = alone.clone();
+        busy.extend(record("42"));
+        assert!(entries_name_another_process(&busy));
+        // A record that claims more than there is: yes (signal, as without the check).
+        let mut bad = record("1");
+        bad[16] = 200;
+        assert!(entries_name_another_process(&bad));
+    }
+
+    #[test]
+    fn the_hosts_proc_has_other_processes() {
+        let d = std::fs::File::open("/proc").unwrap();
+        use std::os::fd::AsFd;
+        assert!(others_in_pid_namespace(d.as_fd()));
+        // Read twice: the descriptor is rewound.
+        assert!(others_in_pid_namespace(d.as_fd()));
     }
 }

@@ -208,6 +208,47 @@ fn services_run_under_warren_init_and_stop_on_halt() {
     );
 }
 
+/// At halt a process that joined the zone (`warren exec`: not a child of its init)
+/// gets SIGTERM as the services do; with its init alone, a zone halts gracefully too
+/// (init then skips the signal: runtime::init's shutdown).
+#[test]
+fn halt_signals_processes_that_joined_and_an_init_alone_just_exits() {
+    let env = Env::new();
+    env.host_zone("jn", &[]);
+    env.ok(&["boot", "jn"]);
+    let mut joined = env
+        .cmd()
+        .args([
+            "exec",
+            "jn",
+            "--",
+            "sh",
+            "-c",
+            "trap 'echo term > /tmp/got-term; exit 0' TERM; echo up > /tmp/up; while :; do sleep 0.1; done",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let up = env.root().join("zones/jn/upper/tmp/up");
+    for _ in 0..100 {
+        if up.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(up.exists(), "the joined process never started");
+    let r = env.ok(&["halt", "jn", "--timeout", "5"]);
+    assert!(!r.stdout.contains("killed"), "{}", r.stdout);
+    let _ = joined.wait();
+    let got = std::fs::read_to_string(env.root().join("zones/jn/upper/tmp/got-term"))
+        .expect("the joined process got no SIGTERM at halt");
+    assert_eq!(got.trim(), "term");
+    env.ok(&["boot", "jn"]);
+    let r = env.ok(&["halt", "jn", "--timeout", "5"]);
+    assert!(!r.stdout.contains("killed"), "{}", r.stdout);
+}
+
 #[test]
 fn custom_init_that_ignores_sigterm_is_killed_after_the_timeout() {
     let env = Env::new();

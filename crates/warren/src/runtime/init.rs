@@ -234,6 +234,9 @@ pub fn main() -> ! {
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(5));
     let path_var = env_value(env(), "PATH").unwrap_or(super::ZONE_PATH.as_bytes());
+    // The zone's procfs, opened before anything of the zone runs (close-on-exec): at
+    // shutdown it says whether anyone is left to signal.
+    let proc_dir = std::fs::File::open("/proc").ok();
     let mut running = Running {
         slots: [(0, 0); TRACKED],
     };
@@ -256,7 +259,9 @@ pub fn main() -> ! {
     loop {
         match warren_sys::signal::wait_any(Duration::from_secs(3600)) {
             Ok(Some(libc::SIGCHLD)) | Ok(None) => reap_all(&mut running),
-            Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => shutdown(grace),
+            Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => {
+                shutdown(grace, proc_dir.as_ref())
+            }
             Ok(Some(_)) => {}
             Err(e) => {
                 log!("waiting for signals failed: {e}");
@@ -266,8 +271,14 @@ pub fn main() -> ! {
     }
 }
 
-fn shutdown(grace: Duration) -> ! {
+fn shutdown(grace: Duration, proc_dir: Option<&std::fs::File>) -> ! {
+    use std::os::fd::AsFd;
     use warren_sys::libc;
+    // Alone in the zone: nothing to signal or wait for (kill(-1) would look at every
+    // process on the host to find none; warren_sys::init::others_in_pid_namespace).
+    if proc_dir.is_some_and(|d| !warren_sys::init::others_in_pid_namespace(d.as_fd())) {
+        warren_sys::exit_now(0)
+    }
     // From PID 1, kill(-1) reaches every other process in the zone's pid namespace.
     let _ = warren_sys::proc::kill(-1, libc::SIGTERM);
     let deadline = Instant::now() + grace;
