@@ -466,11 +466,8 @@ pub fn remove_kept_cgroups(
         let left = match crate::lock::try_exclusive_path(&path) {
             Ok(Some(_lock)) => match load_locked(ctx, &name) {
                 Ok(z) if z.runtime.is_some() => continue,
-                Ok(_) => match set.remove(Duration::from_secs(5)) {
-                    Ok(()) => continue,
-                    Err(e) => e.to_string(),
-                },
-                Err(Error::NoSuchZone(_)) => match set.remove(Duration::from_secs(5)) {
+                // Halted, or deleted since: nothing can be running in them.
+                Ok(_) | Err(Error::NoSuchZone(_)) => match set.remove(Duration::from_secs(5)) {
                     Ok(()) => continue,
                     Err(e) => e.to_string(),
                 },
