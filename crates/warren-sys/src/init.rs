@@ -179,8 +179,7 @@ fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) 
 ///
 /// Why: PID 1's `kill(-1, sig)` reaches every other process of its namespace, but the
 /// kernel finds them by looking at every process on the *host*; with 10,000 zones each
-/// halt paid that walk even when init was alone. A descriptor opened at start keeps
-/// naming the namespace's own procfs whatever is mounted over `/proc` later.
+/// halt paid that walk even when init was alone.
 pub fn others_in_pid_namespace(proc_dir: BorrowedFd<'_>) -> bool {
     let fd = proc_dir.as_raw_fd();
     // SAFETY: lseek on a descriptor the caller keeps open; no memory is passed.

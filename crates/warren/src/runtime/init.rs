@@ -234,9 +234,6 @@ pub fn main() -> ! {
         .map(Duration::from_secs)
         .unwrap_or(Duration::from_secs(5));
     let path_var = env_value(env(), "PATH").unwrap_or(super::ZONE_PATH.as_bytes());
-    // The zone's procfs, opened before anything of the zone runs (close-on-exec): at
-    // shutdown it says whether anyone is left to signal.
-    let proc_dir = std::fs::File::open("/proc").ok();
     let mut running = Running {
         slots: [(0, 0); TRACKED],
     };
@@ -259,9 +256,7 @@ pub fn main() -> ! {
     loop {
         match warren_sys::signal::wait_any(Duration::from_secs(3600)) {
             Ok(Some(libc::SIGCHLD)) | Ok(None) => reap_all(&mut running),
-            Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => {
-                shutdown(grace, proc_dir.as_ref())
-            }
+            Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => shutdown(grace),
             Ok(Some(_)) => {}
             Err(e) => {
                 log!("waiting for signals failed: {e}");
@@ -271,30 +266,45 @@ pub fn main() -> ! {
     }
 }
 
-fn shutdown(grace: Duration, proc_dir: Option<&std::fs::File>) -> ! {
+fn shutdown(grace: Duration) -> ! {
     use std::os::fd::AsFd;
     use warren_sys::libc;
-    // Alone in the zone: nothing to signal or wait for (kill(-1) would look at every
-    // process on the host to find none; warren_sys::init::others_in_pid_namespace).
-    if proc_dir.is_some_and(|d| !warren_sys::init::others_in_pid_namespace(d.as_fd())) {
+    // The zone's /proc is its pid namespace's procfs, and nothing in the zone can mount
+    // over it (its mount namespace belongs to the host's user namespace); opened only
+    // now, so that no descriptor but 0-2 is init's while the zone runs. It says whether
+    // anyone but init is left (warren_sys::init::others_in_pid_namespace): children,
+    // and processes that joined the zone (`warren exec`, `login`), which are not.
+    let proc_dir = std::fs::File::open("/proc").ok();
+    let others = || {
+        proc_dir
+            .as_ref()
+            .is_some_and(|d| warren_sys::init::others_in_pid_namespace(d.as_fd()))
+    };
+    // Alone: nothing to signal or wait for (kill(-1) would look at every process on
+    // the host to find none).
+    if proc_dir.is_some() && !others() {
         warren_sys::exit_now(0)
     }
     // From PID 1, kill(-1) reaches every other process in the zone's pid namespace.
     let _ = warren_sys::proc::kill(-1, libc::SIGTERM);
     let deadline = Instant::now() + grace;
     loop {
-        match warren_sys::proc::waitpid_nohang(-1) {
+        // Children are reaped (SIGCHLD wakes the wait); once none is left, the grace
+        // period goes on while a process that joined the zone still runs (polled: its
+        // end sends init no signal).
+        let poll = match warren_sys::proc::waitpid_nohang(-1) {
             Ok(Some(_)) => continue,
-            Err(_) => break, // ECHILD: nothing left
-            Ok(None) => {}
-        }
+            Ok(None) => Duration::from_millis(100),
+            Err(_) if others() => Duration::from_millis(20),
+            Err(_) => break, // ECHILD and nobody else: done
+        };
         let now = Instant::now();
         if now >= deadline {
             let _ = warren_sys::proc::kill(-1, libc::SIGKILL);
             while warren_sys::proc::waitpid_blocking(-1).is_ok() {}
             break;
         }
-        let _ = warren_sys::signal::wait_any((deadline - now).min(Duration::from_millis(100)));
+        let _ = warren_sys::signal::wait_any((deadline - now).min(poll));
     }
     warren_sys::exit_now(0)
 }
