@@ -423,14 +423,7 @@ pub(crate) fn drop_charges(version: CgroupVersion, dir: &Path) {
     let Ok(stat) = std::fs::read_to_string(dir.join("memory.stat")) else {
         return;
     };
-    let cache = stat.lines().find_map(|l| {
-        l.strip_prefix(key)?
-            .strip_prefix(' ')?
-            .trim()
-            .parse::<u64>()
-            .ok()
-    });
-    if let Some(n) = cache.filter(|n| *n > 0) {
+    if let Some(&n) = parse_keyed(&stat).get(key).filter(|n| **n > 0) {
         let _ = write_file(dir, file, &value(n));
         if version == CgroupVersion::V1 {
             // Unlimited again at once: a directory left behind (a removal that fails,
@@ -439,6 +432,16 @@ pub(crate) fn drop_charges(version: CgroupVersion, dir: &Path) {
             let _ = write_file(dir, file, "-1");
         }
     }
+}
+
+/// "key value" lines (memory.stat, cpu.stat) as a map.
+pub fn parse_keyed(text: &str) -> std::collections::BTreeMap<&str, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once(' ')?;
+            Some((k, v.trim().parse().ok()?))
+        })
+        .collect()
 }
 
 fn read_u64(path: &Path) -> Option<u64> {
@@ -497,32 +500,11 @@ mod tests {
         }
     }
 
-    /// Where this process's memory cgroup is: v1's memory hierarchy, or v2 when its
-    /// `cgroup.controllers` has memory. `None` on a host with neither.
-    fn own_memory_dir() -> Option<(PathBuf, CgroupVersion)> {
-        let mounts =
-            discover::parse_mountinfo(&std::fs::read_to_string("/proc/self/mountinfo").ok()?);
-        let own = discover::parse_proc_cgroup(&std::fs::read_to_string("/proc/self/cgroup").ok()?);
-        let dirs = discover::own_dirs(&mounts, &own);
-        if let Some((v, _, d)) = dirs
-            .iter()
-            .find(|(v, c, _)| *v == CgroupVersion::V1 && c.iter().any(|x| x == "memory"))
-        {
-            return Some((d.clone(), *v));
-        }
-        dirs.into_iter()
-            .find(|(v, _, d)| {
-                *v == CgroupVersion::V2
-                    && std::fs::read_to_string(d.join("cgroup.subtree_control"))
-                        .is_ok_and(|c| c.split_whitespace().any(|x| x == "memory"))
-            })
-            .map(|(v, _, d)| (d, v))
-    }
-
     fn stat_of(dir: &Path, key: &str) -> u64 {
         let stat = std::fs::read_to_string(dir.join("memory.stat")).unwrap();
-        stat.lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(' ')?.trim().parse().ok())
+        parse_keyed(&stat)
+            .get(key)
+            .copied()
             .unwrap_or_else(|| panic!("no {key} in memory.stat: {stat}"))
     }
 
@@ -532,9 +514,11 @@ mod tests {
     /// alone.
     #[test]
     fn drop_charges_reclaims_the_page_cache_an_ended_process_left() {
-        let (own, version) = own_memory_dir().expect(
-            "this test needs a memory cgroup it may create beneath its own (v1's memory hierarchy, or v2 with memory in cgroup.subtree_control)",
-        );
+        // The place `warren bench cri`'s probe makes its memory cgroups in.
+        let (own, version) = crate::bench::cri::memcg::own_memory_dir(Path::new("/proc"))
+            .unwrap_or_else(|e| {
+                panic!("this test needs a memory cgroup it may create beneath its own: {e}")
+            });
         let cg = OwnMemcg(own.join(format!("warren-drop-charges-{}", std::process::id())));
         std::fs::create_dir(&cg.0).unwrap();
         let key = if version == CgroupVersion::V1 {

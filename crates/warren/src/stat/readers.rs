@@ -56,15 +56,7 @@ pub struct Smaps {
     pub processes: u64,
 }
 
-/// "key value" lines (memory.stat, cpu.stat) as a map.
-pub fn parse_keyed(text: &str) -> BTreeMap<&str, u64> {
-    text.lines()
-        .filter_map(|l| {
-            let (k, v) = l.split_once(' ')?;
-            Some((k, v.trim().parse().ok()?))
-        })
-        .collect()
-}
+pub use crate::cgroups::parse_keyed;
 
 fn read_u64(set: &CgroupSet, controller: &str, file: &str) -> Option<u64> {
     set.read(controller, file)?.parse().ok()

@@ -20,6 +20,8 @@ use serde::Serialize;
 
 use crate::bench::cgroups;
 use crate::bench::system::Failure;
+use crate::cgroups::CgroupVersion;
+use crate::doctor::snapshot::parse_proc_cgroups;
 
 /// The slab cache a shrinker_info unit lives in.
 pub const CACHE: &str = "kmalloc-1k";
@@ -120,14 +122,14 @@ fn active(slabinfo: &Path) -> Result<SlabCache, Failure> {
 
 /// The directory the probe makes its cgroups in: this process's own memory cgroup
 /// (v1: the memory hierarchy's; v2: the unified one's, if it gives its children
-/// the memory controller). Err: none.
-pub fn own_memory_dir(proc_root: &Path) -> Result<PathBuf, Failure> {
+/// the memory controller), and which version it is. Err: none.
+pub fn own_memory_dir(proc_root: &Path) -> Result<(PathBuf, CgroupVersion), Failure> {
     let hiers = cgroups::own_hierarchies(proc_root)?;
     if let Some(h) = hiers
         .iter()
         .find(|h| h.key.split(',').any(|c| c == "memory"))
     {
-        return Ok(h.own.clone());
+        return Ok((h.own.clone(), CgroupVersion::V1));
     }
     let h = hiers
         .iter()
@@ -140,7 +142,7 @@ pub fn own_memory_dir(proc_root: &Path) -> Result<PathBuf, Failure> {
             h.own.display()
         )));
     }
-    Ok(h.own.clone())
+    Ok((h.own.clone(), CgroupVersion::V2))
 }
 
 /// Make `memcgs` empty memory cgroups beneath `dir`, `rounds` times, counting
@@ -182,15 +184,6 @@ pub fn probe(
     Ok(MemcgProbe::from_rounds(memcgs as u64, size, &counts))
 }
 
-/// The memory controller's `num_cgroups` in a /proc/cgroups text (live memory
-/// cgroups and dying ones: removed, but kept until their last charged page goes).
-pub fn memory_cgroups(proc_cgroups: &str) -> Option<u64> {
-    proc_cgroups.lines().find_map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f.first() == Some(&"memory")).then(|| f.get(2)?.parse().ok())?
-    })
-}
-
 /// Dying memory cgroups on the host now: /proc/cgroups' count less the live
 /// directories of the memory hierarchy (v1: every directory; v2: those with
 /// `memory.stat`). Each still holds its shrinker state ([`MemcgProbe::kib_per_memcg`])
@@ -206,7 +199,10 @@ pub fn dying_memcgs(proc_root: &Path) -> Option<u64> {
     if h.root != "/" {
         return None;
     }
-    let total = memory_cgroups(&std::fs::read_to_string(proc_root.join("cgroups")).ok()?)?;
+    // num_cgroups counts live memory cgroups and dying ones (removed, but kept until
+    // their last charged page goes).
+    let text = std::fs::read_to_string(proc_root.join("cgroups")).ok()?;
+    let total = parse_proc_cgroups(&text, "memory")?;
     let mut dirs = Vec::new();
     cgroups::collect_dirs(&h.mount, &mut dirs);
     let v1 = !h.key.is_empty();
@@ -315,9 +311,9 @@ kmalloc-512        21112  21408    512   16    2 : tunables    0    0    0 : sla
     #[test]
     fn the_memory_controllers_count_from_proc_cgroups() {
         let t = "#subsys_name\thierarchy\tnum_cgroups\tenabled\ncpuset\t3\t6\t1\nmemory\t4\t77\t1\npids\t8\t6\t1\n";
-        assert_eq!(memory_cgroups(t), Some(77));
-        assert_eq!(memory_cgroups("cpu\t1\t5\t1\n"), None);
-        assert_eq!(memory_cgroups("memory\t4\n"), None);
+        assert_eq!(parse_proc_cgroups(t, "memory"), Some(77));
+        assert_eq!(parse_proc_cgroups("cpu\t1\t5\t1\n", "memory"), None);
+        assert_eq!(parse_proc_cgroups("memory\t4\n", "memory"), None);
     }
 
     #[test]

@@ -284,7 +284,7 @@ const PROBE_MEMCGS: usize = 10;
 const PROBE_ROUNDS: usize = 3;
 
 fn memcg_probe() -> std::result::Result<MemcgProbe, Failure> {
-    let dir = super::memcg::own_memory_dir(Path::new("/proc"))?;
+    let (dir, _) = super::memcg::own_memory_dir(Path::new("/proc"))?;
     super::memcg::probe(
         &dir,
         Path::new("/proc/slabinfo"),
@@ -544,17 +544,21 @@ mod tests {
             anon_bytes: a * MIB,
             pss_bytes: p * MIB,
         };
-        let b = beyond(
-            10,
-            (&before, &after),
-            &cg,
-            held(10, 30),
-            (held(20, 40), held(25, 48)),
-            KernelSide {
-                dying: Some((70, 60)),
-                ..KernelSide::default()
-            },
-        );
+        // The same pods, split with what is known of the kernel's side.
+        let split = |side: KernelSide| {
+            beyond(
+                10,
+                (&before, &after),
+                &cg,
+                held(10, 30),
+                (held(20, 40), held(25, 48)),
+                side,
+            )
+        };
+        let b = split(KernelSide {
+            dying: Some((70, 60)),
+            ..KernelSide::default()
+        });
         close(b.host_kib, 52.0 * 1024.0 / 10.0);
         close(b.cgroups_held_kib, 28.0 * 1024.0 / 10.0);
         close(b.cgroups_usage_kib, 35.0 * 1024.0 / 10.0);
@@ -573,44 +577,30 @@ mod tests {
         // With it: 3 memcgs a pod at 100 kmalloc-1k objects each = 300 KiB of the
         // 409.6; the total and the rest are what they were.
         let probe = MemcgProbe::from_rounds(10, 1024, &[(5000, 6000)]);
-        let s = beyond(
-            10,
-            (&before, &after),
-            &cg,
-            held(10, 30),
-            (held(20, 40), held(25, 48)),
-            KernelSide {
-                memcg: Some(&probe),
-                ..KernelSide::default()
-            },
-        );
+        let s = split(KernelSide {
+            memcg: Some(&probe),
+            ..KernelSide::default()
+        });
         close(s.kernel_memcg_kib, 300.0);
         close(s.kernel_rest_kib, 4.0 * 1024.0 / 10.0 - 300.0);
         // 10 dying memcgs freed meanwhile (70 → 60): 10 × 100 KiB less slab over 10
         // pods, −100 KiB a pod; the pods' own rest is that much larger.
-        let z = beyond(
-            10,
-            (&before, &after),
-            &cg,
-            held(10, 30),
-            (held(20, 40), held(25, 48)),
-            KernelSide {
-                memcg: Some(&probe),
-                dying: Some((70, 60)),
-                cache: Some((
-                    SlabCache {
-                        active_objs: 1000,
-                        num_objs: 1600,
-                        objsize: 1024,
-                    },
-                    SlabCache {
-                        active_objs: 4000,
-                        num_objs: 4000,
-                        objsize: 1024,
-                    },
-                )),
-            },
-        );
+        let z = split(KernelSide {
+            memcg: Some(&probe),
+            dying: Some((70, 60)),
+            cache: Some((
+                SlabCache {
+                    active_objs: 1000,
+                    num_objs: 1600,
+                    objsize: 1024,
+                },
+                SlabCache {
+                    active_objs: 4000,
+                    num_objs: 4000,
+                    objsize: 1024,
+                },
+            )),
+        });
         // 3000 more objects, 2400 more slots: 300 and 240 KiB a pod.
         close(z.cache_objects_kib, 300.0);
         close(z.cache_slots_kib, 240.0);
