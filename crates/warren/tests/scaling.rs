@@ -140,10 +140,14 @@ fn the_saved_console_keeps_its_last_mebibyte() {
 /// it never allocates after start and is not a static-pie, so none of its
 /// relocated data pages become private. Release build: 80 KiB of anonymous memory
 /// before, 60 after; a debug build (as `cargo test` makes) takes 72, its unoptimised
-/// frames using more stack. Each budget leaves one page of room.
+/// frames using more stack. The stack's pages vary from one exec to the next by up to
+/// two: the kernel moves the stack pointer down by a random 0-8 KiB below argv and the
+/// environment (arch_align_stack), so both the strings above and the frames below can
+/// each straddle one more page boundary (16-24 KiB of stack for the same debug init).
+/// Each budget is the smallest figure plus those two pages.
 #[test]
 fn warren_init_keeps_its_private_memory_within_budget() {
-    const BUDGET_KIB: u64 = if cfg!(debug_assertions) { 76 } else { 64 };
+    const BUDGET_KIB: u64 = if cfg!(debug_assertions) { 80 } else { 68 };
     let env = Env::new();
     env.host_zone("ini", &[r#"services=["sleep 300"]"#]);
     env.ok(&["boot", "ini"]);
