@@ -306,31 +306,35 @@ fn study_wasp_runs_both_databases_interleaved_with_noise_and_leaves_nothing() {
     let cpus = r["machine"]["cpus"].as_f64().unwrap();
     let cap = r["cpu_per_zone"].as_f64().unwrap();
     assert!((cap - cpus * 1.125 / 12.0).abs() < 1e-3, "{r}");
-    // A database's steps in a row, then the other's (A B), each against the budget.
+    // A database's steps in a row, then the other's (A B), each against the budget;
+    // the step past the reference once more without the agent (the counterfactual).
     let rows = r["results"].as_array().unwrap();
-    let order: Vec<(&str, u64)> = rows
+    let order: Vec<(&str, u64, &str)> = rows
         .iter()
         .map(|s| {
             (
                 s["workload"].as_str().unwrap(),
                 s["zones"].as_u64().unwrap(),
+                s["agent_policy"].as_str().unwrap_or("off"),
             )
         })
         .collect();
     assert_eq!(
         order,
         [
-            ("pgbench", 1),
-            ("pgbench", 2),
-            ("mariadb", 1),
-            ("mariadb", 2)
+            ("pgbench", 1, "evict"),
+            ("pgbench", 2, "evict"),
+            ("pgbench", 2, "off"),
+            ("mariadb", 1, "evict"),
+            ("mariadb", 2, "evict"),
+            ("mariadb", 2, "off")
         ]
     );
     for s in rows {
         let n = s["zones"].as_f64().unwrap();
+        let agent = !s["agent_policy"].is_null();
         assert_eq!(s["repetition"], 1, "{s}");
         assert_eq!(s["oom_kills"], 0, "no OOM kill: {s}");
-        assert_eq!(s["agent_policy"], "evict", "{s}");
         assert_eq!(s["budget_mib"], 256.0, "{s}");
         assert!((s["cpu_cap_total"].as_f64().unwrap() - cap * n).abs() < 1e-9);
         assert!(s["swap_total_mib"].as_f64().unwrap() > 0.0, "{s}");
@@ -358,16 +362,21 @@ fn study_wasp_runs_both_databases_interleaved_with_noise_and_leaves_nothing() {
                 "defaults below the reference: {s}"
             );
             assert_eq!(s["failed_zones"], serde_json::json!([]), "{s}");
-        } else {
+        } else if agent {
             let t = &s["agent_thresholds"];
             assert_eq!(t["from_zones"], 1, "{s}");
             assert!(t["swap_in_trigger"].as_f64().unwrap() >= 256.0, "{s}");
+        } else {
+            assert!(s["agent_thresholds"].is_null(), "no agent: {s}");
+            assert_eq!(s["agent_actions"], serde_json::json!([]), "{s}");
+            assert_eq!(s["evictions"], 0, "{s}");
+            assert_eq!(s["zones_lost"], serde_json::json!([]), "{s}");
         }
     }
     assert!(
-        rows[2]["latency_p95_ms"].as_f64().unwrap() > 0.0,
+        rows[3]["latency_p95_ms"].as_f64().unwrap() > 0.0,
         "{}",
-        rows[2]
+        rows[3]
     );
     // The calibration: one zone of each database first and last.
     let cal: Vec<(&str, u64)> = r["calibration"]
@@ -391,10 +400,14 @@ fn study_wasp_runs_both_databases_interleaved_with_noise_and_leaves_nothing() {
         ]
     );
     let sum = &r["summary"];
-    assert_eq!(sum["rows"].as_array().unwrap().len(), 4, "{sum}");
+    assert_eq!(sum["rows"].as_array().unwrap().len(), 6, "{sum}");
     assert_eq!(sum["noise"].as_array().unwrap().len(), 2, "{sum}");
     let verdicts = sum["verdicts"].as_array().unwrap();
-    assert_eq!(verdicts.len(), 2, "one per database: {sum}");
+    assert_eq!(
+        verdicts.len(),
+        4,
+        "one per database, with and without the agent: {sum}"
+    );
     for v in verdicts {
         assert_eq!(
             (&v["reference_zones"], &v["oversubscribed_zones"]),
@@ -410,6 +423,8 @@ fn study_wasp_runs_both_databases_interleaved_with_noise_and_leaves_nothing() {
         "## Noise",
         "## Is the oversubscribed step's loss larger than the noise?",
         "## What the agent did",
+        "### With and without the agent (the counterfactual)",
+        "pgbench vs mariadb at 2 zones, agent off",
         "InnoDB O_DIRECT",
     ] {
         assert!(md.contains(want), "{want}: {md}");

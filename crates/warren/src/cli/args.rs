@@ -697,7 +697,9 @@ Keep N within what the host's kernel.pid_max allows for everything else running 
 --workload pgbench,mariadb, --zones 1,2,4,8,12, --memory-per-zone BUDGET / 9.6 (12 zones
 = 125 % of the budget), --cpu-per-zone CPUs x 1.125 / 12 (12 zones = 112.5 % of the
 host's CPUs), --agent-policy evict with its swap triggers from the largest step that fits
-the budget (8), --buffer-pct 50, --repeat 3, --warmup 10, --calibrate.
+the budget (8): 1.5 x the swap I/O that step averaged, at least 256 pages/s, --counterfactual
+(the steps past it once more without the agent), --buffer-pct 50, --repeat 3, --warmup 10,
+--calibrate.
 
 --oversubscribe PCT gives the zones a memory budget B = N x memory-per-zone / (1 + PCT/100),
 set as the memory limit of this state root's zone group cgroup (restored afterwards), so
@@ -777,6 +779,10 @@ one-zone calibration step runs first and last (docs/bench.md, docs/studies.md)."
         /// for the larger steps [--study wasp: the largest step that fits the budget].
         #[arg(long, value_name = "N")]
         agent_thresholds_from: Option<usize>,
+        /// Run every step past --agent-thresholds-from (every step without it) once more
+        /// with the agent off: what the agent cost and saved [default with --study wasp].
+        #[arg(long)]
+        counterfactual: bool,
         /// shared_buffers / innodb_buffer_pool_size as % of the zone's memory
         /// [default: PostgreSQL 25, MariaDB 50; --study wasp: 50].
         #[arg(long, value_name = "PCT")]

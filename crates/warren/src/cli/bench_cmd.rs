@@ -42,6 +42,7 @@ pub(super) struct ScaleFlags<'a> {
     pub repeat: Option<usize>,
     pub calibrate: bool,
     pub thresholds_from: Option<usize>,
+    pub counterfactual: bool,
     pub buffer_pct: Option<u32>,
     pub sysbench_rows: u32,
     pub clients: usize,
@@ -216,6 +217,11 @@ pub(super) fn scale_options(f: ScaleFlags, cpus: usize) -> Result<bench::scale::
             )));
         }
     }
+    if f.counterfactual && agent.is_none() {
+        return Err(Error::Invalid(
+            "--counterfactual: runs steps again without the agent, but no agent runs; add --agent".into(),
+        ));
+    }
     let http = workloads.contains(&bench::scale::Workload::Http);
     Ok(bench::scale::Options {
         workloads,
@@ -236,6 +242,7 @@ pub(super) fn scale_options(f: ScaleFlags, cpus: usize) -> Result<bench::scale::
         thresholds_from,
         study: f.study.map(str::to_string),
         agent,
+        counterfactual: f.counterfactual || wasp,
         working_set,
         duration: Duration::from_secs(duration),
         clients: f.clients,

@@ -153,7 +153,7 @@ mod tests {
                 crate::agent::config::parse(&c).expect("a valid agent config");
             assert_eq!(parsed.watch, "group");
         }
-        let t = study::thresholds_from_swap(8, 600.0, 0.0);
+        let t = study::thresholds_from_swap(8, 800.0, 0.0);
         let c = agent_config(AgentPolicy::Evict, Some(&t));
         let parsed = crate::agent::config::parse(&c).expect("a valid agent config");
         assert_eq!(parsed.swap_in.trigger, 1200.0);

@@ -19,7 +19,8 @@
 //! and a verdict on the oversubscribed step. `--budget B` keeps one memory budget for
 //! the zones' group at every step (the study's host), and `--study wasp` sets the
 //! study's ratios: cap B / 9.6 (12 zones = 125 % of B), CPU 1.125 × CPUs / 12 per zone,
-//! the agent on with its swap triggers set from the largest step that fits B.
+//! the agent on with its swap triggers set from the largest step that fits B, and
+//! each step past that one run again without the agent (`--counterfactual`).
 //!
 //! # The http study (the KVM consolidation study)
 //!
@@ -165,6 +166,10 @@ pub struct Options {
     pub study: Option<String>,
     /// `--agent` / `--agent-policy`; `None`: no agent.
     pub agent: Option<AgentPolicy>,
+    /// `--counterfactual`: every step past `thresholds_from` (every step without it)
+    /// also runs without the agent, one more row ([`study`]: what the agent cost and
+    /// saved).
+    pub counterfactual: bool,
     /// `--working-set`: bytes of anonymous memory each zone holds and touches.
     pub working_set: Option<u64>,
     pub duration: Duration,
@@ -232,7 +237,8 @@ pub struct HttpStep {
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct AgentThresholds {
     pub from_zones: usize,
-    /// The peak swap-in / swap-out rates measured there (pages/s over the agent's 5 s window).
+    /// The swap-in / swap-out rates measured there, pages/s averaged over its measured
+    /// window (warm-up excluded).
     pub measured_in_pages_s: f64,
     pub measured_out_pages_s: f64,
     pub swap_in_trigger: f64,
@@ -523,8 +529,8 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
                         run.repetition,
                         study::thresholds_from_swap(
                             run.zones,
-                            s.swap_in_peak_pages_s,
-                            s.swap_out_peak_pages_s,
+                            s.swap_in_pages_s,
+                            s.swap_out_pages_s,
                         ),
                     ));
                 }

@@ -160,7 +160,7 @@ fn step_table(o: &mut String, r: &ScaleResults, steps: &[&ScaleStep]) {
             s.zones_memory_peak_mib,
             s.host_memory_used_peak_mib,
             s.swap_used_peak_mib,
-            policy_name(s),
+            super::study::policy_name(s.agent_policy),
             s.evictions,
             s.suspensions,
             s.oom_kills,
@@ -171,14 +171,6 @@ fn step_table(o: &mut String, r: &ScaleResults, steps: &[&ScaleStep]) {
     }
 }
 
-fn policy_name(s: &ScaleStep) -> &'static str {
-    match s.agent_policy {
-        None => "off",
-        Some(AgentPolicy::Evict) => "evict",
-        Some(AgentPolicy::Suspend) => "suspend",
-        Some(AgentPolicy::Both) => "both",
-    }
-}
 
 /// With `--agent-policy both`: per zone count, the evicting and the suspending run of
 /// the same pressure side by side (issue 19, item 4).
@@ -241,7 +233,9 @@ fn first_pass(r: &ScaleResults) -> Vec<(String, Vec<&ScaleStep>)> {
             let steps = r
                 .results
                 .iter()
+                // Not the counterfactual rows (the agent off in a run that has one).
                 .filter(|s| s.workload == w && s.repetition == first)
+                .filter(|s| r.agent_policy.is_none() || s.agent_policy.is_some())
                 .collect();
             (label, steps)
         })

@@ -247,11 +247,15 @@ pub(super) fn run_step(
         .filter_map(|z| z.runtime.as_ref().map(|r| r.cgroups.clone()))
         .collect();
     let _budget = budget.map(|b| set_budget(ctx, b)).transpose()?;
-    let mut agent = policy
-        .map(|p| start_agent(ctx, scratch, p, thresholds.as_ref()))
-        .transpose()?;
+    // The agent starts once the workload is set up (loading the databases is not the
+    // workload: study.rs), so it watches the warm-up and the measured window.
+    let mut agent: Option<super::guards::AgentChild>;
+    let start = || {
+        policy
+            .map(|p| start_agent(ctx, scratch, p, thresholds.as_ref()))
+            .transpose()
+    };
     let mut lost = Vec::new();
-    let mut at_end = || lost = at_time_up(ctx, &names, policy, &mut agent);
 
     progress.phase(&format!("N={n} setup"), 1);
     let t_setup = Instant::now();
@@ -275,6 +279,7 @@ pub(super) fn run_step(
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
             cap_cpu(ctx, opts, &names)?;
+            agent = start()?;
             let client = DbClient {
                 name: "pgbench",
                 script: &|threads, warmup, secs| {
@@ -298,7 +303,7 @@ pub(super) fn run_step(
                 &cgroups,
                 available_before,
                 progress,
-                &mut at_end,
+                &mut || lost = at_time_up(ctx, &names, policy, &mut agent),
             );
             // Stop the servers cleanly before halt (errors here do not void the run).
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| pgbench::stop_script(bin));
@@ -318,6 +323,7 @@ pub(super) fn run_step(
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
             cap_cpu(ctx, opts, &names)?;
+            agent = start()?;
             let client = DbClient {
                 name: "sysbench",
                 script: &|threads, warmup, secs| {
@@ -341,7 +347,7 @@ pub(super) fn run_step(
                 &cgroups,
                 available_before,
                 progress,
-                &mut at_end,
+                &mut || lost = at_time_up(ctx, &names, policy, &mut agent),
             );
             let _ = in_all_zones(ctx, &names, &logs, "stop", &|_| mariadb::stop_script(bins));
             r.map(|r| (setup_s, r))
@@ -377,6 +383,7 @@ pub(super) fn run_step(
             let setup_s = t_setup.elapsed().as_secs_f64();
             progress.step();
             cap_cpu(ctx, opts, &names)?;
+            agent = start()?;
             let bridges = spread::bridges(&placement);
             run_http(
                 ctx,
@@ -385,7 +392,7 @@ pub(super) fn run_step(
                 &cgroups,
                 available_before,
                 progress,
-                &mut at_end,
+                &mut || lost = at_time_up(ctx, &names, policy, &mut agent),
             )
             .map(|mut r| {
                 if let Some(h) = r.http.as_mut() {
