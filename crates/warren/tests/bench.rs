@@ -279,6 +279,27 @@ fn check_solaris(sys: &serde_json::Value, n: u64, next: u64, md: &str) {
         "host CPU {host_cpu}: {st}"
     );
     assert!(st["idle_cpu_pct"].as_f64().unwrap() >= 0.0, "{st}");
+    // The host's busy time taken apart: kinds without idle, adding up to at most the
+    // whole, and the heaviest task groups, largest first, within all tasks' CPU.
+    let cu = &st["cpu_use"];
+    let kinds = cu["kinds_pct"].as_array().unwrap();
+    let names: Vec<&str> = kinds.iter().map(|k| k[0].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["user", "nice", "system", "iowait", "irq", "softirq", "steal"],
+        "{cu}"
+    );
+    let sum: f64 = kinds.iter().map(|k| k[1].as_f64().unwrap()).sum();
+    assert!((0.0..=100.01).contains(&sum), "{cu}");
+    let top = cu["top"].as_array().unwrap();
+    assert!(top.len() <= 8, "{cu}");
+    let pcts: Vec<f64> = top.iter().map(|g| g["cpu_pct"].as_f64().unwrap()).collect();
+    assert!(pcts.windows(2).all(|w| w[0] >= w[1]), "{cu}");
+    assert!(
+        pcts.iter().sum::<f64>() <= cu["tasks_pct"].as_f64().unwrap() + 1e-6,
+        "{cu}"
+    );
+    assert!(top.iter().all(|g| g["tasks"].as_u64().unwrap() >= 1), "{cu}");
     assert!(
         st["memory"]["host_free_kib"].as_f64().unwrap() > 0.0,
         "{st}"
@@ -316,6 +337,7 @@ fn check_solaris(sys: &serde_json::Value, n: u64, next: u64, md: &str) {
         "| kernel per zone, MiB | 11 MB |",
         "| CPU busy, host, % of all CPUs (zones idle) | 2 % |",
         "| free, host at the sample, MiB |",
+        "Who used the host's CPUs over the idle window",
     ] {
         assert!(md.contains(text), "no {text:?} in the report: {md}");
     }

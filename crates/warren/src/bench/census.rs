@@ -116,9 +116,254 @@ pub fn busy_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> f64 {
     (total - idle) as f64 / total as f64 * 100.0
 }
 
+/// The most task groups [`CpuUse::top`] lists.
+pub const TOP: usize = 8;
+
+/// Who used the host's CPUs over the idle window: /proc/stat's kinds of time, and the
+/// tasks that used the most (the seed's "2 % CPU" row, taken apart).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CpuUse {
+    /// % of all CPUs per kind of /proc/stat's "cpu" line: user, nice, system, iowait,
+    /// irq, softirq, steal (idle left out).
+    pub kinds_pct: Vec<(String, f64)>,
+    /// The groups of tasks that used the most CPU, largest first, at most [`TOP`].
+    pub top: Vec<TaskGroup>,
+    /// CPU of all tasks counted, % of one CPU (the rest of the busy time was spent
+    /// in interrupts, or by tasks that started and ended within the window).
+    pub tasks_pct: f64,
+}
+
+/// Tasks of one name over the window.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TaskGroup {
+    /// A process's command name; a kernel thread's name up to its CPU or instance
+    /// ("kworker", "ksoftirqd"), with the workqueue it ran last in parentheses.
+    pub name: String,
+    /// Kernel threads (PF_KTHREAD).
+    pub kernel: bool,
+    /// How many tasks of this name used any CPU in the window.
+    pub tasks: u64,
+    /// % of one CPU.
+    pub cpu_pct: f64,
+}
+
+/// One reading of what [`CpuUse`] compares: /proc/stat's "cpu" line and every task.
+#[derive(Debug, Clone, Default)]
+pub struct CpuReading {
+    kinds: Vec<u64>,
+    tasks: std::collections::HashMap<i32, Task>,
+}
+
+/// One process (with its threads) or kernel thread, from /proc/<pid>/stat.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub name: String,
+    /// PF_KTHREAD.
+    pub kernel: bool,
+    /// utime + stime, ticks.
+    pub ticks: u64,
+    /// Start time, ticks after boot: a pid reused within the window is another task.
+    pub start: u64,
+}
+
+/// /proc/<pid>/stat text as a [`Task`].
+pub fn parse_task(text: &str) -> Option<Task> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let name = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text[close + 1..].split_whitespace().collect();
+    // rest[0] is field 3 (state): flags (field 9) is rest[6], utime and stime rest[11..13].
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let flags: u64 = rest.get(6)?.parse().ok()?;
+    Some(Task {
+        name,
+        kernel: flags & PF_KTHREAD != 0,
+        ticks: crate::stats::parse_cpu_ticks(text)?,
+        start: crate::stats::parse_stat(text)?.1,
+    })
+}
+
+/// A task's group name: a kernel thread's name up to "/" ("kworker/u8:3-events" →
+/// "kworker (events)", "ksoftirqd/1" → "ksoftirqd"); a process's command name as it is.
+pub fn group_name(name: &str, kernel: bool) -> String {
+    if !kernel {
+        return name.to_string();
+    }
+    match name.split_once('/') {
+        None => name.to_string(),
+        Some((base, rest)) => match rest.split_once('-') {
+            Some((_, wq)) if !wq.is_empty() => format!("{base} ({wq})"),
+            _ => base.to_string(),
+        },
+    }
+}
+
+/// Read /proc/stat's "cpu" line and every task of the host.
+pub fn read_cpu(proc_root: &Path) -> CpuReading {
+    let kinds = std::fs::read_to_string(proc_root.join("stat"))
+        .ok()
+        .and_then(|t| {
+            let line = t.lines().find(|l| l.starts_with("cpu "))?.to_string();
+            Some(
+                line.split_whitespace()
+                    .skip(1)
+                    .take(8)
+                    .filter_map(|x| x.parse().ok())
+                    .collect(),
+            )
+        })
+        .unwrap_or_default();
+    let mut tasks = std::collections::HashMap::new();
+    if let Ok(d) = std::fs::read_dir(proc_root) {
+        for e in d.flatten() {
+            let Some(pid) = e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()) else {
+                continue;
+            };
+            let text = std::fs::read_to_string(e.path().join("stat"));
+            if let Some(t) = text.ok().as_deref().and_then(parse_task) {
+                tasks.insert(pid, t);
+            }
+        }
+    }
+    CpuReading { kinds, tasks }
+}
+
+/// What used the CPUs between two readings `secs` seconds apart (ticks are USER_HZ,
+/// 100 a second). A task in both readings counts its difference, one that started in
+/// between all of its time; processes are counted with all their threads.
+pub fn cpu_use(before: &CpuReading, after: &CpuReading, secs: f64) -> CpuUse {
+    const KINDS: [&str; 8] = [
+        "user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal",
+    ];
+    let total: u64 = after
+        .kinds
+        .iter()
+        .zip(before.kinds.iter().chain(std::iter::repeat(&0)))
+        .map(|(a, b)| a.saturating_sub(*b))
+        .sum();
+    let kinds_pct = KINDS
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .filter_map(|(i, k)| {
+            let d = after.kinds.get(i)?.saturating_sub(*before.kinds.get(i)?);
+            (total > 0).then(|| (k.to_string(), d as f64 / total as f64 * 100.0))
+        })
+        .collect();
+    let mut groups: std::collections::BTreeMap<(String, bool), (u64, u64)> = Default::default();
+    for (pid, t) in &after.tasks {
+        let was = before
+            .tasks
+            .get(pid)
+            .filter(|b| b.start == t.start)
+            .map_or(0, |b| b.ticks);
+        let d = t.ticks.saturating_sub(was);
+        if d == 0 {
+            continue;
+        }
+        let g = groups
+            .entry((group_name(&t.name, t.kernel), t.kernel))
+            .or_default();
+        g.0 += 1;
+        g.1 += d;
+    }
+    let pct = |ticks: u64| ticks as f64 / (secs.max(1e-3) * 100.0) * 100.0;
+    let tasks_pct = pct(groups.values().map(|g| g.1).sum());
+    let mut top: Vec<TaskGroup> = groups
+        .into_iter()
+        .map(|((name, kernel), (tasks, ticks))| TaskGroup {
+            name,
+            kernel,
+            tasks,
+            cpu_pct: pct(ticks),
+        })
+        .collect();
+    top.sort_by(|a, b| b.cpu_pct.total_cmp(&a.cpu_pct).then(a.name.cmp(&b.name)));
+    top.truncate(TOP);
+    CpuUse {
+        kinds_pct,
+        top,
+        tasks_pct,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn task(name: &str, kernel: bool, ticks: u64, start: u64) -> Task {
+        Task {
+            name: name.into(),
+            kernel,
+            ticks,
+            start,
+        }
+    }
+
+    #[test]
+    fn a_task_is_named_flagged_and_timed_after_a_hostile_name() {
+        // Field 9 (flags) 0x00208040 has PF_KTHREAD; utime 7 + stime 5.
+        let k = "7 (kworker/u8:3-ext4-rsv) I 2 0 0 0 -1 2129984 0 0 0 0 7 5 0 0 20 0 1 0 9";
+        assert_eq!(parse_task(k), Some(task("kworker/u8:3-ext4-rsv", true, 12, 9)));
+        let p = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 3 4 0 0 20 0 1 0 99";
+        assert_eq!(parse_task(p), Some(task("a) b", false, 7, 99)));
+        assert_eq!(parse_task("42 (short) S 1"), None);
+        assert_eq!(group_name("kworker/u8:3-ext4-rsv", true), "kworker (ext4-rsv)");
+        assert_eq!(group_name("ksoftirqd/1", true), "ksoftirqd");
+        assert_eq!(group_name("kworker/1:2", true), "kworker");
+        assert_eq!(group_name("kswapd0", true), "kswapd0");
+        assert_eq!(group_name("a/b-c", false), "a/b-c");
+    }
+
+    #[test]
+    fn cpu_use_counts_the_window_by_kind_and_by_task_group() {
+        let before = CpuReading {
+            kinds: vec![100, 0, 100, 1000, 0, 0, 0, 0],
+            tasks: [
+                (1, task("init", false, 50, 1)),
+                (7, task("kworker/0:1-events", true, 10, 2)),
+                (8, task("kworker/1:1", true, 10, 2)),
+                (9, task("sleeper", false, 5, 3)),
+                (11, task("gone-and-reused", false, 500, 4)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        // 10 s on 2 CPUs = 2,000 ticks: 200 user, 100 system, 1,600 idle, 100 softirq.
+        let after = CpuReading {
+            kinds: vec![300, 0, 200, 2600, 0, 0, 100, 0],
+            tasks: [
+                (1, task("init", false, 150, 1)),
+                (7, task("kworker/0:1-mm_percpu_wq", true, 30, 2)),
+                (8, task("kworker/1:1-mm_percpu_wq", true, 40, 2)),
+                (9, task("sleeper", false, 5, 3)),
+                (10, task("new", false, 15, 50)),
+                (11, task("reused", false, 5, 60)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let u = cpu_use(&before, &after, 10.0);
+        let kind = |k: &str| u.kinds_pct.iter().find(|x| x.0 == k).unwrap().1;
+        assert_eq!((kind("user"), kind("system"), kind("softirq")), (10.0, 5.0, 5.0));
+        assert!(u.kinds_pct.iter().all(|x| x.0 != "idle"));
+        let top: Vec<(&str, bool, u64, f64)> = u
+            .top
+            .iter()
+            .map(|g| (g.name.as_str(), g.kernel, g.tasks, g.cpu_pct))
+            .collect();
+        assert_eq!(
+            top,
+            [
+                ("init", false, 1, 10.0),
+                ("kworker (mm_percpu_wq)", true, 2, 5.0),
+                ("new", false, 1, 1.5),
+                ("reused", false, 1, 0.5)
+            ]
+        );
+        // 170 ticks = 1.7 s of CPU in 10 s.
+        assert!((u.tasks_pct - 17.0).abs() < 1e-9, "{u:?}");
+    }
 
     #[test]
     fn num_threads_is_field_20_after_a_hostile_name() {

@@ -293,6 +293,7 @@ mod tests {
             disk_per_zone_kib: 28.0,
             idle_cpu_pct: 0.1,
             host_cpu_pct: 1.0,
+            cpu_use: Default::default(),
             census: Census {
                 zone_processes: 5,
                 zone_threads: 9,

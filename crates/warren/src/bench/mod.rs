@@ -110,6 +110,8 @@ pub struct Step {
     pub idle_cpu_pct: f64,
     /// How busy the host's CPUs were over the idle window, % of all CPUs.
     pub host_cpu_pct: f64,
+    /// That busy time taken apart: by kind (/proc/stat) and by the tasks that used it.
+    pub cpu_use: census::CpuUse,
     /// Processes and threads at the sample, host-wide and the zones' own, and the
     /// inotify instances and watches the zones hold.
     pub census: census::Census,

@@ -169,6 +169,43 @@ pub fn section(o: &mut String, r: &Results) {
     }
     let _ = writeln!(
         o,
+        "\nWho used the host's CPUs over the idle window (/proc/stat's kinds, % of all CPUs; then \
+         the tasks that used the most, grouped by name, % of one CPU — kernel threads marked, with \
+         the workqueue a kworker ran last):\n"
+    );
+    for st in &w.steps {
+        let u = &st.cpu_use;
+        let kinds: Vec<String> = u
+            .kinds_pct
+            .iter()
+            .filter(|(_, p)| *p >= 0.05)
+            .map(|(k, p)| format!("{k} {p:.1}"))
+            .collect();
+        let top: Vec<String> = u
+            .top
+            .iter()
+            .map(|g| {
+                format!(
+                    "{}{} ×{}: {:.1}",
+                    g.name,
+                    if g.kernel { " [kernel]" } else { "" },
+                    thousands(g.tasks),
+                    g.cpu_pct
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "- {} zones: host {:.1} % busy ({}); tasks {:.1} % of one CPU in all: {}",
+            thousands(st.zones as u64),
+            st.host_cpu_pct,
+            if kinds.is_empty() { "–".into() } else { kinds.join(", ") },
+            u.tasks_pct,
+            if top.is_empty() { "–".into() } else { top.join("; ") }
+        );
+    }
+    let _ = writeln!(
+        o,
         "\nThe next step, by the doctor's model (`warren doctor`) for zones like the ones measured, \
          on the host as the step left it:\n"
     );

@@ -216,6 +216,7 @@ pub struct Measured {
     pub idle_cpu_pct: f64,
     /// How busy the host's CPUs were over the idle window, % of all CPUs.
     pub host_cpu_pct: f64,
+    pub cpu_use: census::CpuUse,
     /// Processes, threads and inotify use at the sample, host-wide and the containers'.
     pub census: Census,
     pub halt_ms: Vec<f64>,
@@ -288,6 +289,7 @@ pub fn measure(
     progress.phase(&format!("{label}idle {} s", idle.as_secs_f64()), secs);
     let cpu0 = sys.cpu().ns(proc_root);
     let host0 = cpu_ticks(proc_root);
+    let tasks0 = census::read_cpu(proc_root);
     let t_idle = Instant::now();
     for _ in 0..secs {
         std::thread::sleep(idle / secs as u32);
@@ -296,6 +298,11 @@ pub fn measure(
     }
     let cpu1 = sys.cpu().ns(proc_root);
     let host_cpu_pct = census::busy_pct(host0, cpu_ticks(proc_root));
+    let cpu_use = census::cpu_use(
+        &tasks0,
+        &census::read_cpu(proc_root),
+        t_idle.elapsed().as_secs_f64(),
+    );
     let idle_cpu_pct =
         cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
     let after = mem_sample(proc_root);
@@ -319,6 +326,7 @@ pub fn measure(
         disk_bytes,
         idle_cpu_pct,
         host_cpu_pct,
+        cpu_use,
         census,
         halt_ms,
         delete_ms,
@@ -351,6 +359,7 @@ pub fn step(
         disk_per_zone_kib: r.disk_bytes as f64 / n as f64 / 1024.0,
         idle_cpu_pct: r.idle_cpu_pct,
         host_cpu_pct: r.host_cpu_pct,
+        cpu_use: r.cpu_use,
         census: r.census,
         next_step: None,
         halt_ms: summarize(&r.halt_ms),
