@@ -299,7 +299,10 @@ fn check_solaris(sys: &serde_json::Value, n: u64, next: u64, md: &str) {
         pcts.iter().sum::<f64>() <= cu["tasks_pct"].as_f64().unwrap() + 1e-6,
         "{cu}"
     );
-    assert!(top.iter().all(|g| g["tasks"].as_u64().unwrap() >= 1), "{cu}");
+    assert!(
+        top.iter().all(|g| g["tasks"].as_u64().unwrap() >= 1),
+        "{cu}"
+    );
     assert!(
         st["memory"]["host_free_kib"].as_f64().unwrap() > 0.0,
         "{st}"

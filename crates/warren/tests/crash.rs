@@ -239,3 +239,49 @@ fn autoboot_boots_the_zones_that_ask_for_it() {
     assert_eq!(env.state("auto"), "running");
     assert_eq!(env.state("manual"), "installed");
 }
+
+/// `warren gc` takes a directory named after a running zone in a hierarchy the zone
+/// does not run in (left by an earlier boot with other limits), and keeps every
+/// directory the zone and its neighbours run in (zone::lifecycle's `cgroup_claim`,
+/// shared with `halt --all`'s late removal). cgroup v1 only: on v2 a zone has one
+/// directory, so no stray one of its name can sit beside it.
+#[test]
+fn gc_takes_a_running_zones_stray_cgroup_and_keeps_the_ones_it_runs_in() {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    if own.lines().all(|l| l.starts_with("0::")) {
+        eprintln!(
+            "SKIPPED: cgroup v2 host: a zone has one directory, there is no stray one to make"
+        );
+        return;
+    }
+    let env = Env::new();
+    // "capped" joins the cpu hierarchy (its cpu.max), so the group has a directory there.
+    env.host_zone("capped", &["cpu.max=0.5"]);
+    env.host_zone("plain", &[]);
+    env.ok(&["boot", "capped"]);
+    env.ok(&["boot", "plain"]);
+    let (capped, plain) = (env.cgroup_dirs("capped"), env.cgroup_dirs("plain"));
+    let cpu_dir = capped
+        .iter()
+        .find(|(c, _)| c.split(',').any(|x| x == "cpu"))
+        .map(|(_, d)| d.clone())
+        .unwrap_or_else(|| panic!("a zone with cpu.max joins cpu: {capped:?}"));
+    let stray = cpu_dir.with_file_name("plain");
+    assert!(
+        plain.iter().all(|(_, d)| d != &stray),
+        "plain runs in {stray:?}: {plain:?}"
+    );
+    std::fs::create_dir(&stray).unwrap();
+    let r = env.ok(&["gc"]);
+    assert!(!stray.exists(), "the stray cgroup stayed: {r:?}");
+    for (_, d) in capped.iter().chain(&plain) {
+        assert!(
+            d.exists(),
+            "gc removed {d:?}, which a running zone uses: {r:?}"
+        );
+    }
+    assert_eq!(env.state("capped"), "running");
+    assert_eq!(env.state("plain"), "running");
+    let r = env.sh("plain", "echo alive");
+    assert!(r.stdout.contains("alive"), "{r:?}");
+}

@@ -304,11 +304,17 @@ mod tests {
     fn a_task_is_named_flagged_and_timed_after_a_hostile_name() {
         // Field 9 (flags) 0x00208040 has PF_KTHREAD; utime 7 + stime 5.
         let k = "7 (kworker/u8:3-ext4-rsv) I 2 0 0 0 -1 2129984 0 0 0 0 7 5 0 0 20 0 1 0 9";
-        assert_eq!(parse_task(k), Some(task("kworker/u8:3-ext4-rsv", true, 12, 9)));
+        assert_eq!(
+            parse_task(k),
+            Some(task("kworker/u8:3-ext4-rsv", true, 12, 9))
+        );
         let p = "42 (a) b) S 1 42 42 0 -1 4194560 100 0 0 0 3 4 0 0 20 0 1 0 99";
         assert_eq!(parse_task(p), Some(task("a) b", false, 7, 99)));
         assert_eq!(parse_task("42 (short) S 1"), None);
-        assert_eq!(group_name("kworker/u8:3-ext4-rsv", true), "kworker (ext4-rsv)");
+        assert_eq!(
+            group_name("kworker/u8:3-ext4-rsv", true),
+            "kworker (ext4-rsv)"
+        );
         assert_eq!(group_name("ksoftirqd/1", true), "ksoftirqd");
         assert_eq!(group_name("kworker/1:2", true), "kworker");
         assert_eq!(group_name("kswapd0", true), "kswapd0");
@@ -345,7 +351,10 @@ mod tests {
         };
         let u = cpu_use(&before, &after, 10.0);
         let kind = |k: &str| u.kinds_pct.iter().find(|x| x.0 == k).unwrap().1;
-        assert_eq!((kind("user"), kind("system"), kind("softirq")), (10.0, 5.0, 5.0));
+        assert_eq!(
+            (kind("user"), kind("system"), kind("softirq")),
+            (10.0, 5.0, 5.0)
+        );
         assert!(u.kinds_pct.iter().all(|x| x.0 != "idle"));
         let top: Vec<(&str, bool, u64, f64)> = u
             .top

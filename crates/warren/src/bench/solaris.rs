@@ -199,9 +199,17 @@ pub fn section(o: &mut String, r: &Results) {
             "- {} zones: host {:.1} % busy ({}); tasks {:.1} % of one CPU in all: {}",
             thousands(st.zones as u64),
             st.host_cpu_pct,
-            if kinds.is_empty() { "–".into() } else { kinds.join(", ") },
+            if kinds.is_empty() {
+                "–".into()
+            } else {
+                kinds.join(", ")
+            },
             u.tasks_pct,
-            if top.is_empty() { "–".into() } else { top.join("; ") }
+            if top.is_empty() {
+                "–".into()
+            } else {
+                top.join("; ")
+            }
         );
     }
     let _ = writeln!(

@@ -219,7 +219,8 @@ pub(super) fn scale_options(f: ScaleFlags, cpus: usize) -> Result<bench::scale::
     }
     if f.counterfactual && agent.is_none() {
         return Err(Error::Invalid(
-            "--counterfactual: runs steps again without the agent, but no agent runs; add --agent".into(),
+            "--counterfactual: runs steps again without the agent, but no agent runs; add --agent"
+                .into(),
         ));
     }
     let http = workloads.contains(&bench::scale::Workload::Http);

@@ -33,6 +33,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use super::lifecycle::{cgroup_claim, CgroupClaim};
 use super::{load, reconcile, Context};
 use crate::error::{Error, IoContext, Result};
 use crate::fsutil::remove_tree;
@@ -352,22 +353,18 @@ fn sweep_zone_cgroups(
             buckets.push(path);
             continue;
         }
-        // A zone busy with another command keeps its cgroups (never waited for).
-        let lock_path = ctx.layout.lock_file("zone", &name);
-        let claimed = zones.contains(&name)
-            && match lock::try_exclusive_path(&lock_path) {
-                Ok(Some(_lock)) => match load(ctx, &name) {
-                    Ok(z) => z
-                        .runtime
-                        .is_some_and(|rt| rt.cgroups.dirs.iter().any(|(_, d)| d == &path)),
-                    // Unreadable files: keep what may be the zone's (reported above).
-                    Err(_) => true,
-                },
-                Ok(None) | Err(_) => true,
-            };
-        if claimed {
-            continue;
-        }
+        // A zone's own directory goes only while its lock is held and it does not run
+        // in it; a zone busy with another command (never waited for) or with
+        // unreadable files (reported above) keeps it.
+        let _held = if zones.contains(&name) {
+            match cgroup_claim(ctx, &name) {
+                CgroupClaim::Free(lock) => Some(lock),
+                CgroupClaim::Running { lock, dirs } if !dirs.contains(&path) => Some(lock),
+                CgroupClaim::Running { .. } | CgroupClaim::Unknown(_) => continue,
+            }
+        } else {
+            None
+        };
         let set = crate::cgroups::CgroupSet {
             version: driver.version(),
             dirs: vec![(String::new(), path.clone())],

@@ -171,7 +171,6 @@ fn step_table(o: &mut String, r: &ScaleResults, steps: &[&ScaleStep]) {
     }
 }
 
-
 /// With `--agent-policy both`: per zone count, the evicting and the suspending run of
 /// the same pressure side by side (issue 19, item 4).
 fn side_by_side(o: &mut String, r: &ScaleResults) {

@@ -585,7 +585,9 @@ fn agent_section(o: &mut String, r: &ScaleResults, sum: &Summary) {
         .filter_map(|x| {
             sum.rows
                 .iter()
-                .find(|y| y.agent_policy.is_none() && y.workload == x.workload && y.zones == x.zones)
+                .find(|y| {
+                    y.agent_policy.is_none() && y.workload == x.workload && y.zones == x.zones
+                })
                 .map(|y| (x, y))
         })
         .collect();
@@ -755,7 +757,11 @@ mod tests {
     /// same step without the agent; at and below it, and without the flag, nothing more.
     #[test]
     fn the_counterfactual_runs_the_steps_past_the_reference_again_without_the_agent() {
-        let mut o = opts(vec![Workload::Pgbench, Workload::Mariadb], vec![4, 8, 12], 2);
+        let mut o = opts(
+            vec![Workload::Pgbench, Workload::Mariadb],
+            vec![4, 8, 12],
+            2,
+        );
         o.calibrate = false;
         o.agent = Some(AgentPolicy::Evict);
         o.thresholds_from = Some(8);
@@ -771,7 +777,12 @@ mod tests {
         let mut want = Vec::new();
         for rep in 1..=2 {
             for w in ["pgbench", "mariadb"] {
-                want.extend([(w, 4, rep, e), (w, 8, rep, e), (w, 12, rep, e), (w, 12, rep, None)]);
+                want.extend([
+                    (w, 4, rep, e),
+                    (w, 8, rep, e),
+                    (w, 12, rep, e),
+                    (w, 12, rep, None),
+                ]);
             }
         }
         assert_eq!(got, want);
@@ -792,7 +803,10 @@ mod tests {
         assert_eq!((t.measured_in_pages_s, t.from_zones), (1000.0, 8));
         // The first study's PostgreSQL: 225 pages/s out at 8 zones, 531 at 12.
         let t = thresholds_from_swap(8, 15.0, 225.0);
-        assert!(t.swap_out_trigger < 531.0 && t.swap_out_trigger > 225.0, "{t:?}");
+        assert!(
+            t.swap_out_trigger < 531.0 && t.swap_out_trigger > 225.0,
+            "{t:?}"
+        );
         let toml = thresholds_toml(&t);
         let c = crate::agent::config::parse(&toml).expect("valid agent config");
         assert_eq!(c.swap_out.trigger, 337.5);
@@ -976,10 +990,18 @@ mod tests {
         let r = results(steps, cal);
         let s = summarize(&r);
         assert_eq!(s.rows.len(), 6);
-        let policies: Vec<_> = s.verdicts.iter().map(|v| (v.workload, v.agent_policy)).collect();
+        let policies: Vec<_> = s
+            .verdicts
+            .iter()
+            .map(|v| (v.workload, v.agent_policy))
+            .collect();
         let e = Some(AgentPolicy::Evict);
         assert_eq!(policies, [(p, e), (p, None), (m, e), (m, None)]);
-        assert!(s.verdicts[1].text.contains("agent off"), "{}", s.verdicts[1].text);
+        assert!(
+            s.verdicts[1].text.contains("agent off"),
+            "{}",
+            s.verdicts[1].text
+        );
         let mut md = String::new();
         markdown(&mut md, &r, &s);
         for want in [

@@ -37,11 +37,11 @@ mod views;
 pub use edit::{config_bytes, config_replace, config_set, config_unset};
 pub use install::{clone, clone_from, create, create_with_profiles, delete, install, uninstall};
 pub use live::{ApplyTo, ConfigChange};
-pub(in crate::zone) use run::halt_locked;
 pub use run::{
     boot, boot_autoboot, boot_watched, evict, halt, halt_keeping_cgroups, login, reboot,
     remove_kept_cgroups, BootReport, Halted,
 };
+pub(in crate::zone) use run::{cgroup_claim, halt_locked, CgroupClaim};
 pub(in crate::zone) use suspend::repair as repair_suspension;
 pub use suspend::{resume, resume_with, suspend, wake, ResumeReport, SuspendReport};
 pub use views::{proc_views, ViewState, ZoneViews};

@@ -451,34 +451,67 @@ fn halt_as(
     Ok((Outcome::Done, halted))
 }
 
+/// Whether a zone's cgroup directories are free to remove, decided under the zone's
+/// lock (tried, never waited for). One answer for `halt --all`'s late removal
+/// ([`remove_kept_cgroups`]) and `warren gc`'s sweep.
+pub(in crate::zone) enum CgroupClaim {
+    /// Halted, or deleted: nothing runs in its cgroups. Remove them while holding the lock.
+    Free(Lock),
+    /// It runs (booted again since, or never stopped) in `dirs`; any other directory of
+    /// its name is free while the lock is held.
+    Running {
+        lock: Lock,
+        dirs: Vec<std::path::PathBuf>,
+    },
+    /// Another command holds its lock, or its files cannot be read: keep them.
+    Unknown(String),
+}
+
+pub(in crate::zone) fn cgroup_claim(ctx: &Context, name: &str) -> CgroupClaim {
+    let path = ctx.layout.lock_file("zone", name);
+    match crate::lock::try_exclusive_path(&path) {
+        Ok(Some(lock)) => match load_locked(ctx, name) {
+            Ok(Zone {
+                runtime: Some(rt), ..
+            }) => CgroupClaim::Running {
+                lock,
+                dirs: rt.cgroups.dirs.into_iter().map(|(_, d)| d).collect(),
+            },
+            Ok(_) | Err(Error::NoSuchZone(_)) => CgroupClaim::Free(lock),
+            Err(e) => CgroupClaim::Unknown(e.to_string()),
+        },
+        Ok(None) => CgroupClaim::Unknown("another command holds its lock".to_string()),
+        Err(e) => CgroupClaim::Unknown(e.to_string()),
+    }
+}
+
 /// Remove the cgroups that [`halt_keeping_cgroups`] left, zone by zone, under the
-/// zone's lock and only while the zone is not running in them (a zone booted since
-/// reuses its directories and keeps them). A zone whose lock another command holds is
-/// skipped (never waited for): `warren gc` removes cgroups no running zone claims.
-/// Returns a warning per zone whose cgroups stay.
+/// zone's lock and only those the zone does not run in ([`cgroup_claim`]: a zone
+/// booted since reuses its directories and keeps them). A zone whose lock another
+/// command holds is skipped (never waited for): `warren gc` removes cgroups no running
+/// zone claims. Returns a warning per zone whose cgroups stay.
 pub fn remove_kept_cgroups(
     ctx: &Context,
     kept: Vec<(String, crate::cgroups::CgroupSet)>,
 ) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (name, set) in kept {
-        let path = ctx.layout.lock_file("zone", &name);
-        let left = match crate::lock::try_exclusive_path(&path) {
-            Ok(Some(_lock)) => match load_locked(ctx, &name) {
-                Ok(z) if z.runtime.is_some() => continue,
-                // Halted, or deleted since: nothing can be running in them.
-                Ok(_) | Err(Error::NoSuchZone(_)) => match set.remove(Duration::from_secs(5)) {
-                    Ok(()) => continue,
-                    Err(e) => e.to_string(),
-                },
-                Err(e) => e.to_string(),
-            },
-            Ok(None) => "another command holds its lock".to_string(),
-            Err(e) => e.to_string(),
+    for (name, mut set) in kept {
+        let left = match cgroup_claim(ctx, &name) {
+            CgroupClaim::Free(_lock) => set
+                .remove(Duration::from_secs(5))
+                .map_err(|e| e.to_string()),
+            CgroupClaim::Running { lock: _lock, dirs } => {
+                set.dirs.retain(|(_, d)| !dirs.contains(d));
+                set.remove(Duration::from_secs(5))
+                    .map_err(|e| e.to_string())
+            }
+            CgroupClaim::Unknown(why) => Err(why),
         };
-        warnings.push(format!(
-            "zone '{name}': halted, but its cgroups stay for now ({left}); 'warren gc' removes them"
-        ));
+        if let Err(e) = left {
+            warnings.push(format!(
+                "zone '{name}': halted, but its cgroups stay for now ({e}); 'warren gc' removes them"
+            ));
+        }
     }
     warnings
 }
