@@ -9,15 +9,8 @@
 //! heap and mappings are still randomised. docs/kubernetes.md, "Memory beyond the
 //! containers", has the numbers.
 
+include!("../../build-support/no_pie.rs");
+
 fn main() {
-    let target = std::env::var("TARGET").unwrap_or_default();
-    let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|f| f == "crt-static");
-    if target.contains("linux-gnu") && static_crt {
-        println!("cargo:rustc-link-arg-bin=containerd-shim-warren-v1=-no-pie");
-        println!("cargo:rustc-link-arg-bin=containerd-shim-warren-v1=-static");
-    }
-    println!("cargo:rerun-if-changed=build.rs");
+    link_without_pie("containerd-shim-warren-v1");
 }

@@ -5,15 +5,8 @@
 //! other flag. `warren` itself stays a static-pie (its address randomised).
 //! docs/scaling.md, "warren-init", has the numbers.
 
+include!("../../build-support/no_pie.rs");
+
 fn main() {
-    let target = std::env::var("TARGET").unwrap_or_default();
-    let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
-        .unwrap_or_default()
-        .split(',')
-        .any(|f| f == "crt-static");
-    if target.contains("linux-gnu") && static_crt {
-        println!("cargo:rustc-link-arg-bin=warren-init=-no-pie");
-        println!("cargo:rustc-link-arg-bin=warren-init=-static");
-    }
-    println!("cargo:rerun-if-changed=build.rs");
+    link_without_pie("warren-init");
 }
