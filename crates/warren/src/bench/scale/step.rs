@@ -126,11 +126,17 @@ pub(super) fn run_step(
     let (n, policy, workload, repetition) = (run.zones, run.policy, run.workload, run.repetition);
     let started = Instant::now();
     let step_ms = act::now_ms();
+    // The counterfactual run of a step (no agent in a run that has one) keeps its own logs.
     let logs = scratch.join(format!(
-        "step-{}-{}{}-{n}",
+        "step-{}-{}{}-{n}{}",
         workload.name(),
         if run.calibration { "cal" } else { "rep" },
-        run.repetition
+        run.repetition,
+        if policy.is_none() && opts.agent.is_some() && !run.calibration {
+            "-without-agent"
+        } else {
+            ""
+        }
     ));
     std::fs::create_dir_all(&logs).ctx(|| format!("creating {}", logs.display()))?;
     let mut sets = vec![format!("memory.max={}", opts.memory_per_zone)];

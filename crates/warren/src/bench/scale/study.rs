@@ -864,6 +864,18 @@ mod tests {
         }
     }
 
+    /// One-zone calibration steps of pgbench and mariadb at the start and the end, with
+    /// these throughputs (start, end).
+    fn calibration(pgbench: [f64; 2], mariadb: [f64; 2]) -> Vec<ScaleStep> {
+        let one = |w, tps| step(w, 0, 1, tps, -90.0);
+        vec![
+            one(Workload::Pgbench, pgbench[0]),
+            one(Workload::Mariadb, mariadb[0]),
+            one(Workload::Pgbench, pgbench[1]),
+            one(Workload::Mariadb, mariadb[1]),
+        ]
+    }
+
     fn results(steps: Vec<ScaleStep>, cal: Vec<ScaleStep>) -> ScaleResults {
         ScaleResults {
             schema_version: 1,
@@ -923,13 +935,7 @@ mod tests {
                 25.0,
             ));
         }
-        let cal = vec![
-            step(p, 0, 1, 100.0, -90.0),
-            step(m, 0, 1, 50.0, -90.0),
-            step(p, 0, 1, 102.0, -90.0),
-            step(m, 0, 1, 51.0, -90.0),
-        ];
-        let r = results(steps, cal);
+        let r = results(steps, calibration([100.0, 102.0], [50.0, 51.0]));
         let s = summarize(&r);
         assert_eq!(s.rows.len(), 4);
         let row = &s.rows[1];
@@ -981,13 +987,7 @@ mod tests {
                 steps.extend([with, without]);
             }
         }
-        let cal = vec![
-            step(p, 0, 1, 100.0, -90.0),
-            step(m, 0, 1, 50.0, -90.0),
-            step(p, 0, 1, 101.0, -90.0),
-            step(m, 0, 1, 50.0, -90.0),
-        ];
-        let r = results(steps, cal);
+        let r = results(steps, calibration([100.0, 101.0], [50.0, 50.0]));
         let s = summarize(&r);
         assert_eq!(s.rows.len(), 6);
         let policies: Vec<_> = s
