@@ -577,21 +577,26 @@ fn agent_section(o: &mut String, r: &ScaleResults, sum: &Summary) {
             );
         }
     }
-    // Over the repetitions: each step that ran both ways, with and without the agent.
-    let pairs: Vec<(&Row, &Row)> = sum
+    // Over the repetitions: each step that ran both ways, its agent rows (evict, and
+    // suspend with `both`) then the row without the agent.
+    let groups: Vec<Vec<&Row>> = sum
         .rows
         .iter()
-        .filter(|x| x.agent_policy.is_some())
-        .filter_map(|x| {
-            sum.rows
+        .filter(|y| y.agent_policy.is_none())
+        .map(|y| {
+            let mut g: Vec<&Row> = sum
+                .rows
                 .iter()
-                .find(|y| {
-                    y.agent_policy.is_none() && y.workload == x.workload && y.zones == x.zones
+                .filter(|x| {
+                    x.agent_policy.is_some() && x.workload == y.workload && x.zones == y.zones
                 })
-                .map(|y| (x, y))
+                .collect();
+            g.push(y);
+            g
         })
+        .filter(|g| g.len() > 1)
         .collect();
-    if pairs.is_empty() {
+    if groups.is_empty() {
         return;
     }
     let _ = writeln!(
@@ -599,8 +604,8 @@ fn agent_section(o: &mut String, r: &ScaleResults, sum: &Summary) {
         "\n### With and without the agent (the counterfactual), median (min–max)\n\nThe difference is what the agent's actions cost and saved: TPM of all zones (a stopped zone's transactions are lost), the swap I/O and the latency of the zones left running.\n\n| workload | zones | agent | actions | TPM | swap out pages/s | swap in pages/s | latency avg ms | OOM kills | zones lost |\n|---|---|---|---|---|---|---|---|---|---|"
     );
     let f = |x: &Range, d: usize| format!("{:.d$} ({:.d$}–{:.d$})", x.median, x.min, x.max, d = d);
-    for (with, without) in pairs {
-        for row in [with, without] {
+    for group in groups {
+        for row in group {
             let _ = writeln!(
                 o,
                 "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
