@@ -1025,6 +1025,34 @@ mod tests {
         assert!(svg.contains("TPM median, agent off"), "{svg}");
     }
 
+    /// `--agent-policy both` with the counterfactual: the step's row without the agent
+    /// comes once, after its evicting and its suspending rows.
+    #[test]
+    fn with_both_policies_the_row_without_the_agent_is_listed_once() {
+        let p = Workload::Pgbench;
+        let mut steps = vec![step(p, 1, 8, 800.0, -16.7)];
+        for policy in [Some(AgentPolicy::Evict), Some(AgentPolicy::Suspend), None] {
+            let mut s = step(p, 1, 12, 700.0, 25.0);
+            s.agent_policy = policy;
+            steps.push(s);
+        }
+        let mut r = results(steps, calibration([100.0, 100.0], [50.0, 50.0]));
+        r.workloads = vec![p];
+        r.agent_policy = Some(AgentPolicy::Both);
+        let s = summarize(&r);
+        let mut md = String::new();
+        markdown(&mut md, &r, &s);
+        let table = &md[md
+            .find("### With and without the agent")
+            .expect("the table")..];
+        let agents: Vec<&str> = table
+            .lines()
+            .filter(|l| l.starts_with("| pgbench | 12 |"))
+            .map(|l| l.split('|').nth(3).unwrap().trim())
+            .collect();
+        assert_eq!(agents, ["evict", "suspend", "off"], "{table}");
+    }
+
     #[test]
     fn cpu_share_is_the_cap_until_the_cpus_run_out() {
         // The study's caps on 2 CPUs: 2 × 1.125 ÷ 12 = 0.1875 per zone.
