@@ -452,8 +452,11 @@ fn halt_as(
 }
 
 /// Whether a zone's cgroup directories are free to remove, decided under the zone's
-/// lock (tried, never waited for). One answer for `halt --all`'s late removal
-/// ([`remove_kept_cgroups`]) and `warren gc`'s sweep.
+/// lock (tried, never waited for) from its records as they are. One answer for `halt
+/// --all`'s late removal ([`remove_kept_cgroups`]) and `warren gc`'s sweep; neither
+/// repairs the zone here (`reconcile` would find its cgroups by name and remove them
+/// again): gc has reconciled every zone before its sweep, and the late removal comes
+/// right after the zone's own halt.
 pub(in crate::zone) enum CgroupClaim {
     /// Halted, or deleted: nothing runs in its cgroups. Remove them while holding the lock.
     Free(Lock),
@@ -470,13 +473,14 @@ pub(in crate::zone) enum CgroupClaim {
 pub(in crate::zone) fn cgroup_claim(ctx: &Context, name: &str) -> CgroupClaim {
     let path = ctx.layout.lock_file("zone", name);
     match crate::lock::try_exclusive_path(&path) {
-        Ok(Some(lock)) => match load_locked(ctx, name) {
+        Ok(Some(lock)) => match load(ctx, name) {
             Ok(Zone {
                 runtime: Some(rt), ..
             }) => CgroupClaim::Running {
                 lock,
                 dirs: rt.cgroups.dirs.into_iter().map(|(_, d)| d).collect(),
             },
+            // Halted, deleted, or a torn runtime record (stale: `Zone::torn_runtime`).
             Ok(_) | Err(Error::NoSuchZone(_)) => CgroupClaim::Free(lock),
             Err(e) => CgroupClaim::Unknown(e.to_string()),
         },
