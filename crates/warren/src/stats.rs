@@ -91,16 +91,27 @@ pub fn online_cpus(sys_root: &Path) -> Vec<u32> {
 /// Total CPU time of the host in clock ticks (user..steal from /proc/stat's "cpu" line)
 /// and the idle part of it.
 pub fn cpu_ticks(proc_root: &Path) -> Option<(u64, u64)> {
+    ticks_of(&cpu_kinds(proc_root)?)
+}
+
+/// /proc/stat's "cpu" line: the host's ticks of user, nice, system, idle, iowait, irq,
+/// softirq and steal time, in that order.
+pub fn cpu_kinds(proc_root: &Path) -> Option<Vec<u64>> {
     let text = std::fs::read_to_string(proc_root.join("stat")).ok()?;
     let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total = v.iter().take(8).sum();
-    let idle = v.get(3)? + v.get(4).unwrap_or(&0);
-    Some((total, idle))
+    Some(
+        line.split_whitespace()
+            .skip(1)
+            .take(8)
+            .filter_map(|x| x.parse().ok())
+            .collect(),
+    )
+}
+
+/// (total, idle + iowait) of [`cpu_kinds`]' ticks.
+pub fn ticks_of(kinds: &[u64]) -> Option<(u64, u64)> {
+    let idle = kinds.get(3)? + kinds.get(4).unwrap_or(&0);
+    Some((kinds.iter().sum(), idle))
 }
 
 #[cfg(test)]

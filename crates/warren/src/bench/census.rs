@@ -102,7 +102,7 @@ pub fn take(proc_root: &Path, cpu: &Cpu) -> Census {
 }
 
 /// How busy the host's CPUs were between two /proc/stat readings ((total, idle) ticks,
-/// as `stats::cpu_ticks` gives them), % of all CPUs; 0 when either is missing or no
+/// as `stats::cpu_ticks` and [`CpuReading::ticks`] give them), % of all CPUs; 0 when either is missing or no
 /// time passed.
 pub fn busy_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> f64 {
     let (Some((t0, i0)), Some((t1, i1))) = (before, after) else {
@@ -166,6 +166,13 @@ pub struct Task {
     pub start: u64,
 }
 
+impl CpuReading {
+    /// (total, idle) ticks of the host at this reading, for [`busy_pct`].
+    pub fn ticks(&self) -> Option<(u64, u64)> {
+        crate::stats::ticks_of(&self.kinds)
+    }
+}
+
 /// /proc/<pid>/stat text as a [`Task`].
 pub fn parse_task(text: &str) -> Option<Task> {
     let open = text.find('(')?;
@@ -200,19 +207,7 @@ pub fn group_name(name: &str, kernel: bool) -> String {
 
 /// Read /proc/stat's "cpu" line and every task of the host.
 pub fn read_cpu(proc_root: &Path) -> CpuReading {
-    let kinds = std::fs::read_to_string(proc_root.join("stat"))
-        .ok()
-        .and_then(|t| {
-            let line = t.lines().find(|l| l.starts_with("cpu "))?.to_string();
-            Some(
-                line.split_whitespace()
-                    .skip(1)
-                    .take(8)
-                    .filter_map(|x| x.parse().ok())
-                    .collect(),
-            )
-        })
-        .unwrap_or_default();
+    let kinds = crate::stats::cpu_kinds(proc_root).unwrap_or_default();
     let mut tasks = std::collections::HashMap::new();
     if let Ok(d) = std::fs::read_dir(proc_root) {
         for e in d.flatten() {

@@ -22,7 +22,7 @@ use crate::cgroups::CgroupSet;
 use crate::error::Error;
 use crate::measure::{mem_per_zone, mem_sample, ms, summarize, MemPerZone, Progress};
 use crate::stat::{memstat::zone_totals, readers};
-use crate::stats::{cpu_ticks, procs_cpu_ns};
+use crate::stats::procs_cpu_ns;
 
 /// Why a system's steps stopped. The message is the system's note in results.json.
 #[derive(Debug, thiserror::Error)]
@@ -288,7 +288,6 @@ pub fn measure(
     let secs = idle.as_secs().max(1);
     progress.phase(&format!("{label}idle {} s", idle.as_secs_f64()), secs);
     let cpu0 = sys.cpu().ns(proc_root);
-    let host0 = cpu_ticks(proc_root);
     let tasks0 = census::read_cpu(proc_root);
     let t_idle = Instant::now();
     for _ in 0..secs {
@@ -297,12 +296,9 @@ pub fn measure(
         go_on(progress)?;
     }
     let cpu1 = sys.cpu().ns(proc_root);
-    let host_cpu_pct = census::busy_pct(host0, cpu_ticks(proc_root));
-    let cpu_use = census::cpu_use(
-        &tasks0,
-        &census::read_cpu(proc_root),
-        t_idle.elapsed().as_secs_f64(),
-    );
+    let tasks1 = census::read_cpu(proc_root);
+    let host_cpu_pct = census::busy_pct(tasks0.ticks(), tasks1.ticks());
+    let cpu_use = census::cpu_use(&tasks0, &tasks1, t_idle.elapsed().as_secs_f64());
     let idle_cpu_pct =
         cpu1.saturating_sub(cpu0) as f64 / t_idle.elapsed().as_nanos() as f64 * 100.0;
     let after = mem_sample(proc_root);
