@@ -159,6 +159,15 @@ fn login_propagates_exit_status_and_runs_in_the_zone_cgroup() {
         "cgroup namespace root: {}",
         r.stdout
     );
+    // The init joined its cgroups (on v1 by writing itself into `tasks`) before it
+    // made its cgroup namespace: its own cgroup is that namespace's root.
+    let r = env.sh("z", "grep -E 'memory|pids' /proc/1/cgroup").ok();
+    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    assert!(
+        r.stdout.lines().all(|l| l.ends_with(":/")),
+        "the init's cgroups: {}",
+        r.stdout
+    );
     env.run(&["login", "z", "--", "no-such-command"])
         .fails(127, "command not found");
     env.ok(&["halt", "z"]);

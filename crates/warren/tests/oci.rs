@@ -1559,6 +1559,23 @@ fn cgroups_path_is_honoured_as_the_runtime_spec_says() {
         let own = own_v1_path(c);
         assert_eq!(*p, format!("{}/{top}/rel/c2", own.trim_end_matches('/')));
     }
+    // A process exec'd into it enters the same cgroups as its init (on v1 it writes
+    // itself into each `tasks` file as its first step).
+    let seen = |file: &str| {
+        let text = t.ok(&["exec", "rel", "cat", file]);
+        let lines = warren::cgroups::parse_proc_cgroup(&text);
+        JOINED
+            .iter()
+            .map(|c| {
+                lines
+                    .iter()
+                    .find(|(cs, _)| cs.iter().any(|x| x == c))
+                    .map(|(_, p)| p.clone())
+                    .unwrap_or_else(|| panic!("no {c} line in {text}"))
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seen("/proc/self/cgroup"), seen("/proc/1/cgroup"));
     t.ok(&["delete", "--force", "rel"]);
     for c in JOINED {
         let d = v1_dir(c, &format!("{}/{top}", own_v1_path(c)));

@@ -265,6 +265,29 @@ impl CgroupSet {
             .collect()
     }
 
+    /// The files the calling process writes `0` into to join the set itself: v1's
+    /// `tasks` files while it has one thread (moving that thread moves the process,
+    /// without the RCU grace period of a whole-process migration, see
+    /// [`CgroupSet::tasks_files`]), else the `cgroup.procs` files.
+    pub fn self_join_files(&self) -> Vec<PathBuf> {
+        let one_thread = warren_sys::fds::ensure_single_threaded().is_ok();
+        match self.version {
+            CgroupVersion::V1 if one_thread => self.tasks_files(),
+            _ => self.procs_files(),
+        }
+    }
+
+    /// The `tasks` files of a v1 set: a single-threaded process writes `0` into them to
+    /// join the zone by moving its one thread, which spares the RCU grace period a
+    /// migration of a whole process waits for (`sandbox::cgroup_entry`). Empty on v2,
+    /// whose domain cgroups have no per-thread file.
+    pub fn tasks_files(&self) -> Vec<PathBuf> {
+        match self.version {
+            CgroupVersion::V1 => self.dirs.iter().map(|(_, d)| d.join("tasks")).collect(),
+            CgroupVersion::V2 => Vec::new(),
+        }
+    }
+
     /// Processes in the zone's cgroups (host pids), deduplicated.
     pub fn pids(&self) -> Result<Vec<i32>, CgroupError> {
         let mut all = Vec::new();

@@ -1,19 +1,17 @@
-//! Boot a zone: open what its sandbox refers to, build the plan, spawn it, and move
-//! it into its cgroups and network while it builds its root.
+//! Boot a zone: open what its sandbox refers to, build the plan, spawn it (the child
+//! enters its cgroups itself or is cloned into them, `sandbox::cgroup_entry`), and
+//! move it into its network while it builds its root.
 
 use std::fs::{File, OpenOptions};
-use std::io::Write;
 use std::os::unix::fs::OpenOptionsExt;
 
-use std::os::fd::AsRawFd;
-
 use warren_sys::libc;
-use warren_sys::spawn::IntoCgroup;
 
 use super::userns::userns_fds;
 use super::{console, BootSpec, Fds};
 use crate::error::{Error, IoContext, Result};
 use crate::sandbox::plan::spawn_error;
+use crate::sandbox::CgroupEntry;
 use crate::state::InitId;
 use crate::stats;
 
@@ -32,15 +30,7 @@ pub struct Booted {
 /// Boot a zone: returns its init's identity once init is executing.
 /// The caller must be single-threaded (see `warren_sys::spawn`).
 pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
-    let mut procs = Vec::new();
-    for f in spec.cgroups.procs_files() {
-        procs.push(
-            OpenOptions::new()
-                .write(true)
-                .open(&f)
-                .ctx(|| format!("zone '{}': opening {}", spec.zone, f.display()))?,
-        );
-    }
+    let cgroups = CgroupEntry::open(&format!("zone '{}'", spec.zone), spec.cgroups)?;
     let userns = match spec.idmap {
         Some(range) => Some(userns_fds(spec, range)?),
         None => None,
@@ -118,7 +108,7 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
         None => Vec::new(),
     };
     let mut fds = Fds {
-        procs,
+        cgroups,
         null,
         dev,
         init,
@@ -128,17 +118,13 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     };
     let mut plan = crate::sandbox::plan(super::spec::zone_spec(spec, &fds.descriptors())?)
         .map_err(|e| Error::config(spec.zone, e.to_string()))?;
-    // On v2 the init is cloned straight into its cgroup (no migration).
-    let cgroup_dir = spec.cgroups.clone_target()?;
-    plan.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
+    fds.cgroups.prepare(&mut plan);
     let zone_netns = fds.userns.as_ref().and_then(|u| u.ns.net.as_ref());
     // The console, opened through the child's stdout while it waits for its go: what
     // an init that dies at once printed is saved from it (runtime::console).
     let mut live_console = None;
     let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
-        if !plan.spawn.placed_in_cgroup() {
-            join_cgroups(spec, &fds.procs, pid)?;
-        }
+        fds.cgroups.after_clone(&plan, pid, "its init")?;
         if let Some(net) = spec.net {
             match zone_netns {
                 Some(ns) => crate::net::attach(spec.zone, net, ns)?,
@@ -253,19 +239,4 @@ pub fn init_exited(
 pub fn last_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
-}
-
-/// Move the zone's new process into each of its cgroups (from the parent).
-fn join_cgroups(spec: &BootSpec<'_>, procs: &[File], pid: i32) -> Result<()> {
-    let text = pid.to_string();
-    for (mut f, path) in procs.iter().zip(spec.cgroups.procs_files()) {
-        f.write_all(text.as_bytes()).ctx(|| {
-            format!(
-                "zone '{}': moving its init into {}",
-                spec.zone,
-                path.display()
-            )
-        })?;
-    }
-    Ok(())
 }

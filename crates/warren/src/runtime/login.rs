@@ -122,7 +122,7 @@ pub fn join(z: &ZoneRef<'_>) -> Result<Joined> {
     let target = Target::open(z.proc_root, z.init.pid, z.init.start_time, &NAMESPACES)
         .map_err(|_| gone(zone))?;
     crate::fault::pause("login.before-join");
-    for f in z.cgroups.procs_files() {
+    for f in z.cgroups.self_join_files() {
         OpenOptions::new()
             .write(true)
             .open(&f)

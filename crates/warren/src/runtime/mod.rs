@@ -82,7 +82,7 @@ pub struct BootSpec<'a> {
 
 /// Descriptors the child needs; they must stay open until the spawn returns.
 struct Fds {
-    procs: Vec<File>,
+    cgroups: crate::sandbox::CgroupEntry,
     null: File,
     /// The shared /dev as a detached read-only bind (idmapped with a user namespace).
     dev: std::os::fd::OwnedFd,

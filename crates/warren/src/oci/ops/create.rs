@@ -208,14 +208,12 @@ fn create_in(
     };
     let (mut p, notes) = plan::init_plan(&inputs).map_err(|e| inval(e.to_string()))?;
     p.spawn.pass_fds = a.preserve_fds;
-    // On v2 the init is cloned straight into its cgroup (no migration).
-    let cgroup_dir = set.clone_target()?;
-    p.spawn.into_cgroup = cgroup_dir.as_ref().map(|d| IntoCgroup::new(d.as_raw_fd()));
+    let cgroups = CgroupEntry::open(&format!("container '{id}'"), &set)?;
+    cgroups.prepare(&mut p);
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
 
-    let procs = open_procs(id, set.procs_files())?;
     let maps = (
         linux.uid_mappings().clone().unwrap_or_default(),
         linux.gid_mappings().clone().unwrap_or_default(),
@@ -244,13 +242,7 @@ fn create_in(
                         })?;
                     }
                 }
-                let placed = p.spawn.placed_in_cgroup();
-                for (path, mut f) in procs.iter().filter(|_| !placed).map(|(p, f)| (p, f)) {
-                    f.write_all(pid.to_string().as_bytes()).ctx(|| {
-                        format!("container '{id}': moving its init into {}", path.display())
-                    })?;
-                }
-                Ok(())
+                cgroups.after_clone(&p, pid, "its init")
             }
             Event::Sync(_) => {
                 let pid = child.get();

@@ -49,7 +49,12 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         ),
         None => None,
     };
-    let procs = open_procs(id, r.cgroups.iter().flat_map(|s| s.procs_files()).collect())?;
+    let who = format!("container '{id}'");
+    let cgroups = r
+        .cgroups
+        .as_ref()
+        .map(|set| CgroupEntry::open_for_join(&who, set))
+        .transpose()?;
     let seccomp = seccomp_filter(id, &spec)?;
     // The one join (sandbox::join), user first: an OCI container's namespaces are all
     // owned by its user namespace, if it has one.
@@ -80,7 +85,7 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
         console: terminal,
         hard_limit: &hard,
     };
-    let (p, notes) = plan::exec_plan(
+    let (mut p, notes) = plan::exec_plan(
         &a.process,
         &inputs,
         console.as_ref().map(|c| c.as_raw_fd()),
@@ -90,18 +95,14 @@ pub fn exec(ctx: &Ctx, a: ExecArgs<'_>) -> Result<i32> {
     for n in notes {
         ctx.log.warn(&format!("container '{id}': {n}"));
     }
+    if let Some(c) = &cgroups {
+        c.prepare(&mut p);
+    }
     let child = warren_sys::spawn::spawn_staged(&p.spawn, |ev| -> Result<()> {
-        if let Event::Cloned(child) = ev {
-            for (path, mut f) in procs.iter().map(|(p, f)| (p, f)) {
-                f.write_all(child.to_string().as_bytes()).ctx(|| {
-                    format!(
-                        "container '{id}': moving the process into {}",
-                        path.display()
-                    )
-                })?;
-            }
+        match (ev, &cgroups) {
+            (Event::Cloned(child), Some(c)) => c.after_clone(&p, child, "the process"),
+            _ => Ok(()),
         }
-        Ok(())
     })
     .map_err(|e| match e {
         // Forking into a pid namespace whose init has exited (or is exiting: the

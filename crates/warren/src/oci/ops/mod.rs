@@ -5,17 +5,18 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use oci_spec::runtime::{LinuxNamespaceType, Process, Spec};
 use warren_sys::libc;
-use warren_sys::spawn::{Event, IntoCgroup, SpawnError};
+use warren_sys::spawn::{Event, SpawnError};
 
 use super::plan::{self, InitInputs, ProcessInputs};
 use super::state::{self, Record, Status, Verb};
 use super::{cgroup, hooks, Ctx};
 use crate::error::{Error, IoContext, Result};
+use crate::sandbox::CgroupEntry;
 
 mod create;
 mod delete;
@@ -123,19 +124,6 @@ fn seccomp_filter(id: &str, spec: &Spec) -> Result<Option<Vec<warren_sys::harden
 
 /// The `cgroup.procs` files of `files`, opened for writing (the parent moves the
 /// child into them from its after-clone handler).
-fn open_procs(id: &str, files: Vec<PathBuf>) -> Result<Vec<(PathBuf, File)>> {
-    files
-        .into_iter()
-        .map(|f| {
-            OpenOptions::new()
-                .write(true)
-                .open(&f)
-                .map(|h| (f.clone(), h))
-                .ctx(|| format!("container '{id}': opening {}", f.display()))
-        })
-        .collect()
-}
-
 fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
     let path = if path.is_absolute() {
         path.to_path_buf()
