@@ -7,8 +7,8 @@
 //! pods' network (a CNI `bridge` with `host-local` addresses, Debian's
 //! containernetworking-plugins) and the streaming server (127.0.0.1) live in the
 //! namespace's own network stack, so nothing reaches the host's. `hostNetwork` pods
-//! share that namespace. Its root, state, socket, CNI config and the container logs
-//! are in the caller's directory.
+//! share that namespace. Its root, socket, CNI config and the container logs are in
+//! the caller's directory; its state on the namespace's /run ([`STATE`]), as on a host.
 //!
 //! The RuntimeClass handlers are the rows of [`HANDLERS`]: the runc v2 shim with
 //! `runc` (Debian's runc) and with `warren` (BinaryName = warren-oci, a symlink to
@@ -66,6 +66,12 @@ impl Default for Setup {
     }
 }
 
+/// containerd's `state` (bundles, the runtimes' state, pid files, the shims'
+/// sockets): in /run, on the daemon's own tmpfs, as a host's containerd keeps it
+/// (`/run/containerd`), not on disk beside `root`, where each pod would pay for
+/// writes and fsyncs no host pays.
+pub const STATE: &str = "/run/containerd";
+
 /// containerd's config.toml for a daemon in `p`.
 fn config(p: &Path, warren_oci: &Path, setup: &Setup) -> String {
     let cri = r#"plugins."io.containerd.grpc.v1.cri""#;
@@ -79,7 +85,7 @@ fn config(p: &Path, warren_oci: &Path, setup: &Setup) -> String {
     format!(
         r#"version = 2
 root = "{p}/root"
-state = "{p}/state"
+state = "{state}"
 disabled_plugins = ["io.containerd.internal.v1.opt",
   "io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
   "io.containerd.snapshotter.v1.devmapper", "io.containerd.snapshotter.v1.zfs",
@@ -105,11 +111,12 @@ disabled_plugins = ["io.containerd.internal.v1.opt",
     conf_dir = "{p}/cni"
 "#,
         p = p.display(),
+        state = STATE,
         pause = super::image::PAUSE,
         snapshotter = setup.snapshotter,
         runtimes = HANDLERS
             .iter()
-            .map(|h| h.toml(p, warren_oci))
+            .map(|h| h.toml(warren_oci))
             .collect::<String>(),
     )
 }
@@ -165,8 +172,8 @@ pub const HANDLERS: &[Handler] = &[
 ];
 
 impl Handler {
-    /// Its `[...containerd.runtimes.<name>]` table; the runtime's state under `p`.
-    fn toml(&self, p: &Path, warren_oci: &Path) -> String {
+    /// Its `[...containerd.runtimes.<name>]` table; the runtime's state in [`STATE`].
+    fn toml(&self, warren_oci: &Path) -> String {
         let t = format!(
             r#"plugins."io.containerd.grpc.v1.cri".containerd.runtimes.{}"#,
             self.name
@@ -185,10 +192,8 @@ impl Handler {
         };
         format!(
             "    [{t}]\n      runtime_type = \"{}\"\n      [{t}.options]\n        \
-             BinaryName = \"{binary}\"\n        Root = \"{}/{}-root\"\n",
-            self.runtime_type,
-            p.display(),
-            self.name
+             BinaryName = \"{binary}\"\n        Root = \"{STATE}/{}-root\"\n",
+            self.runtime_type, self.name
         )
     }
 }
@@ -646,7 +651,12 @@ mod tests {
             rt["warren"]["options"]["BinaryName"].as_str(),
             Some("/t/warren-oci")
         );
-        assert_eq!(rt["runc"]["options"]["Root"].as_str(), Some("/t/runc-root"));
+        assert_eq!(
+            rt["runc"]["options"]["Root"].as_str(),
+            Some("/run/containerd/runc-root")
+        );
+        assert_eq!(v["state"].as_str(), Some(STATE));
+        assert_eq!(v["root"].as_str(), Some("/t/root"));
         assert!(rt["warren-shim"].get("options").is_none(), "{c}");
     }
 
