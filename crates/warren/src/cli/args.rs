@@ -566,8 +566,9 @@ pub enum BenchCmd {
 
 Needs containerd, runc and containernetworking-plugins (apt-get) and the CRI client's
 venv (/var/cache/warren-test/cri; scripts/test.sh makes it; WARREN_CRI_PYTHON names
-another python3). containerd runs in its own mount, pid and network namespaces with its
-state in a temp dir; every pod, shim and cgroup goes when a step ends, also on failure.")]
+another python3). containerd runs in its own mount, pid and network namespaces, its root
+in a temp dir and its state on the namespace's /run tmpfs (as on a host); every pod, shim
+and cgroup goes when a step ends, also on failure.")]
     Cri {
         /// Pod counts, one step each (at most 300).
         #[arg(long, default_value = "10")]

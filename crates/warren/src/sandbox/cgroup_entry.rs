@@ -16,6 +16,9 @@
 //!   (`clone3(CLONE_INTO_CGROUP)`); where the kernel cannot, the parent migrates it by
 //!   pid through `cgroup.procs` in its after-clone handler ([`CgroupEntry::after_clone`]).
 //!   A v2 domain cgroup has no per-thread file to use instead.
+//!
+//! `WARREN_CGROUP_SELF_JOIN=off` makes the parent migrate a v1 child by pid as before
+//! (to measure the gain, as `WARREN_CLONE_INTO_CGROUP=off` does for v2).
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -34,10 +37,12 @@ use super::Plan;
 pub struct CgroupEntry {
     /// Who, for messages: "zone 'web1'", "container 'c1'".
     who: String,
-    /// v1: the `tasks` files the child writes itself into. v2: the `cgroup.procs`
-    /// files the parent writes the child's pid into where the clone could not place it.
+    /// v1: the `tasks` files the child writes itself into. v2 (or v1 with the self
+    /// join off): the `cgroup.procs` files the parent writes the child's pid into
+    /// where the clone could not place it.
     files: Vec<(PathBuf, File)>,
-    version: CgroupVersion,
+    /// The child writes itself into `files` (v1).
+    self_join: bool,
     /// v2: the directory to clone into.
     clone_dir: Option<OwnedFd>,
 }
@@ -57,9 +62,12 @@ impl CgroupEntry {
     /// which is now the container's and does not hold the parent's own cgroup (the
     /// migration by pid checks against the namespace the file was opened in).
     pub fn open_for_join(who: &str, set: &CgroupSet) -> Result<CgroupEntry> {
-        let files = match set.version {
-            CgroupVersion::V1 => set.tasks_files(),
-            CgroupVersion::V2 => set.procs_files(),
+        let off = std::env::var_os("WARREN_CGROUP_SELF_JOIN").is_some_and(|v| v == "off");
+        let self_join = set.version == CgroupVersion::V1 && !off;
+        let files = if self_join {
+            set.tasks_files()
+        } else {
+            set.procs_files()
         };
         let files = files
             .into_iter()
@@ -74,7 +82,7 @@ impl CgroupEntry {
         Ok(CgroupEntry {
             who: who.to_string(),
             files,
-            version: set.version,
+            self_join,
             clone_dir: None,
         })
     }
@@ -83,7 +91,7 @@ impl CgroupEntry {
     /// `tasks` file (before any namespace is joined or unshared, so a new cgroup
     /// namespace is rooted at its own cgroup); on v2 the clone targets the directory.
     pub fn prepare(&self, plan: &mut Plan) {
-        if self.version == CgroupVersion::V1 {
+        if self.self_join {
             let steps = self.files.iter().map(|(path, f)| {
                 (
                     Step::WriteFd {
@@ -104,10 +112,11 @@ impl CgroupEntry {
     }
 
     /// In the parent's after-clone handler: move the child (host pid) where neither its
-    /// own steps nor the clone did (v2 on a kernel without `CLONE_INTO_CGROUP`).
+    /// own steps nor the clone did (v2 on a kernel without `CLONE_INTO_CGROUP`; v1 with
+    /// the self join off).
     /// `what` names the process in the error ("its init", "the process").
     pub fn after_clone(&self, plan: &Plan, pid: i32, what: &str) -> Result<()> {
-        if self.version == CgroupVersion::V1 || plan.spawn.placed_in_cgroup() {
+        if self.self_join || plan.spawn.placed_in_cgroup() {
             return Ok(());
         }
         let text = pid.to_string();
