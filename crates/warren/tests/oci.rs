@@ -1482,7 +1482,12 @@ fn start_in(t: &Oci, global: &[&str], cgroups_path: &str, id: &str) -> Vec<Strin
     t.ok(&["start", id]);
     let pid = std::fs::read_to_string(&pid_file).unwrap();
     let text = std::fs::read_to_string(format!("/proc/{}/cgroup", pid.trim())).unwrap();
-    let lines = warren::cgroups::parse_proc_cgroup(&text);
+    joined_paths(&text)
+}
+
+/// The paths of the [`JOINED`] hierarchies in a /proc/PID/cgroup text.
+fn joined_paths(text: &str) -> Vec<String> {
+    let lines = warren::cgroups::parse_proc_cgroup(text);
     JOINED
         .iter()
         .map(|c| {
@@ -1490,7 +1495,7 @@ fn start_in(t: &Oci, global: &[&str], cgroups_path: &str, id: &str) -> Vec<Strin
                 .iter()
                 .find(|(cs, _)| cs.iter().any(|x| x == c))
                 .map(|(_, p)| p.clone())
-                .unwrap_or_else(|| panic!("container {id}: no {c} line in {text}"))
+                .unwrap_or_else(|| panic!("no {c} line in {text}"))
         })
         .collect()
 }
@@ -1561,20 +1566,7 @@ fn cgroups_path_is_honoured_as_the_runtime_spec_says() {
     }
     // A process exec'd into it enters the same cgroups as its init (on v1 it writes
     // itself into each `tasks` file as its first step).
-    let seen = |file: &str| {
-        let text = t.ok(&["exec", "rel", "cat", file]);
-        let lines = warren::cgroups::parse_proc_cgroup(&text);
-        JOINED
-            .iter()
-            .map(|c| {
-                lines
-                    .iter()
-                    .find(|(cs, _)| cs.iter().any(|x| x == c))
-                    .map(|(_, p)| p.clone())
-                    .unwrap_or_else(|| panic!("no {c} line in {text}"))
-            })
-            .collect::<Vec<_>>()
-    };
+    let seen = |file: &str| joined_paths(&t.ok(&["exec", "rel", "cat", file]));
     assert_eq!(seen("/proc/self/cgroup"), seen("/proc/1/cgroup"));
     t.ok(&["delete", "--force", "rel"]);
     for c in JOINED {
