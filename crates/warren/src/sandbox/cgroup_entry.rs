@@ -7,8 +7,9 @@
 //!   one thread, which before exec is the whole process. A migration by pid through
 //!   `cgroup.procs` (what the parent did before) takes the global
 //!   `cgroup_threadgroup_rwsem` for writing, and that waits for an RCU grace period
-//!   whenever no other migration happened within the last one: 15 ms a process on a
-//!   2-vCPU VM, the largest part of a pod's sandbox create. Moving the current thread
+//!   whenever no other migration happened within the last one (14.8 ms seen in a pod
+//!   sandbox's create on a 2-vCPU VM; a single `warren boot` 19.4 → 9.7 ms, SPEC.md).
+//!   Moving the current thread
 //!   skips that lock (the kernel's `cgroup_procs_write_start`: no threadgroup to keep
 //!   stable). The kernel checks the rights of whoever opened the file (the parent), so
 //!   a child already in a new user namespace may write it.

@@ -122,8 +122,6 @@ fn seccomp_filter(id: &str, spec: &Spec) -> Result<Option<Vec<warren_sys::harden
         .transpose()
 }
 
-/// The `cgroup.procs` files of `files`, opened for writing (the parent moves the
-/// child into them from its after-clone handler).
 fn write_pid_file(path: &Path, pid: i32) -> Result<()> {
     let path = if path.is_absolute() {
         path.to_path_buf()
