@@ -161,13 +161,31 @@ fn login_propagates_exit_status_and_runs_in_the_zone_cgroup() {
     );
     // The init joined its cgroups (on v1 by writing itself into `tasks`) before it
     // made its cgroup namespace: its own cgroup is that namespace's root.
-    let r = env.sh("z", "grep -E 'memory|pids' /proc/1/cgroup").ok();
-    assert_eq!(r.stdout.lines().count(), 2, "{}", r.stdout);
+    let init_at_root = |zone: &str| {
+        let r = env.sh(zone, "grep -E 'memory|pids' /proc/1/cgroup").ok();
+        assert_eq!(r.stdout.lines().count(), 2, "{zone}: {}", r.stdout);
+        assert!(
+            r.stdout.lines().all(|l| l.ends_with(":/")),
+            "{zone}: the init's cgroups: {}",
+            r.stdout
+        );
+    };
+    init_at_root("z");
+    // The same with the parent moving it by pid (the measurement switch).
+    env.host_zone("z2", &[]);
+    let out = env
+        .cmd()
+        .env("WARREN_CGROUP_SELF_JOIN", "off")
+        .args(["boot", "z2"])
+        .output()
+        .unwrap();
     assert!(
-        r.stdout.lines().all(|l| l.ends_with(":/")),
-        "the init's cgroups: {}",
-        r.stdout
+        out.status.success(),
+        "boot z2: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    init_at_root("z2");
+    env.ok(&["halt", "z2"]);
     env.run(&["login", "z", "--", "no-such-command"])
         .fails(127, "command not found");
     env.ok(&["halt", "z"]);

@@ -64,7 +64,13 @@ impl CgroupEntry {
     /// migration by pid checks against the namespace the file was opened in).
     pub fn open_for_join(who: &str, set: &CgroupSet) -> Result<CgroupEntry> {
         let off = std::env::var_os("WARREN_CGROUP_SELF_JOIN").is_some_and(|v| v == "off");
-        let self_join = set.version == CgroupVersion::V1 && !off;
+        CgroupEntry::open_with(who, set, !off)
+    }
+
+    /// [`CgroupEntry::open_for_join`], the child writing itself into v1's `tasks`
+    /// files only when `self_join_v1`.
+    fn open_with(who: &str, set: &CgroupSet, self_join_v1: bool) -> Result<CgroupEntry> {
+        let self_join = set.version == CgroupVersion::V1 && self_join_v1;
         let files = if self_join {
             set.tasks_files()
         } else {
@@ -219,6 +225,24 @@ mod tests {
         let mut plan = plan_with(Vec::new());
         exec.prepare(&mut plan);
         assert!(plan.spawn.into_cgroup.is_none());
+    }
+
+    #[test]
+    fn with_the_self_join_off_a_v1_child_is_moved_by_pid() {
+        let t = tempfile::tempdir().unwrap();
+        let set = set_in(t.path(), CgroupVersion::V1, "cgroup.procs", 2);
+        let entry = CgroupEntry::open_with("zone 'z'", &set, false).unwrap();
+        let mut plan = plan_with(vec![(Step::Setsid, "setsid")]);
+        entry.prepare(&mut plan);
+        assert_eq!(plan.spawn.steps.len(), 1, "no step of its own");
+        assert!(plan.spawn.into_cgroup.is_none());
+        entry.after_clone(&plan, 77, "its init").unwrap();
+        for (_, d) in &set.dirs {
+            assert_eq!(
+                std::fs::read_to_string(d.join("cgroup.procs")).unwrap(),
+                "77"
+            );
+        }
     }
 
     #[test]
