@@ -102,8 +102,8 @@ pub fn take(proc_root: &Path, cpu: &Cpu) -> Census {
 }
 
 /// How busy the host's CPUs were between two /proc/stat readings ((total, idle) ticks,
-/// as `stats::cpu_ticks` and [`CpuReading::ticks`] give them), % of all CPUs; 0 when either is missing or no
-/// time passed.
+/// as `stats::cpu_ticks` and [`CpuReading::ticks`] give them), % of all CPUs; 0 when
+/// either is missing or no time passed.
 pub fn busy_pct(before: Option<(u64, u64)>, after: Option<(u64, u64)>) -> f64 {
     let (Some((t0, i0)), Some((t1, i1))) = (before, after) else {
         return 0.0;

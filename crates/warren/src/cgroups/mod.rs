@@ -270,9 +270,10 @@ impl CgroupSet {
     /// without the RCU grace period of a whole-process migration, see
     /// [`CgroupSet::tasks_files`]), else the `cgroup.procs` files.
     pub fn self_join_files(&self) -> Vec<PathBuf> {
-        let one_thread = warren_sys::fds::ensure_single_threaded().is_ok();
         match self.version {
-            CgroupVersion::V1 if one_thread => self.tasks_files(),
+            CgroupVersion::V1 if warren_sys::fds::ensure_single_threaded().is_ok() => {
+                self.tasks_files()
+            }
             _ => self.procs_files(),
         }
     }

@@ -137,27 +137,14 @@ impl CgroupEntry {
 
 #[cfg(test)]
 mod tests {
-    use std::ffi::CString;
-
-    use warren_sys::spawn::{ExecTarget, SpawnPlan};
-
     use super::*;
 
     fn plan_with(steps: Vec<(Step, &str)>) -> Plan {
-        let (steps, what): (Vec<_>, Vec<_>) =
-            steps.into_iter().map(|(s, w)| (s, w.to_string())).unzip();
-        Plan {
-            spawn: SpawnPlan {
-                clone_flags: 0,
-                steps,
-                exec: ExecTarget::Path(CString::default()),
-                argv: Vec::new(),
-                envp: Vec::new(),
-                pass_fds: 0,
-                into_cgroup: None,
-            },
-            what,
+        let mut plan = Plan::new(0, 0);
+        for (step, what) in steps {
+            plan.push(step, what);
         }
+        plan
     }
 
     /// A set of `n` directories holding the files `name`, beneath `root`.

@@ -40,7 +40,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    fn new(clone_flags: libc::c_int, pass_fds: u32) -> Plan {
+    pub(super) fn new(clone_flags: libc::c_int, pass_fds: u32) -> Plan {
         Plan {
             spawn: SpawnPlan {
                 clone_flags,
