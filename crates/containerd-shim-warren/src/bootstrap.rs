@@ -21,14 +21,16 @@
 //!   so that two `start`s of one pod cannot both serve ([`socket`]); a lock held
 //!   past [`socket::LOCK_WAIT`] fails the `start`, naming its holder.
 //! - the server: subreaper of its containers; one thread reaps every child (woken
-//!   by SIGCHLD, which every thread blocks) and hands each exit to containerd-shim's
-//!   monitor, the task service's watcher
-//!   records it; ttrpc on the socket until `Shutdown`.
+//!   by SIGCHLD, which every thread blocks) and hands each exit to the task
+//!   service (and to containerd-shim's monitor, for its own waits); everything else
+//!   on one thread, a tokio runtime of one thread: ttrpc on the socket until
+//!   `Shutdown`, every connection and call, the events to containerd, the OOM
+//!   watch. Two threads in all, however many containers, connections and waits
+//!   the pod has.
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
 //!   (what is left of it killed), its rootfs unmounted, and the pod's socket and
 //!   lock file removed if no server serves them ([`socket::clean_stale`]).
 
-use std::os::fd::IntoRawFd;
 use std::os::unix::net::UnixListener;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -37,16 +39,14 @@ use std::time::Duration;
 
 use containerd_shim::api::DeleteResponse;
 use containerd_shim::protos::protobuf::{Message, MessageField};
-use containerd_shim::protos::shim_sync::create_task;
-use containerd_shim::protos::ttrpc::Server;
-use containerd_shim::{ExitSignal, Flags};
+use containerd_shim::protos::shim_async::{create_task, Task};
+use containerd_shim::protos::ttrpc::asynchronous::transport::Listener;
+use containerd_shim::protos::ttrpc::asynchronous::Server;
+use containerd_shim::Flags;
 
 use crate::service::{self, Service};
 use crate::socket::{self, Claim, Released, SocketFile};
 use crate::RUNTIME_ID;
-
-/// The most ttrpc workers per connection (containerd keeps one per shim).
-const WORKERS_MAX: usize = 256;
 
 /// Set (to "stdin") in a server's environment by `start`: its stdin is the socket,
 /// already listening.
@@ -164,9 +164,10 @@ pub fn delete(flags: &Flags) -> i32 {
     }
 }
 
-/// Reap every child; each exit goes to containerd-shim's monitor, whose
-/// subscriber (the task service's watcher) records it. The reaper never waits
-/// for the table's lock: a verb holding it may be waiting for a reaped process.
+/// Reap every child; each exit goes to containerd-shim's monitor (its own waits:
+/// the rootfs mount's child) and to the server's runtime (`exits`), where the task
+/// service records it. The reaper never waits for the table's lock: a verb holding
+/// it may be waiting for a reaped process. It stops when the runtime has.
 ///
 /// SIGCHLD is blocked in every thread of the server ([`serve`] blocks it before
 /// the first thread starts), so it stays pending until the reaper takes it: the
@@ -175,11 +176,14 @@ pub fn delete(flags: &Flags) -> i32 {
 /// no child at all (a new one, before its first create) is woken by the first
 /// child's exit — the rootfs mount's, the helper's — instead of finding it on a
 /// poll round later (a 20 ms sleep per round cost every new pod up to 40 ms).
-fn reap() {
+fn reap(exits: tokio::sync::mpsc::UnboundedSender<(i32, i32)>) {
     loop {
         match warren_sys::proc::waitpid_nohang(-1) {
             Ok(Some((pid, status))) => {
                 let _ = containerd_shim::monitor::monitor_notify_by_pid(pid, status.code());
+                if exits.send((pid, status.code())).is_err() {
+                    return;
+                }
             }
             // Children that still run, or none: wait for the next exit. The bound
             // only guards against a lost wake-up.
@@ -236,34 +240,58 @@ pub fn serve(flags: &Flags) -> i32 {
         }
     };
     let events = std::env::var("TTRPC_ADDRESS").ok();
-    let exit = Arc::new(ExitSignal::default());
-    let service = Service::new(&flags.namespace, events, exit.clone());
-    std::thread::spawn(reap);
-    let task: Arc<dyn containerd_shim::Task + Send + Sync> = Arc::new(service);
-    let mut methods = create_task(task.clone());
-    for (name, handler) in create_task(task) {
-        methods.insert(
-            name.replace("/containerd.task.v3.", "/containerd.task.v2."),
-            handler,
-        );
+    let (service, events) = Service::new(&flags.namespace, events);
+    let shared = service.shared.clone();
+    let (exits, reaped) = tokio::sync::mpsc::unbounded_channel();
+    if let Err(e) = std::thread::Builder::new()
+        .name("reaper".into())
+        .spawn(move || reap(exits))
+    {
+        return fail(flags, "starting the reaper", e);
     }
-    // ttrpc's workers per connection: two idle, more while calls block (each Wait
-    // holds one until its process exits), so a pod's waits never starve a Kill.
-    let server = Server::new()
-        .set_thread_count_default(2)
-        .set_thread_count_min(1)
-        .set_thread_count_max(WORKERS_MAX)
-        .add_listener(listener.into_raw_fd())
-        .map(|s| s.register_service(methods));
-    let mut server = match server {
-        Ok(s) => s,
-        Err(e) => return fail(flags, "the ttrpc server", e),
+    let task: Arc<dyn Task + Send + Sync> = Arc::new(service.clone());
+    let mut services = create_task(task.clone());
+    services.extend(create_task(task).into_iter().map(|(name, s)| {
+        (
+            name.replace("containerd.task.v3.", "containerd.task.v2."),
+            s,
+        )
+    }));
+    // One thread serves every connection and call, and runs the events' sender,
+    // the exits' recording and the OOM watch; what waits (`Wait`, a helper's run)
+    // waits as a task (see [`crate::task`]).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => return fail(flags, "the server's runtime", e),
     };
-    if let Err(e) = server.start() {
-        return fail(flags, "starting the ttrpc server", e);
-    }
-    log::debug!("shim server listening");
-    exit.wait();
+    let served = runtime.block_on(async {
+        tokio::spawn(events.forward());
+        tokio::spawn(service.clone().record_exits(reaped));
+        tokio::spawn(service.watch_ooms());
+        let listener = listener
+            .set_nonblocking(true)
+            .and_then(|()| tokio::net::UnixListener::from_std(listener))
+            .map_err(|e| ("the listening socket", e.to_string()))?;
+        let mut server = Server::new()
+            .add_listener(Listener::from(listener))
+            .register_service(services);
+        server
+            .start()
+            .await
+            .map_err(|e| ("starting the ttrpc server", e.to_string()))?;
+        log::debug!("shim server listening");
+        shared.stop.notified().await;
+        // The last events (the containers' TaskDelete) go out before the server stops.
+        shared.flush_events(Duration::from_secs(2)).await;
+        Ok::<_, (&str, String)>(server)
+    });
+    let mut server = match served {
+        Ok(s) => s,
+        Err((what, e)) => return fail(flags, what, e),
+    };
     // The socket is given up while it still listens: the path is then surely this
     // server's if it names its socket file (a `start` replaces only a socket that
     // refuses). The wait for the lock is bounded; past it, the socket goes and the
@@ -280,6 +308,9 @@ pub fn serve(flags: &Flags) -> i32 {
             path.display()
         ),
     }
-    server.shutdown();
+    // Bounded: ttrpc waits at most 10 s for the connections' tasks.
+    if let Err(e) = runtime.block_on(server.shutdown()) {
+        log::warn!("stopping the ttrpc server: {e}");
+    }
     0
 }

@@ -1,8 +1,9 @@
 //! The one-shot helper: `containerd-shim-warren-v1 __warren-helper <verb> ...`.
 //!
-//! The shim serves ttrpc from several threads, but `warren_sys::spawn` (a raw clone
-//! into new namespaces) must run in a single-threaded process, and `exec` joins the
-//! container's namespaces, which would move the caller. So `create` and `exec`
+//! The shim's server has two threads (its runtime's and the reaper), but
+//! `warren_sys::spawn` (a raw clone into new namespaces) must run in a
+//! single-threaded process, and `exec` joins the container's namespaces, which
+//! would move the caller (and the runtime's thread serves every call). So `create` and `exec`
 //! run here, in a fresh single-threaded copy of the shim binary, as calls into
 //! `warren::oci::ops` (no runtime CLI, no config round trip). The process started
 //! is the helper's child; the helper exits at once and the process is reparented

@@ -4,17 +4,19 @@
 //!
 //! - [`bootstrap`]: the actions containerd runs (`start`, `delete`, the server).
 //! - [`service`]: the shim's containers and processes (one shim per pod), exits
-//!   published as `TaskExit`.
+//!   published as `TaskExit`, the queue of events to containerd.
 //! - [`task`]: the task service (create, start, exec, kill, pids, pause/resume,
 //!   update, stats, wait, delete, state, connect, shutdown).
 //! - [`helper`]: the one-shot single-threaded helper for `create` and `exec`: a
 //!   clone into new namespaces (and an exec's setns) is only sound from a process
-//!   with one thread, and the ttrpc server has several, so those two verbs run
+//!   with one thread, and the server has two (its runtime's and the reaper), so
+//!   those two verbs run
 //!   `warren::oci::ops::{create, exec}` in a fresh copy of this binary.
 //! - [`socket`]: the pod's socket, claimed and given up under a lock beside it (two
 //!   `start`s racing on one pod).
 //! - [`stdio`]: the FIFOs containerd hands over, and the pty of a terminal process.
-//! - [`oom`]: the live OOM watcher (one epoll for all the shim's memory cgroups).
+//! - [`oom`]: the live OOM watcher (one epoll for all the shim's memory cgroups,
+//!   watched by the server's runtime).
 //! - [`metrics`]: cgroup figures as the `io.containerd.cgroups.v1/v2.Metrics` types.
 #![forbid(unsafe_code)]
 

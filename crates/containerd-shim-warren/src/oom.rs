@@ -1,9 +1,10 @@
-//! Live `TaskOOM`: one thread per shim watches the memory cgroups of all its
-//! containers and tells the service when the kernel's OOM killer acted in one while
-//! the container runs (a child killed, the init living on), as runc's shim does.
+//! Live `TaskOOM`: one task on the shim's runtime watches the memory cgroups of all
+//! its containers and tells the service when the kernel's OOM killer acted in one
+//! while the container runs (a child killed, the init living on), as runc's shim
+//! does.
 //!
-//! One epoll holds every source, so a pod's shim pays one thread for all its
-//! containers:
+//! One epoll holds every source, itself watched by the runtime, so a pod's shim
+//! pays no thread for them:
 //!
 //! - cgroup v1: an eventfd per container registered on `memory.oom_control` through
 //!   `cgroup.event_control`; the kernel signals it when the cgroup hits its limit
@@ -19,11 +20,13 @@
 //! of the init itself and a notification lost to a race) never repeats one.
 
 use std::collections::HashMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
 use warren::cgroups::{CgroupSet, CgroupVersion};
 use warren_sys::notify::{self, Epoll, Inotify};
 
@@ -85,10 +88,15 @@ pub struct Watcher {
     next: AtomicU64,
 }
 
+impl AsRawFd for Watcher {
+    fn as_raw_fd(&self) -> RawFd {
+        self.epoll.as_fd().as_raw_fd()
+    }
+}
+
 impl Watcher {
-    /// A watcher whose thread calls `on_event(container_id, event)` for each
-    /// notification.
-    pub fn start(on_event: impl Fn(&str, Event) + Send + 'static) -> std::io::Result<Arc<Watcher>> {
+    /// A watcher with no source yet; [`Watcher::watch`] runs it.
+    pub fn new() -> std::io::Result<Arc<Watcher>> {
         let w = Arc::new(Watcher {
             epoll: Epoll::new()?,
             inotify: Inotify::new()?,
@@ -96,50 +104,70 @@ impl Watcher {
             next: AtomicU64::new(INOTIFY + 1),
         });
         w.epoll.add(w.inotify.as_fd(), notify::IN, INOTIFY)?;
-        let me = w.clone();
-        std::thread::Builder::new()
-            .name("oom-watch".into())
-            .stack_size(256 * 1024)
-            .spawn(move || me.run(on_event))?;
         Ok(w)
     }
 
-    fn run(&self, on_event: impl Fn(&str, Event)) {
+    /// Call `on_event(container_id, event)` for each notification, for ever: a task
+    /// of the server's runtime, woken when the epoll has events.
+    pub async fn watch(self: Arc<Self>, on_event: impl Fn(&str, Event)) {
+        let stop = |e: std::io::Error| {
+            log::error!("the OOM watcher's epoll: {e}; live TaskOOM stops (the exit check remains)")
+        };
+        // tokio deprecates its safe constructors for descriptors that could close
+        // while registered (its replacement is `unsafe`, which this crate forbids).
+        // This one cannot: the watcher, held here, owns the epoll, and its
+        // `as_raw_fd` always names it.
+        #[allow(deprecated)]
+        let ready = AsyncFd::with_interest(self.clone(), Interest::READABLE);
+        let ready = match ready {
+            Ok(r) => r,
+            Err(e) => return stop(e),
+        };
         loop {
-            let tokens = match self.epoll.wait(None) {
-                Ok(t) => t,
-                Err(e) => {
-                    log::error!(
-                        "the OOM watcher's epoll: {e}; live TaskOOM stops (the exit check remains)"
-                    );
-                    return;
-                }
+            let mut guard = match ready.readable().await {
+                Ok(g) => g,
+                Err(e) => return stop(e),
             };
-            let mut seen: Vec<(String, Event)> = Vec::new();
-            {
-                let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
-                for token in tokens {
-                    if token == INOTIFY {
-                        let wds = self.inotify.read_events().unwrap_or_default();
-                        for w in watched.values() {
-                            if matches!(w.source, Source::Watch(wd) if wds.contains(&wd)) {
-                                seen.push((w.container_id.clone(), Event::EventsChanged));
-                            }
-                        }
-                    } else if let Some(w) = watched.get(&token) {
-                        if let Source::EventFd(fd) = &w.source {
-                            if notify::eventfd_take(fd.as_fd()).unwrap_or(0) > 0 {
-                                seen.push((w.container_id.clone(), Event::OomNotified));
-                            }
-                        }
+            // The runtime's wake-up is edge-triggered: take every event before
+            // waiting again.
+            loop {
+                let tokens = match self.epoll.wait(Some(std::time::Duration::ZERO)) {
+                    Ok(t) => t,
+                    Err(e) => return stop(e),
+                };
+                if tokens.is_empty() {
+                    guard.clear_ready();
+                    break;
+                }
+                // Outside the watcher's lock: the service takes its own.
+                for (id, event) in self.seen(tokens) {
+                    on_event(&id, event);
+                }
+            }
+        }
+    }
+
+    /// The containers and events behind the epoll's `tokens`.
+    fn seen(&self, tokens: Vec<u64>) -> Vec<(String, Event)> {
+        let mut seen = Vec::new();
+        let watched = self.watched.lock().unwrap_or_else(|p| p.into_inner());
+        for token in tokens {
+            if token == INOTIFY {
+                let wds = self.inotify.read_events().unwrap_or_default();
+                for w in watched.values() {
+                    if matches!(w.source, Source::Watch(wd) if wds.contains(&wd)) {
+                        seen.push((w.container_id.clone(), Event::EventsChanged));
+                    }
+                }
+            } else if let Some(w) = watched.get(&token) {
+                if let Source::EventFd(fd) = &w.source {
+                    if notify::eventfd_take(fd.as_fd()).unwrap_or(0) > 0 {
+                        seen.push((w.container_id.clone(), Event::OomNotified));
                     }
                 }
             }
-            // Outside the watcher's lock: the service takes its own.
-            for (id, event) in seen {
-                on_event(&id, event);
-            }
         }
+        seen
     }
 
     /// Watch the memory cgroup of `container_id` (`set`, as create made it).

@@ -13,28 +13,34 @@
 //!
 //! Exits: the shim is its containers' subreaper; its reaper thread
 //! ([`crate::bootstrap`]) waits for every child and each exit is recorded here
-//! ([`Shared::exited`]), which publishes `TaskExit`. An exit whose pid is not (yet) in the table — a helper,
-//! or a process that exited before its pid was recorded — is kept in `unclaimed`
-//! until its owner takes it.
+//! ([`Service::record_exits`], [`Shared::exited`]), which publishes `TaskExit` and
+//! wakes whoever waits for an exit ([`Shared::exits`]): a `Wait`, a helper's run.
+//! Both wait as tasks of the server's one thread, which serves other calls
+//! meanwhile. An exit whose pid is not (yet) in the table — a helper, or a process
+//! that exited before its pid was recorded — is kept in `unclaimed` until its owner
+//! takes it.
+//!
+//! Events: [`Shared::publish`] only queues an event, in order, and never blocks; one
+//! task on the server's runtime ([`Events::forward`]) sends them to containerd over
+//! one connection, made again after a containerd restart.
 //!
 //! OOM: `TaskOOM` goes out when the kernel's OOM killer acts in a container's memory
-//! cgroup while it runs ([`crate::oom`]'s watcher, one thread for all containers)
+//! cgroup while it runs ([`crate::oom`]'s watcher, one task for all containers)
 //! and, if not yet published, before its init's `TaskExit`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use containerd_shim::monitor::{monitor_subscribe, Subject, Topic};
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::well_known_types::timestamp::Timestamp;
 use containerd_shim::protos::protobuf::{Message, MessageField};
 use containerd_shim::protos::shim::event::Envelope;
 use containerd_shim::protos::shim::events::ForwardRequest;
-use containerd_shim::protos::shim_sync::{Client, EventsClient};
+use containerd_shim::protos::shim_async::{Client, EventsClient};
 use containerd_shim::protos::ttrpc;
-use containerd_shim::ExitSignal;
+use tokio::sync::{mpsc, oneshot, Notify};
 use warren::oci::{Ctx, Log};
 
 use crate::helper::{Job, Verb};
@@ -153,12 +159,13 @@ const MAX_UNCLAIMED: usize = 4096;
 
 pub struct Shared {
     pub table: Mutex<Table>,
-    pub changed: Condvar,
+    /// Notified (all waiters) on every recorded exit.
+    pub exits: Notify,
     pub namespace: String,
-    /// containerd's ttrpc address (`TTRPC_ADDRESS`), where events go.
-    events_address: Option<String>,
-    publisher: Mutex<Option<EventsClient>>,
-    pub exit: Arc<ExitSignal>,
+    /// The queue of events to containerd ([`Events::forward`] sends them).
+    events: mpsc::UnboundedSender<Outgoing>,
+    /// Notified once by `Shutdown` when no container is left: the server stops.
+    pub stop: Notify,
     /// The live OOM watcher (None if the kernel refused its epoll or inotify: then
     /// only the exit check reports OOM kills).
     pub oom: Option<Arc<oom::Watcher>>,
@@ -169,10 +176,10 @@ impl Shared {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Publish an event to containerd. After a containerd restart the old
-    /// connection is dead: connect again once and retry. The event is packed by
-    /// hand (`containerd.events.<Name>`): the protobuf descriptors a generic
-    /// packing builds would cost every shim a few hundred KiB of heap.
+    /// Queue an event for containerd ([`Events::forward`] sends it). The event
+    /// is packed by hand (`containerd.events.<Name>`): the protobuf descriptors a
+    /// generic packing builds would cost every shim a few hundred KiB of heap.
+    /// Events go out in the order of these calls.
     pub fn publish<M: Message>(&self, topic: &str, event: M) {
         let value = match event.write_to_bytes() {
             Ok(v) => v,
@@ -192,21 +199,29 @@ impl Shared {
             }),
             ..Default::default()
         };
-        let mut client = self.publisher.lock().unwrap_or_else(|e| e.into_inner());
-        for attempt in 0..2 {
-            if client.is_none() || attempt > 0 {
-                *client = self.events_address.as_deref().and_then(connect_events);
-            }
-            let Some(c) = client.as_ref() else { return };
-            match c.forward(ttrpc::context::Context::default(), &req) {
-                Ok(_) => return,
-                Err(e) => log::warn!("publishing {topic}: {e}"),
-            }
+        // Fails only once the forwarding task has ended (the server stopped).
+        if self.events.send(Outgoing::Event(req)).is_err() {
+            log::warn!("publishing {topic}: the shim is stopping");
         }
     }
 
+    /// Wait (bounded) until every event queued so far went out, or failed to.
+    pub async fn flush_events(&self, bound: std::time::Duration) {
+        let (done, sent) = oneshot::channel();
+        if self.events.send(Outgoing::Flush(done)).is_ok()
+            && tokio::time::timeout(bound, sent).await.is_err()
+        {
+            log::warn!("events to containerd still queued after {bound:?}: left");
+        }
+    }
+
+    /// Wake whoever waits for an exit.
+    pub fn wake(&self) {
+        self.exits.notify_waiters();
+    }
+
     /// Record the exit of `pid` (from the reaper) and wake every waiter.
-    fn exited(&self, pid: i32, code: i32) {
+    pub(crate) fn exited(&self, pid: i32, code: i32) {
         let mut t = self.lock();
         let at = now();
         let mut found = None;
@@ -239,7 +254,7 @@ impl Shared {
             }
         }
         drop(t);
-        self.changed.notify_all();
+        self.wake();
     }
 
     /// `TaskOOM` for `container_id` if [`oom::decide`] says so: on the watcher's
@@ -283,8 +298,8 @@ impl Shared {
     }
 
     /// Run the helper for `job` with the process's stdio; its status is taken
-    /// from the reaper's exits.
-    pub fn run_helper(
+    /// from the reaper's exits, waited for as a task.
+    pub async fn run_helper(
         &self,
         job: &Job,
         (stdin, stdout, stderr): (
@@ -304,14 +319,16 @@ impl Shared {
             .map_err(|e| format!("starting {}: {e}", exe.display()))?;
         let pid = child.id() as i32;
         drop(child);
-        let mut t = self.lock();
         let code = loop {
-            if let Some(code) = t.unclaimed.remove(&pid) {
+            // Registered before the look: an exit recorded after it still wakes us.
+            let mut exited = std::pin::pin!(self.exits.notified());
+            exited.as_mut().enable();
+            let code = self.lock().unclaimed.remove(&pid);
+            if let Some(code) = code {
                 break code;
             }
-            t = self.changed.wait(t).unwrap_or_else(|p| p.into_inner());
+            exited.await;
         };
-        drop(t);
         if code == 0 {
             return Ok(());
         }
@@ -325,7 +342,7 @@ impl Shared {
 impl Service {
     /// Start a process through the helper: its stdio, the console of a terminal,
     /// the pid from its pid file.
-    pub fn spawn(
+    pub async fn spawn(
         &self,
         ctx: &Ctx,
         id: &str,
@@ -372,6 +389,7 @@ impl Service {
         };
         self.shared
             .run_helper(&job, (stdin, stdout, stderr))
+            .await
             .map_err(|m| rpc_err(ttrpc::Code::UNKNOWN, m))?;
         let pid = std::fs::read_to_string(&job.pid_file)
             .ok()
@@ -386,10 +404,93 @@ impl Service {
     }
 }
 
-/// A client of containerd's event service at `address`.
-fn connect_events(address: &str) -> Option<EventsClient> {
-    let fd = containerd_shim::util::connect(address).ok()?;
-    Client::new(fd).ok().map(EventsClient::new)
+/// What the events queue carries.
+enum Outgoing {
+    Event(ForwardRequest),
+    /// Answered once every earlier entry was handled.
+    Flush(oneshot::Sender<()>),
+}
+
+/// Time one event may take containerd to accept.
+const FORWARD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The forwarding end of the events queue, run as one task on the server's runtime.
+pub struct Events {
+    /// containerd's ttrpc address (`TTRPC_ADDRESS`), where events go.
+    address: Option<String>,
+    queue: mpsc::UnboundedReceiver<Outgoing>,
+}
+
+impl Events {
+    /// Send each queued event to containerd, in order, over one connection. After
+    /// a containerd restart the old connection is dead: connect again once and
+    /// retry. Without an address the events are dropped.
+    pub async fn forward(mut self) {
+        let mut client: Option<EventsClient> = None;
+        while let Some(out) = self.queue.recv().await {
+            let req = match out {
+                Outgoing::Event(req) => req,
+                Outgoing::Flush(done) => {
+                    let _ = done.send(());
+                    continue;
+                }
+            };
+            let Some(address) = self.address.as_deref() else {
+                continue;
+            };
+            let topic = req.envelope.topic.clone();
+            for attempt in 0..2 {
+                if client.is_none() || attempt > 0 {
+                    client = connect_events(address).await;
+                }
+                let Some(c) = client.as_ref() else {
+                    log::warn!("publishing {topic}: containerd's {address} refuses");
+                    break;
+                };
+                let ctx = ttrpc::context::with_timeout(FORWARD_TIMEOUT.as_nanos() as i64);
+                match c.forward(ctx, &req).await {
+                    Ok(_) => break,
+                    Err(e) => log::warn!("publishing {topic}: {e}"),
+                }
+            }
+        }
+    }
+}
+
+/// A client of containerd's event service at `address` (a path, or `unix://`
+/// and a path).
+async fn connect_events(address: &str) -> Option<EventsClient> {
+    let path = address.strip_prefix("unix://").unwrap_or(address);
+    let stream = tokio::net::UnixStream::connect(path)
+        .await
+        .inspect_err(|e| log::warn!("connecting to containerd's events at {path}: {e}"))
+        .ok()?;
+    let socket = ttrpc::asynchronous::transport::Socket::from(stream);
+    Some(EventsClient::new(Client::new(socket)))
+}
+
+impl Service {
+    /// Record each exit the reaper reports (pid, status) until it stops: a task of
+    /// the server's runtime. The reaper itself never takes the table's lock.
+    pub async fn record_exits(self, mut reaped: mpsc::UnboundedReceiver<(i32, i32)>) {
+        while let Some((pid, code)) = reaped.recv().await {
+            self.shared.exited(pid, code);
+        }
+    }
+
+    /// Watch the containers' memory cgroups for OOM kills (nothing without a
+    /// watcher): a task of the server's runtime.
+    pub async fn watch_ooms(self) {
+        let Some(watcher) = self.shared.oom.clone() else {
+            return;
+        };
+        watcher
+            .watch(|id, event| {
+                let mut t = self.shared.lock();
+                self.shared.check_oom(&mut t, id, Some(event));
+            })
+            .await;
+    }
 }
 
 /// The task service's handle (cheap to clone).
@@ -414,47 +515,30 @@ pub fn unmount_rootfs(bundle: &Path) {
 }
 
 impl Service {
-    /// The task service of namespace `namespace`.
-    pub fn new(namespace: &str, events_address: Option<String>, exit: Arc<ExitSignal>) -> Service {
-        let shared = Arc::new_cyclic(|me: &std::sync::Weak<Shared>| {
-            let me = me.clone();
-            let oom = oom::Watcher::start(move |id, event| {
-                if let Some(s) = me.upgrade() {
-                    let mut t = s.lock();
-                    s.check_oom(&mut t, id, Some(event));
-                }
-            })
+    /// The task service of namespace `namespace`, and the sender of its events to
+    /// `events_address` (to run on the server's runtime).
+    pub fn new(namespace: &str, events_address: Option<String>) -> (Service, Events) {
+        let (events, queue) = mpsc::unbounded_channel();
+        let oom = oom::Watcher::new()
             .inspect_err(|e| {
                 log::warn!(
                     "no live OOM watcher: {e}; OOM kills are reported at the container's exit"
                 )
             })
             .ok();
-            Shared {
-                table: Mutex::new(Table::default()),
-                changed: Condvar::new(),
-                namespace: namespace.into(),
-                publisher: Mutex::new(events_address.as_deref().and_then(connect_events)),
-                events_address,
-                exit,
-                oom,
-            }
+        let shared = Arc::new(Shared {
+            table: Mutex::new(Table::default()),
+            exits: Notify::new(),
+            namespace: namespace.into(),
+            events,
+            stop: Notify::new(),
+            oom,
         });
-        // Subscribed before the server starts: no exit is missed.
-        match monitor_subscribe(Topic::Pid) {
-            Ok(sub) => {
-                let s = shared.clone();
-                std::thread::spawn(move || {
-                    while let Ok(ev) = sub.rx.recv() {
-                        if let Subject::Pid(pid) = ev.subject {
-                            s.exited(pid, ev.exit_code);
-                        }
-                    }
-                });
-            }
-            Err(e) => log::error!("subscribing to exits: {e}"),
-        }
-        Service { shared }
+        let events = Events {
+            address: events_address,
+            queue,
+        };
+        (Service { shared }, events)
     }
 }
 

@@ -1,6 +1,12 @@
 //! The task service (containerd's `containerd.task.v2.Task` over ttrpc): each call
 //! maps onto `warren::oci::ops` (create and exec through [`crate::helper`]), the
 //! cgroup freezer for pause/resume, the cgroup figures for stats.
+//!
+//! The server runs the calls on one thread ([`crate::bootstrap::serve`]'s runtime).
+//! A call runs to its end on that thread except where it waits for an exit: `Wait`,
+//! and a `create` or an exec's `start` for its helper ([`Service::spawn`]). Those
+//! wait as tasks, so a pod's waits hold no thread and a slow helper holds up no
+//! other call.
 
 use std::path::PathBuf;
 
@@ -8,9 +14,11 @@ use containerd_shim::api::{self, Empty};
 use containerd_shim::protos::events::task as ev;
 use containerd_shim::protos::protobuf::well_known_types::any::Any;
 use containerd_shim::protos::protobuf::{EnumOrUnknown, Message, MessageField};
+use containerd_shim::protos::shim_async::Task;
 use containerd_shim::protos::topics;
+use containerd_shim::protos::ttrpc::r#async::TtrpcContext;
 use containerd_shim::protos::ttrpc::{Code, Error as RpcError};
-use containerd_shim::{TtrpcContext, TtrpcResult};
+use containerd_shim::TtrpcResult;
 use warren::oci::{ops, Ctx};
 
 use crate::helper::Verb;
@@ -83,8 +91,9 @@ impl Service {
     }
 }
 
-impl containerd_shim::Task for Service {
-    fn create(
+#[async_trait::async_trait]
+impl Task for Service {
+    async fn create(
         &self,
         _ctx: &TtrpcContext,
         req: api::CreateTaskRequest,
@@ -131,6 +140,7 @@ impl containerd_shim::Task for Service {
         let helper = std::time::Instant::now();
         let (pid, kept) = self
             .spawn(&ctx, &id, verb, &paths, "init", &bundle)
+            .await
             .inspect_err(|_| service::unmount_rootfs(&bundle))?;
         let helper_ms = helper.elapsed().as_secs_f64() * 1e3;
         let mut init = Proc::new(paths.clone());
@@ -184,7 +194,7 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn start(
+    async fn start(
         &self,
         _ctx: &TtrpcContext,
         req: api::StartRequest,
@@ -228,7 +238,9 @@ impl containerd_shim::Task for Service {
         };
         let process = bundle.join(format!("{exec_id}.process.json"));
         let ctx = self.ctx();
-        let (pid, kept) = self.spawn(&ctx, id, Verb::Exec { process }, &paths, exec_id, &bundle)?;
+        let (pid, kept) = self
+            .spawn(&ctx, id, Verb::Exec { process }, &paths, exec_id, &bundle)
+            .await?;
         let mut t = self.shared.lock();
         let early = t.unclaimed.remove(&pid);
         let p = t
@@ -253,7 +265,7 @@ impl containerd_shim::Task for Service {
             p.exit = Some((code as u32, at.clone()));
             self.shared.publish_exit(id, exec_id, pid, code, at);
             drop(t);
-            self.shared.changed.notify_all();
+            self.shared.wake();
         }
         Ok(api::StartResponse {
             pid: pid as u32,
@@ -261,7 +273,7 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<Empty> {
+    async fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<Empty> {
         let (id, exec_id) = (&req.id, &req.exec_id);
         check_exec_id(id, exec_id)?;
         let mut t = self.shared.lock();
@@ -302,7 +314,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn state(
+    async fn state(
         &self,
         _ctx: &TtrpcContext,
         req: api::StateRequest,
@@ -343,7 +355,7 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<Empty> {
+    async fn kill(&self, _ctx: &TtrpcContext, req: api::KillRequest) -> TtrpcResult<Empty> {
         let t = self.shared.lock();
         let p = proc_of(&t, &req.id, &req.exec_id)?;
         if p.exit.is_some() && !req.all {
@@ -369,7 +381,11 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn pids(&self, _ctx: &TtrpcContext, req: api::PidsRequest) -> TtrpcResult<api::PidsResponse> {
+    async fn pids(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::PidsRequest,
+    ) -> TtrpcResult<api::PidsResponse> {
         get(&self.shared.lock(), &req.id)?;
         let pids = ops::pids(&self.ctx(), &req.id).map_err(warren_err)?;
         Ok(api::PidsResponse {
@@ -384,7 +400,7 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
+    async fn pause(&self, _ctx: &TtrpcContext, req: api::PauseRequest) -> TtrpcResult<Empty> {
         get(&self.shared.lock(), &req.id)?;
         ops::pause(&self.ctx(), &req.id, true).map_err(warren_err)?;
         self.shared.publish(
@@ -397,7 +413,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
+    async fn resume(&self, _ctx: &TtrpcContext, req: api::ResumeRequest) -> TtrpcResult<Empty> {
         get(&self.shared.lock(), &req.id)?;
         ops::pause(&self.ctx(), &req.id, false).map_err(warren_err)?;
         self.shared.publish(
@@ -410,7 +426,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
+    async fn update(&self, _ctx: &TtrpcContext, req: api::UpdateTaskRequest) -> TtrpcResult<Empty> {
         get(&self.shared.lock(), &req.id)?;
         let bytes = req
             .resources
@@ -427,7 +443,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn stats(
+    async fn stats(
         &self,
         _ctx: &TtrpcContext,
         req: api::StatsRequest,
@@ -448,27 +464,32 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn wait(&self, _ctx: &TtrpcContext, req: api::WaitRequest) -> TtrpcResult<api::WaitResponse> {
-        let mut t = self.shared.lock();
+    async fn wait(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::WaitRequest,
+    ) -> TtrpcResult<api::WaitResponse> {
         loop {
-            let p = proc_of(&t, &req.id, &req.exec_id)?;
-            if p.exit.is_some() {
-                let (exit_status, exited_at) = Self::exit_of(p);
-                return Ok(api::WaitResponse {
-                    exit_status,
-                    exited_at,
-                    ..Default::default()
-                });
+            // Registered before the look: an exit recorded after it still wakes us.
+            let mut exited = std::pin::pin!(self.shared.exits.notified());
+            exited.as_mut().enable();
+            {
+                let t = self.shared.lock();
+                let p = proc_of(&t, &req.id, &req.exec_id)?;
+                if p.exit.is_some() {
+                    let (exit_status, exited_at) = Self::exit_of(p);
+                    return Ok(api::WaitResponse {
+                        exit_status,
+                        exited_at,
+                        ..Default::default()
+                    });
+                }
             }
-            t = self
-                .shared
-                .changed
-                .wait(t)
-                .unwrap_or_else(|p| p.into_inner());
+            exited.await;
         }
     }
 
-    fn delete(
+    async fn delete(
         &self,
         _ctx: &TtrpcContext,
         req: api::DeleteRequest,
@@ -524,7 +545,11 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn resize_pty(&self, _ctx: &TtrpcContext, req: api::ResizePtyRequest) -> TtrpcResult<Empty> {
+    async fn resize_pty(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::ResizePtyRequest,
+    ) -> TtrpcResult<Empty> {
         let t = self.shared.lock();
         let p = proc_of(&t, &req.id, &req.exec_id)?;
         if let Some(console) = &p.kept.console {
@@ -540,7 +565,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<Empty> {
+    async fn close_io(&self, _ctx: &TtrpcContext, req: api::CloseIORequest) -> TtrpcResult<Empty> {
         let t = self.shared.lock();
         let p = proc_of(&t, &req.id, &req.exec_id)?;
         if req.stdin {
@@ -551,7 +576,7 @@ impl containerd_shim::Task for Service {
         Ok(Empty::new())
     }
 
-    fn connect(
+    async fn connect(
         &self,
         _ctx: &TtrpcContext,
         req: api::ConnectRequest,
@@ -566,9 +591,13 @@ impl containerd_shim::Task for Service {
         })
     }
 
-    fn shutdown(&self, _ctx: &TtrpcContext, _req: api::ShutdownRequest) -> TtrpcResult<Empty> {
+    async fn shutdown(
+        &self,
+        _ctx: &TtrpcContext,
+        _req: api::ShutdownRequest,
+    ) -> TtrpcResult<Empty> {
         if self.shared.lock().containers.is_empty() {
-            self.shared.exit.signal();
+            self.shared.stop.notify_one();
         }
         Ok(Empty::new())
     }
@@ -577,6 +606,87 @@ impl containerd_shim::Task for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A pod's container with a running init `pid` (no helper run, no warren state).
+    fn with_running(svc: &Service, id: &str, pid: i32) {
+        let mut init = Proc::new(Paths::default());
+        init.pid = pid;
+        svc.shared.lock().containers.insert(
+            id.into(),
+            Container {
+                bundle: PathBuf::from("/nonexistent"),
+                init,
+                execs: Default::default(),
+                mounted: false,
+                cgroups: None,
+                ooms_published: 0,
+            },
+        );
+    }
+
+    #[test]
+    fn a_wait_holds_up_no_other_call_and_returns_at_the_exit() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (svc, _events) = Service::new("test", None);
+        // Pids no process has: only the exits recorded here end them.
+        with_running(&svc, "a", i32::MAX - 1);
+        with_running(&svc, "b", i32::MAX - 2);
+        let ctx = TtrpcContext::default();
+        rt.block_on(async {
+            let waits: Vec<_> = ["a", "b"]
+                .map(|id| {
+                    let svc = svc.clone();
+                    tokio::spawn(async move {
+                        let req = api::WaitRequest {
+                            id: id.into(),
+                            ..Default::default()
+                        };
+                        svc.wait(&TtrpcContext::default(), req).await
+                    })
+                })
+                .into();
+            tokio::task::yield_now().await;
+            assert!(waits.iter().all(|w| !w.is_finished()));
+            // On the one thread both waits are on, another call is answered.
+            let r = svc
+                .connect(
+                    &ctx,
+                    api::ConnectRequest {
+                        id: "a".into(),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            assert_eq!(r.task_pid, (i32::MAX - 1) as u32);
+            // The exit of b, recorded on another thread (as the reaper's subscriber
+            // does), ends b's wait only.
+            let shared = svc.shared.clone();
+            std::thread::spawn(move || shared.exited(i32::MAX - 2, 7))
+                .join()
+                .unwrap();
+            let [a, b]: [_; 2] = waits.try_into().unwrap();
+            let b = b.await.unwrap().unwrap();
+            assert_eq!(b.exit_status, 7);
+            assert!(b.exited_at.is_some());
+            tokio::task::yield_now().await;
+            assert!(!a.is_finished(), "a's init still runs");
+            let shared = svc.shared.clone();
+            std::thread::spawn(move || shared.exited(i32::MAX - 1, 0))
+                .join()
+                .unwrap();
+            assert_eq!(a.await.unwrap().unwrap().exit_status, 0);
+            // A wait for a process that exited before it returns at once.
+            let again = api::WaitRequest {
+                id: "b".into(),
+                ..Default::default()
+            };
+            assert_eq!(svc.wait(&ctx, again).await.unwrap().exit_status, 7);
+        });
+    }
 
     #[test]
     fn exec_ids_are_file_name_safe() {

@@ -171,6 +171,12 @@ impl Inotify {
     }
 }
 
+impl AsFd for Epoll {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 impl AsFd for Inotify {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()

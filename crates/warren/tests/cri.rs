@@ -45,6 +45,33 @@ fn u64_of(v: &Value) -> u64 {
 }
 
 /// The whole lifecycle of one pod with `handler`.
+/// warren's shim (the parent of the container's init: its subreaper) serves the
+/// pod on two threads, its runtime's and the reaper, with two tasks (the sandbox's
+/// and the container's), two connections from containerd, a `Wait` outstanding on
+/// each and the OOM watch.
+fn assert_shim_threads(init: i32) {
+    let status = std::fs::read_to_string(format!("/proc/{init}/status")).unwrap();
+    let shim: i32 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("PPid:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no PPid in /proc/{init}/status"));
+    let comm = std::fs::read_to_string(format!("/proc/{shim}/comm")).unwrap();
+    assert!(
+        comm.starts_with("containerd-shim"),
+        "the parent of the container's init {init} is {shim} ({comm:?}), not the shim"
+    );
+    let threads: Vec<String> = std::fs::read_dir(format!("/proc/{shim}/task"))
+        .unwrap()
+        .filter_map(|t| {
+            let t = t.ok()?.file_name();
+            let name = std::fs::read_to_string(format!("/proc/{shim}/task/{}/comm", t.to_str()?));
+            Some(format!("{} {}", t.to_str()?, name.ok()?.trim()))
+        })
+        .collect();
+    assert_eq!(threads.len(), 2, "the shim {shim}'s threads: {threads:?}");
+}
+
 fn lifecycle(cri: &mut Cri, handler: &str) {
     let name = format!("life-{handler}");
     let pod_cfg = cri.pod_config(&name, true);
@@ -101,6 +128,9 @@ fn lifecycle(cri: &mut Cri, handler: &str) {
     assert_eq!(r["stdout"], "out-42\n", "{handler}: {r}");
     assert_eq!(r["stderr"], "err\n", "{handler}: {r}");
     assert_eq!(r["exit_code"], 3, "{handler}: {r}");
+    if handler == "warren-shim" {
+        assert_shim_threads(pid);
+    }
 
     // Exec with a tty through the streaming server.
     let r = cri.call(

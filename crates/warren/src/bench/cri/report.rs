@@ -26,13 +26,13 @@ pub fn markdown(r: &CriResults) -> String {
         m.loadavg_at_start
     );
     s.push_str(
-        "| handler | pods | net | RunPodSandbox | CreateContainer | StartContainer | teardown per pod | teardown all | shims | shim RSS/pod | shim PSS/pod | containerd growth/pod | host pinned/pod | host anon/pod | load |\n",
+        "| handler | pods | net | RunPodSandbox | CreateContainer | StartContainer | teardown per pod | teardown all | shims | shim threads/pod | shim RSS/pod | shim PSS/pod | containerd growth/pod | host pinned/pod | host anon/pod | load |\n",
     );
-    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    s.push_str("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for st in &r.steps {
         let l = |x: &crate::measure::Summary| format!("{:.1} / {:.1}", x.median, x.p99);
         s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {} |\n",
             st.handler,
             st.pods,
             if st.pod_network { "pod" } else { "host" },
@@ -42,6 +42,7 @@ pub fn markdown(r: &CriResults) -> String {
             l(&st.teardown_ms),
             st.teardown_total_ms,
             st.shims,
+            st.shim_threads_per_pod,
             st.shim_rss_kib_per_pod,
             st.shim_pss_kib_per_pod,
             st.containerd_rss_growth_kib_per_pod,
@@ -190,6 +191,7 @@ mod tests {
             teardown_ms: summarize(&[100.0]),
             teardown_total_ms: 1000.0,
             shims: pods as u64,
+            shim_threads_per_pod: 12.0,
             shim_rss_kib_per_pod: 13400.0,
             shim_pss_kib_per_pod: 3000.0,
             containerd_rss_growth_kib_per_pod: 400.0,
@@ -242,7 +244,7 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| warren | 10 | host |"), "{md}");
-        assert!(md.contains("13400 | 3000 | 400 |"), "{md}");
+        assert!(md.contains("| 10 | 12.0 | 13400 | 3000 | 400 |"), "{md}");
         assert!(md.contains("## Memory beyond the containers"), "{md}");
         assert!(
             md.contains("## RunPodSandbox broken down: warren, 10 pods, native snapshotter"),

@@ -66,6 +66,8 @@ pub struct CriStep {
     pub teardown_total_ms: f64,
     /// Shim processes running with the N pods up (one per pod with the runc shim).
     pub shims: u64,
+    /// The shims' threads (their /proc/<pid>/task entries) summed, per pod.
+    pub shim_threads_per_pod: f64,
     /// The shims' RSS and PSS summed, per pod, KiB.
     pub shim_rss_kib_per_pod: f64,
     pub shim_pss_kib_per_pod: f64,
@@ -305,6 +307,15 @@ fn smaps(pid: i32) -> Smaps {
 }
 
 /// [`super::memcg::CACHE`]'s line of /proc/slabinfo now (None: unreadable).
+/// The threads of `pids` (entries of `<proc>/<pid>/task`) summed; a pid gone
+/// counts none.
+fn threads(proc_root: &Path, pids: &[i32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_dir(proc_root.join(format!("{p}/task"))).ok())
+        .map(|d| d.count() as u64)
+        .sum()
+}
+
 fn cache() -> Option<SlabCache> {
     let text = std::fs::read_to_string("/proc/slabinfo").ok()?;
     super::memcg::slab_cache(&text, super::memcg::CACHE)
@@ -403,6 +414,7 @@ fn step(
             .map(|(p, _)| p)
             .collect();
         let shims: Smaps = smaps_total(Path::new("/proc"), &shim_pids);
+        let shim_threads = threads(Path::new("/proc"), &shim_pids);
         let per = |b: u64| b as f64 / 1024.0 / n.max(1) as f64;
         let load = loadavg();
         progress.phase(&format!("{handler} N={n} teardown"), n as u64);
@@ -439,6 +451,7 @@ fn step(
             teardown_ms: summarize(&down_ms),
             teardown_total_ms,
             shims: shims.processes,
+            shim_threads_per_pod: shim_threads as f64 / n.max(1) as f64,
             shim_rss_kib_per_pod: per(shims.rss_bytes),
             shim_pss_kib_per_pod: per(shims.pss_bytes),
             containerd_rss_growth_kib_per_pod: (containerd_after.rss_bytes as f64
@@ -518,6 +531,19 @@ mod tests {
             host: None,
             meminfo,
         }
+    }
+
+    #[test]
+    fn threads_are_the_task_entries_of_the_pids_still_there() {
+        let root = tempfile::tempdir().unwrap();
+        for (pid, tids) in [(10, &[10, 11, 12][..]), (20, &[20][..])] {
+            for tid in tids {
+                std::fs::create_dir_all(root.path().join(format!("{pid}/task/{tid}"))).unwrap();
+            }
+        }
+        assert_eq!(threads(root.path(), &[10, 20]), 4);
+        assert_eq!(threads(root.path(), &[10, 30]), 3, "a pid gone counts none");
+        assert_eq!(threads(root.path(), &[]), 0);
     }
 
     #[track_caller]
