@@ -9,11 +9,12 @@
 //! 2.x's name; 1.6 and 1.7 call `containerd.task.v2.Task`, the same messages). The
 //! server here answers to both names.
 //!
-//! - `start`: find the socket of the container's group (its pod's, see
-//!   [`service::pod_of`]); if a server already listens there, answer with it;
-//!   otherwise bind and listen on it here and start the server (this binary, in a
-//!   process group of its own so a signal to containerd's group does not reach it)
-//!   with the listening socket as its stdin ([`LISTENER_ENV`]), write `address` in
+//! - `start`: find the socket of the container's group (its pod's, or every pod's
+//!   with one shim per node: [`service::group_of`]); if a server already listens
+//!   there, answer with it; otherwise bind and listen on it here and start the
+//!   server (this binary, in a process group of its own so a signal to
+//!   containerd's group does not reach it) with the listening socket as its stdin
+//!   ([`LISTENER_ENV`]), write `address` in
 //!   the bundle (containerd reads it again after a restart) and answer at once:
 //!   containerd's first calls wait in the socket's backlog while the server starts,
 //!   instead of `start` waiting for the server before it answers. The probe, bind
@@ -26,7 +27,7 @@
 //!   on one thread, a tokio runtime of one thread: ttrpc on the socket until
 //!   `Shutdown`, every connection and call, the events to containerd, the OOM
 //!   watch. Two threads in all, however many containers, connections and waits
-//!   the pod has.
+//!   the pod has (a third for a second after a `delete`, see [`crate::task`]).
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
 //!   (what is left of it killed), its rootfs unmounted, and the pod's socket and
 //!   lock file removed if no server serves them ([`socket::clean_stale`]).
@@ -61,10 +62,12 @@ fn socket_path(address: &str) -> &str {
     address.strip_prefix("unix://").unwrap_or(address)
 }
 
-/// The socket of the container's group: its pod's, or its own outside a pod (run in
-/// the bundle, as containerd runs `start` and `delete`).
+/// The socket of the container's group: its pod's (or the node's, see
+/// [`service::GROUP_ENV`]), or its own outside a pod (run in the bundle, as
+/// containerd runs `start` and `delete`).
 fn group_address(flags: &Flags) -> String {
-    let grouping = service::pod_of(Path::new(".")).unwrap_or_else(|| flags.id.clone());
+    let grouping =
+        service::group_of(Path::new("."), service::per_node()).unwrap_or_else(|| flags.id.clone());
     containerd_shim::socket_address(&flags.address, &flags.namespace, &grouping)
 }
 
@@ -240,7 +243,9 @@ pub fn serve(flags: &Flags) -> i32 {
         }
     };
     let events = std::env::var("TTRPC_ADDRESS").ok();
-    let (service, events) = Service::new(&flags.namespace, events);
+    // A node's shim outlives its last pod a while; a pod's stops with it.
+    let linger = service::per_node().then_some(service::NODE_LINGER);
+    let (service, events) = Service::new(&flags.namespace, events, linger);
     let shared = service.shared.clone();
     let (exits, reaped) = tokio::sync::mpsc::unbounded_channel();
     if let Err(e) = std::thread::Builder::new()
@@ -260,8 +265,11 @@ pub fn serve(flags: &Flags) -> i32 {
     // One thread serves every connection and call, and runs the events' sender,
     // the exits' recording and the OOM watch; what waits (`Wait`, a helper's run)
     // waits as a task (see [`crate::task`]).
+    // Blocking work (a `delete`'s kill and cgroup removal) runs on a thread of
+    // tokio's pool, which goes again a second after its last job.
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
+        .thread_keep_alive(Duration::from_secs(1))
         .build()
     {
         Ok(r) => r,

@@ -54,6 +54,28 @@ const DEFAULT_ROOT: &str = "/run/containerd/warren";
 /// The CRI's annotation naming a container's pod sandbox.
 const SANDBOX_ID: &str = "io.kubernetes.cri.sandbox-id";
 
+/// How the CRI's containers are grouped into shims, in containerd's environment
+/// (shims inherit it): `pod` (the default: one shim per pod) or `node` (one shim
+/// for every pod of the containerd namespace).
+pub const GROUP_ENV: &str = "WARREN_SHIM_GROUP";
+/// The group of every pod when [`GROUP_ENV`] is `node`.
+const NODE_GROUP: &str = "warren-node";
+/// How long a node's shim stays up with no container left (a new pod's first
+/// container then finds it serving instead of racing its shutdown).
+pub const NODE_LINGER: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One shim per node ([`GROUP_ENV`] = `node`)?
+pub fn per_node() -> bool {
+    std::env::var(GROUP_ENV).is_ok_and(|v| v.eq_ignore_ascii_case("node"))
+}
+
+/// The group a bundle's container is served in: its pod's (or, one shim per node,
+/// every pod's) for a CRI container, None outside the CRI (its own shim).
+pub fn group_of(bundle: &Path, per_node: bool) -> Option<String> {
+    let pod = pod_of(bundle)?;
+    Some(if per_node { NODE_GROUP.into() } else { pod })
+}
+
 /// warren's OCI state root for a containerd namespace.
 pub fn root(namespace: &str) -> PathBuf {
     std::env::var_os(ROOT_ENV)
@@ -166,6 +188,9 @@ pub struct Shared {
     events: mpsc::UnboundedSender<Outgoing>,
     /// Notified once by `Shutdown` when no container is left: the server stops.
     pub stop: Notify,
+    /// How long to stay up with no container left (a node's shim), None: stop at
+    /// once (a pod's).
+    pub linger: Option<std::time::Duration>,
     /// The live OOM watcher (None if the kernel refused its epoll or inotify: then
     /// only the exit check reports OOM kills).
     pub oom: Option<Arc<oom::Watcher>>,
@@ -516,8 +541,13 @@ pub fn unmount_rootfs(bundle: &Path) {
 
 impl Service {
     /// The task service of namespace `namespace`, and the sender of its events to
-    /// `events_address` (to run on the server's runtime).
-    pub fn new(namespace: &str, events_address: Option<String>) -> (Service, Events) {
+    /// `events_address` (to run on the server's runtime); `linger`: see
+    /// [`Shared::linger`].
+    pub fn new(
+        namespace: &str,
+        events_address: Option<String>,
+        linger: Option<std::time::Duration>,
+    ) -> (Service, Events) {
         let (events, queue) = mpsc::unbounded_channel();
         let oom = oom::Watcher::new()
             .inspect_err(|e| {
@@ -532,6 +562,7 @@ impl Service {
             namespace: namespace.into(),
             events,
             stop: Notify::new(),
+            linger,
             oom,
         });
         let events = Events {
@@ -555,11 +586,16 @@ mod tests {
         };
         write(serde_json::json!({"annotations": {SANDBOX_ID: "pod1"}}));
         let pod = pod_of(&dir);
+        let groups = (group_of(&dir, false), group_of(&dir, true));
         write(serde_json::json!({"ociVersion": "1.0.2"}));
         let none = pod_of(&dir);
+        let no_groups = (group_of(&dir, false), group_of(&dir, true));
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(pod.as_deref(), Some("pod1"));
         assert_eq!(none, None);
+        // One shim per pod, or per node for every pod; outside the CRI its own.
+        assert_eq!(groups, (Some("pod1".into()), Some(NODE_GROUP.into())));
+        assert_eq!(no_groups, (None, None));
     }
 
     #[test]

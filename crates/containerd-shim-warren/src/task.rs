@@ -6,7 +6,8 @@
 //! A call runs to its end on that thread except where it waits for an exit: `Wait`,
 //! and a `create` or an exec's `start` for its helper ([`Service::spawn`]). Those
 //! wait as tasks, so a pod's waits hold no thread and a slow helper holds up no
-//! other call.
+//! other call. A `delete`'s kill and cgroup removal, bounded but possibly seconds
+//! long, run on a thread of tokio's blocking pool.
 
 use std::path::PathBuf;
 
@@ -495,9 +496,9 @@ impl Task for Service {
         req: api::DeleteRequest,
     ) -> TtrpcResult<api::DeleteResponse> {
         let (id, exec_id) = (&req.id, &req.exec_id);
-        let mut t = self.shared.lock();
-        let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
         if !exec_id.is_empty() {
+            let mut t = self.shared.lock();
+            let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
             let p = c.execs.get(exec_id).ok_or_else(|| not_found(id, exec_id))?;
             if p.pid != 0 && p.exit.is_none() {
                 return Err(rpc_err(
@@ -515,13 +516,28 @@ impl Task for Service {
                 ..Default::default()
             });
         }
+        get(&self.shared.lock(), id)?;
         // The watch goes before the cgroup (whose removal v1 notifies).
         if let Some(w) = &self.shared.oom {
             w.remove(id);
         }
-        // A created (never started) init is killed by the forced delete.
-        ops::delete(&self.ctx(), id, true).map_err(warren_err)?;
-        let c = t.containers.remove(id).expect("looked up above");
+        // A created (never started) init is killed by the forced delete. Killing
+        // what is left and removing the cgroups is bounded (10 s for the processes
+        // to die, 5 s for the cgroups to go) but may take that long: off the
+        // runtime's thread, which serves the other containers meanwhile (their
+        // exits too: a killed init's is recorded and published as usual).
+        let (ctx, cid) = (self.ctx(), id.clone());
+        tokio::task::spawn_blocking(move || ops::delete(&ctx, &cid, true))
+            .await
+            .map_err(|e| rpc_err(Code::INTERNAL, format!("container '{id}': delete: {e}")))?
+            .map_err(warren_err)?;
+        // Gone meanwhile: another Delete of it got there first.
+        let c = self
+            .shared
+            .lock()
+            .containers
+            .remove(id)
+            .ok_or_else(|| not_found(id, ""))?;
         if c.mounted {
             service::unmount_rootfs(&c.bundle);
         }
@@ -597,7 +613,19 @@ impl Task for Service {
         _req: api::ShutdownRequest,
     ) -> TtrpcResult<Empty> {
         if self.shared.lock().containers.is_empty() {
-            self.shared.stop.notify_one();
+            match self.shared.linger {
+                None => self.shared.stop.notify_one(),
+                // A node's shim: stop only if still empty after the linger.
+                Some(linger) => {
+                    let shared = self.shared.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(linger).await;
+                        if shared.lock().containers.is_empty() {
+                            shared.stop.notify_one();
+                        }
+                    });
+                }
+            }
         }
         Ok(Empty::new())
     }
@@ -630,7 +658,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let (svc, _events) = Service::new("test", None);
+        let (svc, _events) = Service::new("test", None, None);
         // Pids no process has: only the exits recorded here end them.
         with_running(&svc, "a", i32::MAX - 1);
         with_running(&svc, "b", i32::MAX - 2);
@@ -685,6 +713,42 @@ mod tests {
                 ..Default::default()
             };
             assert_eq!(svc.wait(&ctx, again).await.unwrap().exit_status, 7);
+        });
+    }
+
+    /// `Shutdown` of a pod's shim stops it at once when it holds no container; a
+    /// node's shim only if it still holds none after its linger.
+    #[test]
+    fn a_node_shim_stops_only_after_its_linger_with_no_container() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let ctx = TtrpcContext::default();
+        let stopped = |svc: &Service, within: std::time::Duration| {
+            let svc = svc.clone();
+            async move {
+                tokio::time::timeout(within, svc.shared.stop.notified())
+                    .await
+                    .is_ok()
+            }
+        };
+        let ms = std::time::Duration::from_millis;
+        rt.block_on(async {
+            let (pod, _events) = Service::new("test", None, None);
+            pod.shutdown(&ctx, Default::default()).await.unwrap();
+            assert!(stopped(&pod, ms(10)).await, "a pod's shim stops at once");
+
+            let (node, _events) = Service::new("test", None, Some(ms(200)));
+            node.shutdown(&ctx, Default::default()).await.unwrap();
+            assert!(!stopped(&node, ms(50)).await, "stopped within its linger");
+            assert!(stopped(&node, ms(1000)).await, "still up past its linger");
+
+            // A container arriving within the linger keeps it up.
+            let (node, _events) = Service::new("test", None, Some(ms(100)));
+            node.shutdown(&ctx, Default::default()).await.unwrap();
+            with_running(&node, "late", i32::MAX - 3);
+            assert!(!stopped(&node, ms(400)).await, "stopped with a container");
         });
     }
 

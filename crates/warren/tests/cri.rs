@@ -49,7 +49,7 @@ fn u64_of(v: &Value) -> u64 {
 /// pod on two threads, its runtime's and the reaper, with two tasks (the sandbox's
 /// and the container's), two connections from containerd, a `Wait` outstanding on
 /// each and the OOM watch.
-fn assert_shim_threads(init: i32) {
+fn assert_shim_threads(init: i32) -> i32 {
     let status = std::fs::read_to_string(format!("/proc/{init}/status")).unwrap();
     let shim: i32 = status
         .lines()
@@ -70,6 +70,7 @@ fn assert_shim_threads(init: i32) {
         })
         .collect();
     assert_eq!(threads.len(), 2, "the shim {shim}'s threads: {threads:?}");
+    shim
 }
 
 fn lifecycle(cri: &mut Cri, handler: &str) {
@@ -332,6 +333,54 @@ fn cri_pod_lifecycle_with_warren_shim() {
     let mut cri = Cri::start();
     lifecycle(&mut cri, "warren-shim");
     pod_network(&mut cri, "warren-shim");
+}
+
+/// One warren shim per node (`WARREN_SHIM_GROUP=node` for containerd, handler
+/// `warren-shim-node` of the bench): two pods' containers are children of the same
+/// shim, still on two threads; a pod's removal leaves the other served, and the
+/// last one's leaves the shim up for its linger.
+#[test]
+fn cri_pods_share_one_warren_shim_per_node() {
+    common::cri::require_shim();
+    let handler = warren::bench::cri::daemon::Handler::named("warren-shim-node").unwrap();
+    let mut cri = Cri::start_with(&handler.setup(&Default::default()));
+    let mut pods = Vec::new();
+    for name in ["node-a", "node-b"] {
+        let cfg = cri.pod_config(name, true);
+        let pod = cri.run_pod(&cfg, handler.name);
+        let c = Cri::container("main", &["sleep", "1000"], json!({}));
+        let id = cri.create(&pod, &cfg, c);
+        cri.call("StartContainer", json!({"container_id": id}));
+        cri.wait_state(&id, "CONTAINER_RUNNING", Duration::from_secs(20));
+        let shim = assert_shim_threads(cri.host_pid(&id));
+        pods.push((pod, id, shim));
+    }
+    assert_eq!(pods[0].2, pods[1].2, "one shim for both pods: {pods:?}");
+    let shim = pods[0].2;
+    let exec = |cri: &mut Cri, id: &str| {
+        let r = cri.call(
+            "ExecSync",
+            json!({"container_id": id, "cmd": ["echo", "served"], "timeout": 20}),
+        );
+        assert_eq!(r["stdout"], "served\n", "{r}");
+    };
+    exec(&mut cri, &pods[1].1);
+    for call in ["StopPodSandbox", "RemovePodSandbox"] {
+        cri.call(call, json!({"pod_sandbox_id": pods[0].0}));
+    }
+    assert!(common::alive(shim), "the shim went with the first pod");
+    exec(&mut cri, &pods[1].1);
+    assert_eq!(
+        cri.status(&pods[1].1)["status"]["state"],
+        "CONTAINER_RUNNING"
+    );
+    for call in ["StopPodSandbox", "RemovePodSandbox"] {
+        cri.call(call, json!({"pod_sandbox_id": pods[1].0}));
+    }
+    assert!(
+        common::alive(shim),
+        "the node's shim stopped with its last pod instead of lingering"
+    );
 }
 
 #[test]

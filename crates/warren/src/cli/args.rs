@@ -575,8 +575,9 @@ and cgroup goes when a step ends, also on failure.")]
         pods: String,
         /// RuntimeClass handlers: runc, warren (the runc shim with warren-oci),
         /// warren-shim (warren's own shim, containerd-shim-warren-v1 beside this
-        /// binary or $WARREN_SHIM_BINARY).
-        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren", "warren-shim"])]
+        /// binary or $WARREN_SHIM_BINARY, one per pod), warren-shim-node (the same
+        /// shim, one for every pod: WARREN_SHIM_GROUP=node for containerd).
+        #[arg(long, value_delimiter = ',', default_value = "runc,warren", value_parser = ["runc", "warren", "warren-shim", "warren-shim-node"])]
         handlers: Vec<String>,
         /// Give each pod its own network namespace (a CNI bridge in containerd's
         /// namespace) instead of the host network.

@@ -590,6 +590,7 @@ fn run(cli: Cli) -> Result<i32> {
             let setup = crate::bench::cri::Setup {
                 snapshotter,
                 debug: breakdown,
+                shim_per_node: false,
             };
             bench_cmd::cri_bench(
                 &ctx,

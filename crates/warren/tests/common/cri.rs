@@ -10,12 +10,16 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use warren::bench::cri::{CriClient, CriContainerd, CriError};
+use warren::bench::cri::{CriClient, CriContainerd, CriError, Setup};
 
-/// The RuntimeClass handlers under test, side by side (the private containerd's).
+/// The RuntimeClass handlers under test, side by side: those a private containerd of
+/// the default setup serves as named (not `warren-shim-node`, whose containerd runs
+/// with one shim per node: [`Cri::start_with`]).
 pub fn handlers() -> Vec<&'static str> {
+    let default = Setup::default();
     warren::bench::cri::daemon::HANDLERS
         .iter()
+        .filter(|h| h.setup(&default) == default)
         .map(|h| h.name)
         .collect()
 }
@@ -43,13 +47,19 @@ pub struct Cri {
 
 impl Cri {
     pub fn start() -> Cri {
+        Cri::start_with(&Setup::default())
+    }
+
+    /// A private containerd of `setup` (e.g. one warren shim per node).
+    pub fn start_with(setup: &Setup) -> Cri {
         super::require_root();
         let dir = tempfile::Builder::new()
             .prefix("warren-cri-test")
             .tempdir_in("/tmp")
             .unwrap();
-        let daemon = CriContainerd::start(dir.path(), std::path::Path::new(super::WARREN))
-            .unwrap_or_else(|e| panic!("the private containerd did not start: {e}"));
+        let daemon =
+            CriContainerd::start_with(dir.path(), std::path::Path::new(super::WARREN), setup)
+                .unwrap_or_else(|e| panic!("the private containerd did not start: {e}"));
         let client = CriClient::connect(&daemon).unwrap_or_else(|e| panic!("{e}"));
         Cri {
             client,

@@ -51,6 +51,9 @@ pub struct Setup {
     /// Log level debug (containerd's per-event lines and its shims' debug lines, which
     /// [`super::phases`] reads).
     pub debug: bool,
+    /// warren's shim serves every pod from one process ([`SHIM_GROUP_ENV`] = `node`
+    /// in containerd's environment) instead of one per pod.
+    pub shim_per_node: bool,
 }
 
 /// The snapshotters a private containerd may use: `native` copies an image's tree
@@ -62,6 +65,7 @@ impl Default for Setup {
         Setup {
             snapshotter: "native".into(),
             debug: false,
+            shim_per_node: false,
         }
     }
 }
@@ -140,6 +144,9 @@ pub const WARREN_SHIM_TYPE: &str = "io.containerd.warren.v1";
 pub const WARREN_SHIM: &str = "containerd-shim-warren-v1";
 /// Names another build of the shim (`--release`, to measure).
 pub const WARREN_SHIM_ENV: &str = "WARREN_SHIM_BINARY";
+/// containerd-shim-warren's grouping of pods (its `service::GROUP_ENV`): `node` for
+/// one shim serving every pod, else one per pod.
+pub const SHIM_GROUP_ENV: &str = "WARREN_SHIM_GROUP";
 
 /// warren's shim: `$WARREN_SHIM_BINARY`, or `containerd-shim-warren-v1` beside the
 /// warren binary `warren` (where `cargo build -p containerd-shim-warren` puts it).
@@ -169,9 +176,35 @@ pub const HANDLERS: &[Handler] = &[
         runtime_type: WARREN_SHIM_TYPE,
         binary: "",
     },
+    // The same shim, its containerd started with one shim per node
+    // ([`Setup::shim_per_node`], [`Handler::setup`]).
+    Handler {
+        name: "warren-shim-node",
+        runtime_type: WARREN_SHIM_TYPE,
+        binary: "",
+    },
 ];
 
 impl Handler {
+    /// The handler named `name`, if it is one.
+    pub fn named(name: &str) -> Option<&'static Handler> {
+        HANDLERS.iter().find(|h| h.name == name)
+    }
+
+    /// Is it warren's own shim (either grouping)?
+    pub fn is_warren_shim(&self) -> bool {
+        self.runtime_type == WARREN_SHIM_TYPE
+    }
+
+    /// The setup of a containerd that runs this handler's pods: `base`, with one
+    /// shim per node for `warren-shim-node`.
+    pub fn setup(&self, base: &Setup) -> Setup {
+        Setup {
+            shim_per_node: self.name == "warren-shim-node",
+            ..base.clone()
+        }
+    }
+
     /// Its `[...containerd.runtimes.<name>]` table; the runtime's state in [`STATE`].
     fn toml(&self, warren_oci: &Path) -> String {
         let t = format!(
@@ -288,7 +321,14 @@ impl CriContainerd {
              && exec containerd -c {}/config.toml",
             dir.display()
         );
-        let unshare = Command::new("unshare")
+        // The grouping is the setup's, whatever the caller's environment says.
+        let mut unshare = Command::new("unshare");
+        if setup.shim_per_node {
+            unshare.env(SHIM_GROUP_ENV, "node");
+        } else {
+            unshare.env_remove(SHIM_GROUP_ENV);
+        }
+        let unshare = unshare
             .env(crate::oci::cgroup::NEST_ENV, "1")
             .env("PATH", path)
             .args([
@@ -627,6 +667,7 @@ mod tests {
             &Setup {
                 snapshotter: "overlayfs".into(),
                 debug: true,
+                shim_per_node: false,
             },
         );
         let v: toml::Value = toml::from_str(&c).unwrap();

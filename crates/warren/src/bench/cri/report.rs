@@ -15,7 +15,8 @@ pub fn markdown(r: &CriResults) -> String {
          the host is shared with other work: the numbers are noisy.\n\n\
          Pods through a private containerd's CRI, one `busybox sleep` container each; \
          handler `warren` is the runc v2 shim with BinaryName = warren-oci, \
-         `warren-shim` warren's own shim (containerd-shim-warren-v1). Latencies \
+         `warren-shim` warren's own shim (containerd-shim-warren-v1, one per pod), \
+         `warren-shim-node` the same shim, one for every pod (WARREN_SHIM_GROUP=node). Latencies \
          in ms (median / p99); memory per pod in KiB.\n\n",
         r.date,
         m.kernel,

@@ -238,11 +238,13 @@ pub struct CriResults {
 pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result<CriResults> {
     ctx.require_root()?;
     super::client::python()?;
-    if opts.handlers.iter().any(|h| h == "warren-shim") {
+    let warren_shim =
+        |h: &String| super::daemon::Handler::named(h).is_some_and(|h| h.is_warren_shim());
+    if opts.handlers.iter().any(warren_shim) {
         let shim = super::daemon::shim_binary(&opts.warren);
         if !shim.exists() {
             return Err(Failure::Failed(format!(
-                "handler warren-shim: {} is missing; build it with `cargo build -p \
+                "handlers warren-shim*: {} is missing; build it with `cargo build -p \
                  containerd-shim-warren` (beside the warren binary) or name one in ${}",
                 shim.display(),
                 super::daemon::WARREN_SHIM_ENV
@@ -337,7 +339,11 @@ fn step(
 ) -> Result<CriStep> {
     let dir = tempfile_dir()?;
     let r = (|| -> std::result::Result<CriStep, Failure> {
-        let daemon = CriContainerd::start_with(&dir, &opts.warren, &opts.setup)?;
+        let setup = match super::daemon::Handler::named(handler) {
+            Some(h) => h.setup(&opts.setup),
+            None => opts.setup.clone(),
+        };
+        let daemon = CriContainerd::start_with(&dir, &opts.warren, &setup)?;
         let mut client = CriClient::connect(&daemon)?;
         let mut pods = Pods {
             client: &mut client,
