@@ -308,7 +308,6 @@ fn smaps(pid: i32) -> Smaps {
     smaps_total(Path::new("/proc"), &[pid])
 }
 
-/// [`super::memcg::CACHE`]'s line of /proc/slabinfo now (None: unreadable).
 /// The threads of `pids` (entries of `<proc>/<pid>/task`) summed; a pid gone
 /// counts none.
 fn threads(proc_root: &Path, pids: &[i32]) -> u64 {
@@ -318,6 +317,7 @@ fn threads(proc_root: &Path, pids: &[i32]) -> u64 {
         .sum()
 }
 
+/// [`super::memcg::CACHE`]'s line of /proc/slabinfo now (None: unreadable).
 fn cache() -> Option<SlabCache> {
     let text = std::fs::read_to_string("/proc/slabinfo").ok()?;
     super::memcg::slab_cache(&text, super::memcg::CACHE)
