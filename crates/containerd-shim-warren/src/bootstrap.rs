@@ -27,7 +27,8 @@
 //!   on one thread, a tokio runtime of one thread: ttrpc on the socket until
 //!   `Shutdown`, every connection and call, the events to containerd, the OOM
 //!   watch. Two threads in all, however many containers, connections and waits
-//!   the pod has (a third for a second after a `delete`, see [`crate::task`]).
+//!   the pod has (a third for a second after a `delete`, see [`crate::task`]; the
+//!   stdio copies of a process with stdin or a terminal, [`crate::stdio`]).
 //! - `delete`: containerd's cleanup after a shim died: the container is removed
 //!   (what is left of it killed), its rootfs unmounted, and the pod's socket and
 //!   lock file removed if no server serves them ([`socket::clean_stale`]).

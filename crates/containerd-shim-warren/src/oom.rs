@@ -143,6 +143,9 @@ impl Watcher {
                 for (id, event) in self.seen(tokens) {
                     on_event(&id, event);
                 }
+                // A source that stays ready (one the kernel keeps touching, one whose
+                // read fails) must not keep the calls from the runtime's thread.
+                tokio::task::yield_now().await;
             }
         }
     }

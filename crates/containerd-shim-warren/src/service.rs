@@ -174,6 +174,40 @@ pub struct Table {
     pub containers: HashMap<String, Container>,
     /// Exits of pids not in the table (yet): pid → status.
     pub unclaimed: HashMap<i32, i32>,
+    /// `create`s under way (their container not in the table yet).
+    pub creating: usize,
+    /// When a `create` or `connect` last came: a node's shim stops only a linger
+    /// after it (see [`Table::idle_for`]).
+    pub last_call: Option<std::time::Instant>,
+}
+
+impl Table {
+    /// No container, none being created, and no create or connect for `linger`.
+    pub fn idle_for(&self, linger: std::time::Duration) -> bool {
+        self.containers.is_empty()
+            && self.creating == 0
+            && self.last_call.is_none_or(|at| at.elapsed() >= linger)
+    }
+}
+
+/// Counts a `create` under way in the table while it lives.
+pub struct Creating(pub Arc<Shared>);
+
+impl Creating {
+    pub fn new(shared: &Arc<Shared>) -> Creating {
+        let mut t = shared.lock();
+        t.creating += 1;
+        t.last_call = Some(std::time::Instant::now());
+        drop(t);
+        Creating(shared.clone())
+    }
+}
+
+impl Drop for Creating {
+    fn drop(&mut self) {
+        let mut t = self.0.lock();
+        t.creating = t.creating.saturating_sub(1);
+    }
 }
 
 /// Exits nobody claims (processes a container left behind) are forgotten past this.
@@ -344,6 +378,9 @@ impl Shared {
             .map_err(|e| format!("starting {}: {e}", exe.display()))?;
         let pid = child.id() as i32;
         drop(child);
+        // Not awaited yet, so no exit of this child can have been recorded: an entry
+        // for its pid is an earlier process's that nobody claimed.
+        self.lock().unclaimed.remove(&pid);
         let code = loop {
             // Registered before the look: an exit recorded after it still wakes us.
             let mut exited = std::pin::pin!(self.exits.notified());

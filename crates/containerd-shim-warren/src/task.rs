@@ -92,13 +92,22 @@ impl Service {
     }
 }
 
-#[async_trait::async_trait]
-impl Task for Service {
-    async fn create(
+/// Run `call` as a task of its own, to its end whatever becomes of the caller.
+async fn to_end<T: Send + 'static>(
+    call: impl std::future::Future<Output = TtrpcResult<T>> + Send + 'static,
+) -> TtrpcResult<T> {
+    tokio::spawn(call)
+        .await
+        .unwrap_or_else(|e| Err(rpc_err(Code::INTERNAL, format!("the call failed: {e}"))))
+}
+
+/// The calls that change the table across awaits (see [`to_end`]).
+impl Service {
+    async fn create_to_end(
         &self,
-        _ctx: &TtrpcContext,
         req: api::CreateTaskRequest,
     ) -> TtrpcResult<api::CreateTaskResponse> {
+        let _creating = service::Creating::new(&self.shared);
         let id = req.id.clone();
         let began = std::time::Instant::now();
         log::debug!("create {id}: request");
@@ -195,11 +204,7 @@ impl Task for Service {
         })
     }
 
-    async fn start(
-        &self,
-        _ctx: &TtrpcContext,
-        req: api::StartRequest,
-    ) -> TtrpcResult<api::StartResponse> {
+    async fn start_to_end(&self, req: api::StartRequest) -> TtrpcResult<api::StartResponse> {
         let id = &req.id;
         if req.exec_id.is_empty() {
             let began = std::time::Instant::now();
@@ -272,6 +277,106 @@ impl Task for Service {
             pid: pid as u32,
             ..Default::default()
         })
+    }
+
+    async fn delete_to_end(&self, req: api::DeleteRequest) -> TtrpcResult<api::DeleteResponse> {
+        let (id, exec_id) = (&req.id, &req.exec_id);
+        if !exec_id.is_empty() {
+            let mut t = self.shared.lock();
+            let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
+            let p = c.execs.get(exec_id).ok_or_else(|| not_found(id, exec_id))?;
+            if p.pid != 0 && p.exit.is_none() {
+                return Err(rpc_err(
+                    Code::FAILED_PRECONDITION,
+                    format!("container '{id}': exec '{exec_id}' is still running; kill it first"),
+                ));
+            }
+            let p = c.execs.remove(exec_id).expect("looked up above");
+            let _ = std::fs::remove_file(c.bundle.join(format!("{exec_id}.process.json")));
+            let (exit_status, exited_at) = Self::exit_of(&p);
+            return Ok(api::DeleteResponse {
+                pid: p.pid as u32,
+                exit_status,
+                exited_at,
+                ..Default::default()
+            });
+        }
+        get(&self.shared.lock(), id)?;
+        // The watch goes before the cgroup (whose removal v1 notifies).
+        if let Some(w) = &self.shared.oom {
+            w.remove(id);
+        }
+        // A created (never started) init is killed by the forced delete. Killing
+        // what is left and removing the cgroups is bounded (10 s for the processes
+        // to die, 5 s for the cgroups to go) but may take that long: off the
+        // runtime's thread, which serves the other containers meanwhile (their
+        // exits too: a killed init's is recorded and published as usual).
+        let (ctx, cid) = (self.ctx(), id.clone());
+        tokio::task::spawn_blocking(move || ops::delete(&ctx, &cid, true))
+            .await
+            .map_err(|e| rpc_err(Code::INTERNAL, format!("container '{id}': delete: {e}")))?
+            .map_err(warren_err)?;
+        // Gone meanwhile: another Delete of it got there first.
+        let c = self
+            .shared
+            .lock()
+            .containers
+            .remove(id)
+            .ok_or_else(|| not_found(id, ""))?;
+        if c.mounted {
+            service::unmount_rootfs(&c.bundle);
+        }
+        let pid = c.init.pid;
+        let (exit_status, at) = c.init.exit.clone().unwrap_or_else(|| (128 + 9, now()));
+        self.shared.publish(
+            topics::TASK_DELETE_EVENT_TOPIC,
+            ev::TaskDelete {
+                container_id: id.clone(),
+                pid: pid as u32,
+                exit_status,
+                exited_at: MessageField::some(at.clone()),
+                ..Default::default()
+            },
+        );
+        Ok(api::DeleteResponse {
+            pid: pid as u32,
+            exit_status,
+            exited_at: MessageField::some(at),
+            ..Default::default()
+        })
+    }
+}
+
+#[async_trait::async_trait]
+impl Task for Service {
+    // Run to their end even if containerd drops the call (a disconnect, a
+    // deadline): ttrpc drops a call's future then, and these three change the
+    // table, mounts and the container's state across awaits.
+    async fn create(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::CreateTaskRequest,
+    ) -> TtrpcResult<api::CreateTaskResponse> {
+        let me = self.clone();
+        to_end(async move { me.create_to_end(req).await }).await
+    }
+
+    async fn start(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::StartRequest,
+    ) -> TtrpcResult<api::StartResponse> {
+        let me = self.clone();
+        to_end(async move { me.start_to_end(req).await }).await
+    }
+
+    async fn delete(
+        &self,
+        _ctx: &TtrpcContext,
+        req: api::DeleteRequest,
+    ) -> TtrpcResult<api::DeleteResponse> {
+        let me = self.clone();
+        to_end(async move { me.delete_to_end(req).await }).await
     }
 
     async fn exec(&self, _ctx: &TtrpcContext, req: api::ExecProcessRequest) -> TtrpcResult<Empty> {
@@ -368,6 +473,15 @@ impl Task for Service {
         if req.exec_id.is_empty() {
             ops::kill(&self.ctx(), &req.id, &req.signal.to_string(), req.all)
                 .map_err(warren_err)?;
+        } else if p.pid <= 0 {
+            // kill(0, …) would signal the shim's own process group.
+            return Err(rpc_err(
+                Code::FAILED_PRECONDITION,
+                format!(
+                    "container '{}': exec '{}' was not started",
+                    req.id, req.exec_id
+                ),
+            ));
         } else {
             warren_sys::proc::kill(p.pid, req.signal as i32).map_err(|e| {
                 rpc_err(
@@ -490,77 +604,6 @@ impl Task for Service {
         }
     }
 
-    async fn delete(
-        &self,
-        _ctx: &TtrpcContext,
-        req: api::DeleteRequest,
-    ) -> TtrpcResult<api::DeleteResponse> {
-        let (id, exec_id) = (&req.id, &req.exec_id);
-        if !exec_id.is_empty() {
-            let mut t = self.shared.lock();
-            let c = t.containers.get_mut(id).ok_or_else(|| not_found(id, ""))?;
-            let p = c.execs.get(exec_id).ok_or_else(|| not_found(id, exec_id))?;
-            if p.pid != 0 && p.exit.is_none() {
-                return Err(rpc_err(
-                    Code::FAILED_PRECONDITION,
-                    format!("container '{id}': exec '{exec_id}' is still running; kill it first"),
-                ));
-            }
-            let p = c.execs.remove(exec_id).expect("looked up above");
-            let _ = std::fs::remove_file(c.bundle.join(format!("{exec_id}.process.json")));
-            let (exit_status, exited_at) = Self::exit_of(&p);
-            return Ok(api::DeleteResponse {
-                pid: p.pid as u32,
-                exit_status,
-                exited_at,
-                ..Default::default()
-            });
-        }
-        get(&self.shared.lock(), id)?;
-        // The watch goes before the cgroup (whose removal v1 notifies).
-        if let Some(w) = &self.shared.oom {
-            w.remove(id);
-        }
-        // A created (never started) init is killed by the forced delete. Killing
-        // what is left and removing the cgroups is bounded (10 s for the processes
-        // to die, 5 s for the cgroups to go) but may take that long: off the
-        // runtime's thread, which serves the other containers meanwhile (their
-        // exits too: a killed init's is recorded and published as usual).
-        let (ctx, cid) = (self.ctx(), id.clone());
-        tokio::task::spawn_blocking(move || ops::delete(&ctx, &cid, true))
-            .await
-            .map_err(|e| rpc_err(Code::INTERNAL, format!("container '{id}': delete: {e}")))?
-            .map_err(warren_err)?;
-        // Gone meanwhile: another Delete of it got there first.
-        let c = self
-            .shared
-            .lock()
-            .containers
-            .remove(id)
-            .ok_or_else(|| not_found(id, ""))?;
-        if c.mounted {
-            service::unmount_rootfs(&c.bundle);
-        }
-        let pid = c.init.pid;
-        let (exit_status, at) = c.init.exit.clone().unwrap_or_else(|| (128 + 9, now()));
-        self.shared.publish(
-            topics::TASK_DELETE_EVENT_TOPIC,
-            ev::TaskDelete {
-                container_id: id.clone(),
-                pid: pid as u32,
-                exit_status,
-                exited_at: MessageField::some(at.clone()),
-                ..Default::default()
-            },
-        );
-        Ok(api::DeleteResponse {
-            pid: pid as u32,
-            exit_status,
-            exited_at: MessageField::some(at),
-            ..Default::default()
-        })
-    }
-
     async fn resize_pty(
         &self,
         _ctx: &TtrpcContext,
@@ -597,7 +640,8 @@ impl Task for Service {
         _ctx: &TtrpcContext,
         req: api::ConnectRequest,
     ) -> TtrpcResult<api::ConnectResponse> {
-        let t = self.shared.lock();
+        let mut t = self.shared.lock();
+        t.last_call = Some(std::time::Instant::now());
         let task_pid = t.containers.get(&req.id).map(|c| c.init.pid).unwrap_or(0);
         Ok(api::ConnectResponse {
             shim_pid: std::process::id(),
@@ -615,12 +659,13 @@ impl Task for Service {
         if self.shared.lock().containers.is_empty() {
             match self.shared.linger {
                 None => self.shared.stop.notify_one(),
-                // A node's shim: stop only if still empty after the linger.
+                // A node's shim: stop only if still idle after the linger (no
+                // container, no create under way, none or a connect since).
                 Some(linger) => {
                     let shared = self.shared.clone();
                     tokio::spawn(async move {
                         tokio::time::sleep(linger).await;
-                        if shared.lock().containers.is_empty() {
+                        if shared.lock().idle_for(linger) {
                             shared.stop.notify_one();
                         }
                     });
@@ -716,6 +761,36 @@ mod tests {
         });
     }
 
+    /// A signal to an exec never started is refused: its pid is 0, and kill(0, …)
+    /// would signal the shim's own process group (every pod's, with one per node).
+    #[test]
+    fn a_signal_to_an_exec_not_started_is_refused() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (svc, _events) = Service::new("test", None, None);
+        with_running(&svc, "c", i32::MAX - 4);
+        svc.shared
+            .lock()
+            .containers
+            .get_mut("c")
+            .unwrap()
+            .execs
+            .insert("e1".into(), Proc::new(Paths::default()));
+        let req = api::KillRequest {
+            id: "c".into(),
+            exec_id: "e1".into(),
+            // Signal 0: with the old bug, kill(0, 0) succeeded on our own group.
+            signal: 0,
+            ..Default::default()
+        };
+        let e = rt
+            .block_on(svc.kill(&TtrpcContext::default(), req))
+            .unwrap_err();
+        assert!(e.to_string().contains("was not started"), "{e}");
+    }
+
     /// `Shutdown` of a pod's shim stops it at once when it holds no container; a
     /// node's shim only if it still holds none after its linger.
     #[test]
@@ -749,6 +824,23 @@ mod tests {
             node.shutdown(&ctx, Default::default()).await.unwrap();
             with_running(&node, "late", i32::MAX - 3);
             assert!(!stopped(&node, ms(400)).await, "stopped with a container");
+
+            // So does a create under way, and a create or connect within the linger
+            // before its end.
+            let (node, _events) = Service::new("test", None, Some(ms(100)));
+            let creating = service::Creating::new(&node.shared);
+            node.shutdown(&ctx, Default::default()).await.unwrap();
+            assert!(!stopped(&node, ms(300)).await, "stopped during a create");
+            drop(creating);
+            node.shutdown(&ctx, Default::default()).await.unwrap();
+            tokio::time::sleep(ms(60)).await;
+            node.connect(&ctx, Default::default()).await.unwrap();
+            assert!(
+                !stopped(&node, ms(80)).await,
+                "stopped 40 ms after a connect"
+            );
+            node.shutdown(&ctx, Default::default()).await.unwrap();
+            assert!(stopped(&node, ms(1000)).await, "still up when idle");
         });
     }
 
