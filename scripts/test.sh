@@ -6,8 +6,8 @@
 # mariadb-server and sysbench for '--workload mariadb' (host service never started),
 # podman and containerd for the OCI runtime tests, containernetworking-plugins for the CRI
 # test, with apt-get; cargo-fuzz with cargo
-# install; for tests/cgroup_v2_vm.rs: the bookworm-backports apt source and QEMU from it,
-# see below; socat and schemathesis, in a venv with pip, for the daemon's tests; the CRI
+# install; for tests/cgroup_v2_vm.rs and tests/cri_v2_vm.rs: the bookworm-backports apt
+# source and QEMU from it, see below, and virtiofsd with cargo install; socat and schemathesis, in a venv with pip, for the daemon's tests; the CRI
 # client (container-runtime-interface-api, grpcio, websocket-client) in a venv with pip;
 # chromium, nodejs and npm with apt-get and the dashboard's packages with npm ci), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
 # run (about a minute) of the parsers, then every unit
@@ -121,6 +121,14 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
     echo "scripts/test.sh: installing qemu-system-x86 from bookworm-backports (apt-get)"
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         -t bookworm-backports qemu-system-x86 >/dev/null
+fi
+# tests/cri_v2_vm.rs boots Debian 12's kernel with this host's root shared read-only
+# through virtiofs (scripts/vm/hostroot.sh): virtiofsd is not in bookworm, so it is
+# built with cargo install (pinned), which needs libseccomp and libcap-ng's headers.
+if ! command -v virtiofsd >/dev/null 2>&1 && [ ! -x /usr/libexec/virtiofsd ]; then
+    echo "scripts/test.sh: installing virtiofsd (apt-get libseccomp-dev libcap-ng-dev; cargo install)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libseccomp-dev libcap-ng-dev pkg-config >/dev/null
+    cargo install --locked --quiet virtiofsd@1.14.0
 fi
 # tests/daemon_load.rs: schemathesis (PyPI) in its own venv, reaching the daemon's
 # unix socket through a loopback TCP bridge made by socat.

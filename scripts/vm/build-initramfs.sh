@@ -27,7 +27,7 @@ kver=$(basename "$moddir")
 
 root=$(mktemp -d)
 trap 'rm -rf "$root"' EXIT
-mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,proc,sys,dev,tmp,run,root,lib/modules/"$kver",contrib,var/lib}
+mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,usr/local/bin,etc,proc,sys,dev,tmp,run,root,contrib,var/lib}
 cp "$busybox" "$root/bin/busybox"
 for b in warren warren-init; do
     cp "$bindir/$b" "$root/usr/local/bin/$b"
@@ -54,34 +54,12 @@ if [ -e /lib64/ld-linux-x86-64.so.2 ] && [ ! -e "$root/lib64/ld-linux-x86-64.so.
     cp -L /lib64/ld-linux-x86-64.so.2 "$root/lib64/"
 fi
 
-# Modules the scenario needs, with their dependencies (the `depends=` of each module's
-# .modinfo: the package ships no modules.dep, and kmod need not be installed),
-# uncompressed and listed in load order in /lib/modules/load.
+# Modules the scenario needs, with their dependencies (modules.sh).
 # zram's default compressors (lzo-rle on 6.1, lz4 on 6.12): no modprobe in the guest to
 # load them on demand.
 # nf_tables and its bridge meta expressions: the bridge filter of `net = "bridge"`.
-want="virtio_pci virtio_blk overlay loop veth bridge zram lzo_rle lzo lz4 nf_tables nft_meta_bridge"
-: > "$root/lib/modules/load"
-declare -A seen=()
-add_module() {
-    local name=$1 path base dst deps d
-    path=$(find "$moddir/kernel" \( -name "$name.ko" -o -name "$name.ko.*" -o -name "${name//_/-}.ko" -o -name "${name//_/-}.ko.*" \) | head -1)
-    [ -n "$path" ] || { echo "build-initramfs.sh: module $name not in $kver (built in?)" >&2; return 0; }
-    [ -z "${seen[$name]:-}" ] || return 0
-    seen[$name]=1
-    base=$(basename "$path"); base=${base%%.ko*}
-    dst="$root/lib/modules/$kver/$base.ko"
-    case "$path" in
-    *.xz) xz -dc "$path" > "$dst" ;;
-    *.zst) zstd -dc "$path" > "$dst" ;;
-    *.gz) gzip -dc "$path" > "$dst" ;;
-    *) cp "$path" "$dst" ;;
-    esac
-    deps=$(grep -ao 'depends=[a-z0-9_,-]*' "$dst" | head -1 | cut -d= -f2 | tr ',' ' ')
-    for d in $deps; do add_module "$d"; done
-    echo "$kver/$base.ko" >> "$root/lib/modules/load"
-}
-for m in $want; do add_module "$m"; done
+. "$here/modules.sh"
+vm_modules "$root" "$moddir" "virtio_pci virtio_blk overlay loop veth bridge zram lzo_rle lzo lz4 nf_tables nft_meta_bridge"
 
 cp "$here/guest-init.sh" "$root/init"
 cp "$here/guest-stage2.sh" "$root/stage2"

@@ -194,6 +194,20 @@ fn evacuate(base: &Path, wanted: &[&str]) -> Result<(), CgroupError> {
         if left.is_empty() {
             return Ok(());
         }
+        // A process outside this one's pid namespace is listed as 0, and writing 0
+        // would move the writer instead: only a process that sees them can move them.
+        let hidden = left.iter().filter(|p| **p == 0).count();
+        if hidden > 0 {
+            return Err(not_delegated(
+                base,
+                wanted,
+                format!(
+                    "{hidden} of its processes are outside this process's pid namespace \
+                     (listed as 0), so they cannot be moved to {LEAF} from here; move them \
+                     to a leaf beneath it, or start warren in its host's pid namespace"
+                ),
+            ));
+        }
         for pid in left {
             mv(pid)?;
         }
@@ -405,6 +419,24 @@ mod tests {
         ensure(t.path(), &["memory", "pids"]).unwrap();
         assert!(!t.path().join(LEAF).exists());
         assert!(check(t.path(), false).ok);
+    }
+
+    #[test]
+    fn processes_of_another_pid_namespace_are_named_not_written_as_0() {
+        // What a shim in containerd's pid namespace reads in a service's cgroup.
+        let t = fake("cpu memory pids\n", "");
+        std::fs::write(t.path().join("cgroup.procs"), "0\n0\n").unwrap();
+        let e = ensure(t.path(), &["memory", "pids"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("2 of its processes are outside"), "{e}");
+        assert!(e.contains("pid namespace"), "{e}");
+        // Writing "0" would have moved the writer: nothing was written.
+        assert!(!t.path().join(LEAF).join("cgroup.procs").exists(), "{e}");
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("cgroup.subtree_control")).unwrap(),
+            ""
+        );
     }
 
     #[test]

@@ -194,7 +194,9 @@ impl Cri {
         panic!("container {id}'s pid {ns_pid} is not in containerd's namespace")
     }
 
-    /// The directory of process `pid`'s cgroup in the hierarchy holding `controller`.
+    /// The directory of process `pid`'s cgroup in the hierarchy holding `controller`:
+    /// its v1 hierarchy, or (cgroup v2) the unified one where the controller is
+    /// enabled for that cgroup.
     pub fn cgroup_dir(pid: i32, controller: &str) -> PathBuf {
         let hiers = warren::bench::cgroups::own_hierarchies(std::path::Path::new("/proc")).unwrap();
         let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
@@ -208,7 +210,58 @@ impl Cri {
                 return h.dir_of(path);
             }
         }
+        let unified = text
+            .lines()
+            .find_map(|l| l.strip_prefix("0::"))
+            .and_then(|path| Some(hiers.iter().find(|h| h.key.is_empty())?.dir_of(path)));
+        if let Some(dir) = unified {
+            let ctrls = std::fs::read_to_string(dir.join("cgroup.controllers")).unwrap_or_default();
+            if ctrls.split_whitespace().any(|c| c == controller) {
+                return dir;
+            }
+        }
         panic!("pid {pid} has no {controller} cgroup: {text}")
+    }
+
+    /// A container's memory limit in bytes, as its cgroup holds it (v1
+    /// memory.limit_in_bytes, v2 memory.max).
+    pub fn memory_limit(mem: &std::path::Path) -> String {
+        Self::first_of(mem, &["memory.limit_in_bytes", "memory.max"])
+    }
+
+    /// A container's CPU quota in µs per period (v1 cpu.cfs_quota_us, v2 cpu.max's
+    /// first field).
+    pub fn cpu_quota(cpu: &std::path::Path) -> String {
+        Self::first_of(cpu, &["cpu.cfs_quota_us", "cpu.max"])
+            .split_whitespace()
+            .next()
+            .unwrap_or("")
+            .to_string()
+    }
+
+    /// A container's CPU shares as the CRI gave them: v1 cpu.shares, or v2's
+    /// cpu.weight, which the runtime converted from them (the kernel's and runc's
+    /// mapping, `warren::cgroups::shares_to_weight`), shown here as the weight the
+    /// given shares map to when it matches.
+    pub fn cpu_shares(cpu: &std::path::Path, expected: u64) -> String {
+        if cpu.join("cpu.shares").exists() {
+            return Self::first_of(cpu, &["cpu.shares"]);
+        }
+        let weight = Self::first_of(cpu, &["cpu.weight"]);
+        if weight == warren::cgroups::shares_to_weight(expected).to_string() {
+            expected.to_string()
+        } else {
+            format!("cpu.weight {weight}")
+        }
+    }
+
+    fn first_of(dir: &std::path::Path, files: &[&str]) -> String {
+        for f in files {
+            if let Ok(t) = std::fs::read_to_string(dir.join(f)) {
+                return t.trim().to_string();
+            }
+        }
+        panic!("{}: none of {files:?}", dir.display())
     }
 
     /// Every process of containerd's pid namespace (daemon, shims, runtimes' leftovers,
@@ -225,8 +278,11 @@ impl Cri {
             let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/cgroup")) else {
                 continue;
             };
+            // v2: beside our own leaf, beneath the delegated base
+            // (`warren::cgroups::delegate`).
             warren::bench::cgroups::placed(&text, &hiers, true, &|h| {
-                format!("{}/", h.own_path.trim_end_matches('/'))
+                let base = warren::cgroups::delegate::base_of(std::path::Path::new(&h.own_path));
+                format!("{}/", base.to_string_lossy().trim_end_matches('/'))
             })
             .unwrap_or_else(|e| panic!("pid {pid} ({comm}) is outside our cgroup: {e}"));
         }

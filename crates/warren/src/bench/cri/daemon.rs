@@ -245,6 +245,35 @@ fn cni_config(p: &Path) -> String {
     .to_string()
 }
 
+/// The kubelet's part on cgroup v2: the pods' cgroups are made beneath this process's
+/// own (their parents are relative), so its subtree must hand them the controllers;
+/// the kubelet's `kubepods` is prepared the same way. On v2 that needs this cgroup
+/// free of processes, which containerd and its shims, in a pid namespace of their
+/// own, cannot arrange (they see the others as pid 0): so this process does it before
+/// starting containerd, as warren itself does for zones (`cgroups::delegate`: itself
+/// and its siblings move to a leaf, then the controllers are enabled). On v1
+/// (controllers in hierarchies of their own) nothing is needed.
+pub fn prepare_pod_cgroups(proc_root: &Path) -> Result<(), Failure> {
+    let hiers = cgroups::own_hierarchies(proc_root)?;
+    if hiers
+        .iter()
+        .any(|h| h.key.split(',').any(|c| c == "memory"))
+    {
+        return Ok(());
+    }
+    let Some(unified) = hiers.iter().find(|h| h.key.is_empty()) else {
+        return Ok(());
+    };
+    let base = crate::cgroups::delegate::base_of(&unified.own);
+    let available = std::fs::read_to_string(base.join("cgroup.controllers")).unwrap_or_default();
+    let wanted: Vec<&str> = ["cpu", "memory", "pids"]
+        .into_iter()
+        .filter(|c| available.split_whitespace().any(|a| a == *c))
+        .collect();
+    crate::cgroups::delegate::ensure(&base, &wanted)
+        .map_err(|e| Failure::Failed(format!("the pods' cgroups beneath {}: {e}", base.display())))
+}
+
 /// Whether `bin` is on PATH.
 fn on_path(bin: &str) -> bool {
     std::env::var_os("PATH")
@@ -289,6 +318,7 @@ impl CriContainerd {
                     .into(),
             ));
         }
+        prepare_pod_cgroups(Path::new("/proc"))?;
         let oci = dir.join("warren-oci");
         std::os::unix::fs::symlink(warren, &oci).map_err(Failure::io(&oci))?;
         for d in ["cni", "cni-ipam", "logs", "bin"] {
@@ -469,7 +499,9 @@ impl CriContainerd {
             },
         };
         let mut total = PodCgroupMemory::default();
-        for base in [h.own.clone(), h.own.join(crate::oci::cgroup::GROUP)] {
+        // v2: the pods are beside this process's leaf ([`prepare_pod_cgroups`]).
+        let own = crate::cgroups::delegate::base_of(&h.own);
+        for base in [own.clone(), own.join(crate::oci::cgroup::GROUP)] {
             for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
                 if !e.file_name().to_string_lossy().starts_with(&self.prefix) {
                     continue;
@@ -503,7 +535,8 @@ impl CriContainerd {
     pub fn pod_cgroup_dirs(&self) -> Vec<PathBuf> {
         let mut dirs = Vec::new();
         for h in cgroups::own_hierarchies(Path::new("/proc")).unwrap_or_default() {
-            for base in [h.own.clone(), h.own.join(crate::oci::cgroup::GROUP)] {
+            let own = crate::cgroups::delegate::base_of(&h.own);
+            for base in [own.clone(), own.join(crate::oci::cgroup::GROUP)] {
                 for e in std::fs::read_dir(&base).into_iter().flatten().flatten() {
                     if e.file_name().to_string_lossy().starts_with(&self.prefix) {
                         cgroups::collect_dirs(&e.path(), &mut dirs);

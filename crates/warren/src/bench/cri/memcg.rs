@@ -121,8 +121,9 @@ fn active(slabinfo: &Path) -> Result<SlabCache, Failure> {
 }
 
 /// The directory the probe makes its cgroups in: this process's own memory cgroup
-/// (v1: the memory hierarchy's; v2: the unified one's, if it gives its children
-/// the memory controller), and which version it is. Err: none.
+/// (v1: the memory hierarchy's; v2: the unified one's, or the base above its
+/// `warren-supervisor` leaf, if it gives its children the memory controller), and
+/// which version it is. Err: none.
 pub fn own_memory_dir(proc_root: &Path) -> Result<(PathBuf, CgroupVersion), Failure> {
     let hiers = cgroups::own_hierarchies(proc_root)?;
     if let Some(h) = hiers
@@ -135,14 +136,17 @@ pub fn own_memory_dir(proc_root: &Path) -> Result<(PathBuf, CgroupVersion), Fail
         .iter()
         .find(|h| h.key.is_empty())
         .ok_or_else(|| Failure::Failed("no memory cgroup hierarchy".into()))?;
-    let sub = std::fs::read_to_string(h.own.join("cgroup.subtree_control")).unwrap_or_default();
+    // The base of a delegated subtree, where the pods' cgroups go too
+    // (`daemon::prepare_pod_cgroups`).
+    let base = crate::cgroups::delegate::base_of(&h.own);
+    let sub = std::fs::read_to_string(base.join("cgroup.subtree_control")).unwrap_or_default();
     if !sub.split_whitespace().any(|c| c == "memory") {
         return Err(Failure::Failed(format!(
             "{}: the memory controller is not enabled for its children",
-            h.own.display()
+            base.display()
         )));
     }
-    Ok((h.own.clone(), CgroupVersion::V2))
+    Ok((base, CgroupVersion::V2))
 }
 
 /// Make `memcgs` empty memory cgroups beneath `dir`, `rounds` times, counting

@@ -288,6 +288,7 @@ const PROBE_MEMCGS: usize = 10;
 const PROBE_ROUNDS: usize = 3;
 
 fn memcg_probe() -> std::result::Result<MemcgProbe, Failure> {
+    super::daemon::prepare_pod_cgroups(Path::new("/proc"))?;
     let (dir, _) = super::memcg::own_memory_dir(Path::new("/proc"))?;
     super::memcg::probe(
         &dir,
