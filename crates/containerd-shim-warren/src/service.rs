@@ -172,8 +172,12 @@ impl Container {
 #[derive(Default)]
 pub struct Table {
     pub containers: HashMap<String, Container>,
-    /// Exits of pids not in the table (yet): pid → status.
-    pub unclaimed: HashMap<i32, i32>,
+    /// Exits of pids not in the table (yet): pid → (status, its number in
+    /// `exits_seen`).
+    pub unclaimed: HashMap<i32, (i32, u64)>,
+    /// Exits recorded so far: the number an unclaimed exit gets, so that an owner
+    /// takes only one recorded after its process began ([`Table::claim`]).
+    pub exits_seen: u64,
     /// `create`s under way (their container not in the table yet).
     pub creating: usize,
     /// When a `create` or `connect` last came: a node's shim stops only a linger
@@ -182,6 +186,16 @@ pub struct Table {
 }
 
 impl Table {
+    /// The exit kept for `pid`, if it was recorded after `since` (`exits_seen` read
+    /// before the process was started). An older entry belongs to an earlier process
+    /// whose pid was reused, and is dropped.
+    pub fn claim(&mut self, pid: i32, since: u64) -> Option<i32> {
+        match self.unclaimed.remove(&pid) {
+            Some((code, n)) if n > since => Some(code),
+            _ => None,
+        }
+    }
+
     /// No container, none being created, and no create or connect for `linger`.
     pub fn idle_for(&self, linger: std::time::Duration) -> bool {
         self.containers.is_empty()
@@ -282,6 +296,7 @@ impl Shared {
     /// Record the exit of `pid` (from the reaper) and wake every waiter.
     pub(crate) fn exited(&self, pid: i32, code: i32) {
         let mut t = self.lock();
+        t.exits_seen += 1;
         let at = now();
         let mut found = None;
         'outer: for (cid, c) in t.containers.iter_mut() {
@@ -309,7 +324,8 @@ impl Shared {
                 if t.unclaimed.len() >= MAX_UNCLAIMED {
                     t.unclaimed.clear();
                 }
-                t.unclaimed.insert(pid, code);
+                let n = t.exits_seen;
+                t.unclaimed.insert(pid, (code, n));
             }
         }
         drop(t);
@@ -369,6 +385,7 @@ impl Shared {
     ) -> Result<(), String> {
         let _ = std::fs::remove_file(&job.error_file);
         let exe = std::env::current_exe().map_err(|e| format!("finding the shim binary: {e}"))?;
+        let since = self.lock().exits_seen;
         let child = Command::new(&exe)
             .args(job.args())
             .stdin(stdin)
@@ -378,14 +395,11 @@ impl Shared {
             .map_err(|e| format!("starting {}: {e}", exe.display()))?;
         let pid = child.id() as i32;
         drop(child);
-        // Not awaited yet, so no exit of this child can have been recorded: an entry
-        // for its pid is an earlier process's that nobody claimed.
-        self.lock().unclaimed.remove(&pid);
         let code = loop {
             // Registered before the look: an exit recorded after it still wakes us.
             let mut exited = std::pin::pin!(self.exits.notified());
             exited.as_mut().enable();
-            let code = self.lock().unclaimed.remove(&pid);
+            let code = self.lock().claim(pid, since);
             if let Some(code) = code {
                 break code;
             }
@@ -404,6 +418,9 @@ impl Shared {
 impl Service {
     /// Start a process through the helper: its stdio, the console of a terminal,
     /// the pid from its pid file.
+    /// Also `exits_seen` from before the helper started: the process's exit, if it
+    /// came before the caller put its pid in the table, is the unclaimed one
+    /// recorded after that ([`Table::claim`]).
     pub async fn spawn(
         &self,
         ctx: &Ctx,
@@ -412,7 +429,7 @@ impl Service {
         paths: &Paths,
         name: &str,
         bundle: &Path,
-    ) -> ttrpc::Result<(i32, Kept)> {
+    ) -> ttrpc::Result<(i32, Kept, u64)> {
         let failed = |what: &str, e: &dyn std::fmt::Display| {
             rpc_err(
                 ttrpc::Code::UNKNOWN,
@@ -449,6 +466,7 @@ impl Service {
             error_file: bundle.join(format!("{name}.error")),
             console_socket: console.as_ref().map(|c| c.path.clone()),
         };
+        let since = self.shared.lock().exits_seen;
         self.shared
             .run_helper(&job, (stdin, stdout, stderr))
             .await
@@ -462,7 +480,7 @@ impl Service {
             c.attach(paths, &mut kept)
                 .map_err(|e| failed("taking the terminal from the console socket", &e))?;
         }
-        Ok((pid, kept))
+        Ok((pid, kept, since))
     }
 }
 

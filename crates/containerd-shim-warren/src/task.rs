@@ -148,7 +148,7 @@ impl Service {
             bundle: bundle.clone(),
         };
         let helper = std::time::Instant::now();
-        let (pid, kept) = self
+        let (pid, kept, since) = self
             .spawn(&ctx, &id, verb, &paths, "init", &bundle)
             .await
             .inspect_err(|_| service::unmount_rootfs(&bundle))?;
@@ -193,6 +193,20 @@ impl Service {
                 ..Default::default()
             },
         );
+        // It died before its pid was in the table (killed, or out of memory at
+        // once): its exit was kept for it, and goes out after TaskCreate.
+        if let Some(code) = t.claim(pid, since) {
+            let at = now();
+            if let Some(c) = t.containers.get_mut(&id) {
+                c.init.exit = Some((code as u32, at.clone()));
+            }
+            self.shared.check_oom(&mut t, &id, None);
+            self.shared.publish_exit(&id, &id, pid, code, at);
+            drop(t);
+            self.shared.wake();
+        } else {
+            drop(t);
+        }
         log::debug!(
             "create {id}: done in {:.2} ms (rootfs mounts {:.2} ms, helper {helper_ms:.2} ms)",
             began.elapsed().as_secs_f64() * 1e3,
@@ -244,11 +258,11 @@ impl Service {
         };
         let process = bundle.join(format!("{exec_id}.process.json"));
         let ctx = self.ctx();
-        let (pid, kept) = self
+        let (pid, kept, since) = self
             .spawn(&ctx, id, Verb::Exec { process }, &paths, exec_id, &bundle)
             .await?;
         let mut t = self.shared.lock();
-        let early = t.unclaimed.remove(&pid);
+        let early = t.claim(pid, since);
         let p = t
             .containers
             .get_mut(id)
@@ -316,6 +330,24 @@ impl Service {
             .await
             .map_err(|e| rpc_err(Code::INTERNAL, format!("container '{id}': delete: {e}")))?
             .map_err(warren_err)?;
+        // The killed init's exit reaches the table through the reaper and this
+        // thread's queue, maybe not yet: wait for it (bounded), so its TaskExit goes
+        // out before TaskDelete, as containerd expects, and the exit is its own, not
+        // an unclaimed one.
+        let deadline = tokio::time::Instant::now() + EXIT_AFTER_DELETE;
+        loop {
+            let mut exited = std::pin::pin!(self.shared.exits.notified());
+            exited.as_mut().enable();
+            let recorded = self
+                .shared
+                .lock()
+                .containers
+                .get(id)
+                .is_none_or(|c| c.init.pid == 0 || c.init.exit.is_some());
+            if recorded || tokio::time::timeout_at(deadline, exited).await.is_err() {
+                break;
+            }
+        }
         // Gone meanwhile: another Delete of it got there first.
         let c = self
             .shared
@@ -346,6 +378,9 @@ impl Service {
         })
     }
 }
+
+/// How long a `delete` waits for the reaper to record the exit of the init it killed.
+const EXIT_AFTER_DELETE: std::time::Duration = std::time::Duration::from_secs(2);
 
 #[async_trait::async_trait]
 impl Task for Service {
@@ -759,6 +794,32 @@ mod tests {
             };
             assert_eq!(svc.wait(&ctx, again).await.unwrap().exit_status, 7);
         });
+    }
+
+    /// An exit kept for a pid not in the table goes to a process started before it
+    /// was recorded (an init or exec that died before its `create` or `start` put its
+    /// pid in the table); an earlier process's exit under a reused pid does not.
+    #[test]
+    fn an_unclaimed_exit_is_claimed_only_by_a_process_started_before_it() {
+        let (svc, _events) = Service::new("test", None, None);
+        let pid = i32::MAX - 5;
+        // An earlier process with this pid exits, nobody's.
+        svc.shared.exited(pid, 9);
+        // A new process gets the pid: spawned after that exit was recorded.
+        let since = svc.shared.lock().exits_seen;
+        assert_eq!(
+            svc.shared.lock().claim(pid, since),
+            None,
+            "a reused pid's exit"
+        );
+        assert!(
+            svc.shared.lock().unclaimed.is_empty(),
+            "the stale exit is dropped"
+        );
+        // It dies before its owner puts it in the table: kept, then claimed.
+        svc.shared.exited(pid, 137);
+        assert_eq!(svc.shared.lock().claim(pid, since), Some(137));
+        assert_eq!(svc.shared.lock().claim(pid, since), None, "claimed once");
     }
 
     /// A signal to an exec never started is refused: its pid is 0, and kill(0, …)
