@@ -212,8 +212,7 @@ pub fn serve(flags: &Flags) -> i32 {
     if let Err(e) = warren_sys::proc::set_child_subreaper() {
         return fail(flags, "becoming the containers' subreaper", e);
     }
-    if let Err(e) = containerd_shim::logger::init(flags.debug, "info", &flags.namespace, &flags.id)
-    {
+    if let Err(e) = crate::logfifo::init(flags.debug) {
         eprintln!("{RUNTIME_ID}: the log FIFO: {e}");
     }
     // Debug lines that time a pod's start (`warren bench cri --breakdown` reads them

@@ -22,6 +22,7 @@
 
 mod bootstrap;
 mod helper;
+mod logfifo;
 mod metrics;
 mod oom;
 mod service;

@@ -193,6 +193,15 @@ impl Service {
                 ..Default::default()
             },
         );
+        // The log goes to a live task's FIFO (crate::logfifo): after the task it
+        // went to was deleted (a node's shim outlives pods), to this one's.
+        let log_live =
+            crate::logfifo::current().is_some_and(|b| t.containers.values().any(|c| c.bundle == b));
+        if !log_live {
+            if let Err(e) = crate::logfifo::switch_to(&t.containers[&id].bundle) {
+                eprintln!("container '{id}': moving the shim's log to its bundle: {e}");
+            }
+        }
         // It died before its pid was in the table (killed, or out of memory at
         // once): its exit was kept for it, and goes out after TaskCreate.
         if let Some(code) = t.claim(pid, since) {
@@ -357,6 +366,23 @@ impl Service {
             .ok_or_else(|| not_found(id, ""))?;
         if c.mounted {
             service::unmount_rootfs(&c.bundle);
+        }
+        // containerd stops reading this task's log FIFO: move the log to a live
+        // task's (a node's shim serves other pods' tasks still).
+        if crate::logfifo::current().as_deref() == Some(c.bundle.as_path()) {
+            let other = self
+                .shared
+                .lock()
+                .containers
+                .values()
+                .next()
+                .map(|o| o.bundle.clone());
+            if let Some(b) = other {
+                match crate::logfifo::switch_to(&b) {
+                    Ok(()) => log::debug!("the shim's log goes to {} now", b.display()),
+                    Err(e) => eprintln!("moving the shim's log to {}: {e}", b.display()),
+                }
+            }
         }
         let pid = c.init.pid;
         let (exit_status, at) = c.init.exit.clone().unwrap_or_else(|| (128 + 9, now()));

@@ -13,6 +13,20 @@
 use std::io;
 use std::os::fd::RawFd;
 
+/// Put the open file of `from` on descriptor number `to` (which keeps its number and
+/// close-on-exec, now for `from`'s file), atomically: a write on `to` from another
+/// thread goes whole to the old file or the new. `from` stays open.
+pub fn replace(from: std::os::fd::BorrowedFd<'_>, to: RawFd) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: dup3 takes plain descriptor numbers and fails cleanly on bad ones; `to`
+    // is the caller's to replace.
+    let rc = unsafe { libc::dup3(from.as_raw_fd(), to, libc::O_CLOEXEC) };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Mark every descriptor numbered `first` or higher close-on-exec.
 pub fn cloexec_from(first: RawFd) -> io::Result<()> {
     cloexec_from_raw(first).map_err(io::Error::from_raw_os_error)

@@ -337,7 +337,11 @@ fn cri_pod_lifecycle_with_warren_shim() {
 fn cri_pods_share_one_warren_shim_per_node() {
     common::cri::require_shim();
     let handler = warren::bench::cri::daemon::Handler::named("warren-shim-node").unwrap();
-    let mut cri = Cri::start_with(&handler.setup(&Default::default()));
+    // Debug: the shim's lines of each create reach containerd's log.
+    let mut cri = Cri::start_with(&handler.setup(&warren::bench::cri::daemon::Setup {
+        debug: true,
+        ..Default::default()
+    }));
     let mut pods = Vec::new();
     for name in ["node-a", "node-b"] {
         let cfg = cri.pod_config(name, true);
@@ -368,8 +372,23 @@ fn cri_pods_share_one_warren_shim_per_node() {
         cri.status(&pods[1].1)["status"]["state"],
         "CONTAINER_RUNNING"
     );
-    for call in ["StopPodSandbox", "RemovePodSandbox"] {
-        cri.call(call, json!({"pod_sandbox_id": pods[1].0}));
+    // The shim's log still reaches containerd after the pod it started in is gone
+    // (it moved to a live task's FIFO): a new pod's create is logged.
+    let cfg = cri.pod_config("node-c", true);
+    let third = cri.run_pod(&cfg, handler.name);
+    let line = format!("create {third}: done");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cri.daemon.full_log().contains(&line) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        cri.daemon.full_log().contains(&line),
+        "the node's shim's log is lost after its first pod went: no {line:?} in containerd's log"
+    );
+    for pod in [&pods[1].0, &third] {
+        for call in ["StopPodSandbox", "RemovePodSandbox"] {
+            cri.call(call, json!({"pod_sandbox_id": pod}));
+        }
     }
     assert!(
         common::alive(shim),
