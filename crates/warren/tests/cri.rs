@@ -573,6 +573,7 @@ fn bench_cri_measures_pods_per_handler() {
             "host_kib",
             "beyond_kib",
             "containerd_anon_kib",
+            "client_anon_kib",
             "kernel_kib",
             "rest_kib",
         ] {

@@ -87,6 +87,11 @@ impl CriClient {
         })
     }
 
+    /// The client's process (python3: nsenter execs it).
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
     fn exchange(
         &mut self,
         msg: Value,

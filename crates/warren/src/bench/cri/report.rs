@@ -57,8 +57,9 @@ pub fn markdown(r: &CriResults) -> String {
          kernel cannot drop (anon, shmem, kernel: slab, stacks, page tables, per-CPU): the \
          host's rise from /proc/meminfo, the pods' memory cgroups (sandbox and containers) \
          from their stat files. *Beyond* = host − cgroups, split into the shims' anonymous \
-         PSS, containerd's anonymous growth, the kernel's rise outside the pods' cgroups \
-         and the rest (other processes of the host: noise). The kernel's part is split \
+         PSS, containerd's anonymous growth, the CRI client's (the bench's python3, in the \
+         kubelet's place), the kernel's rise outside the pods' cgroups and the rest \
+         (other processes of the host: noise). The kernel's part is split \
          in turn: the per-memcg shrinker state of the pods' memory cgroups (memcgs per \
          pod × what one empty memcg adds on this boot, set by the highest shrinker id \
          since boot, not by the pod), dying memory cgroups (earlier pods') the kernel \
@@ -66,13 +67,13 @@ pub fn markdown(r: &CriResults) -> String {
     );
     s.push_str(&memcg_probe(r));
     s.push_str(
-        "| handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | kernel outside | memcgs/pod | of it: memcgs' shrinker state (this boot's mark) | of it: dying memcgs freed (−) / gained (+) | of it: the rest | rest | containerd PSS growth |\n\
-         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| handler | pods | host held | cgroups usage | cgroups held | of it kernel | beyond | shims anon | containerd anon | CRI client anon | kernel outside | memcgs/pod | of it: memcgs' shrinker state (this boot's mark) | of it: dying memcgs freed (−) / gained (+) | of it: the rest | rest | containerd PSS growth |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for st in &r.steps {
         let b = &st.beyond;
         s.push_str(&format!(
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.1} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |\n",
             st.handler,
             st.pods,
             b.host_kib,
@@ -82,6 +83,7 @@ pub fn markdown(r: &CriResults) -> String {
             b.beyond_kib,
             b.shim_anon_kib,
             b.containerd_anon_kib,
+            b.client_anon_kib,
             b.kernel_kib,
             b.memcgs_per_pod,
             b.kernel_memcg_kib,
@@ -255,7 +257,7 @@ mod tests {
         assert!(!md.contains("broken down: runc"), "{md}");
         assert!(
             md.contains(
-                "| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 2000 | 3.0 | 1876 | 0 | 124 | 0 | 0 |"
+                "| warren | 10 | 0 | 0 | 0 | 0 | 812 | 600 | 0 | 0 | 2000 | 3.0 | 1876 | 0 | 124 | 0 | 0 |"
             ),
             "{md}"
         );

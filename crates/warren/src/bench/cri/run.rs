@@ -107,6 +107,9 @@ pub struct Beyond {
     pub containerd_anon_kib: f64,
     /// containerd's PSS growth (its file pages included: not part of `beyond`).
     pub containerd_pss_kib: f64,
+    /// The CRI client's anonymous growth (the bench's python3, in the kubelet's
+    /// place: a term of the node agent, not of the runtime).
+    pub client_anon_kib: f64,
     /// The kernel's rise outside the pods' cgroups: the host's kernel rows less the
     /// cgroups' kernel memory.
     pub kernel_kib: f64,
@@ -133,7 +136,7 @@ pub struct Beyond {
     /// kernel − kernel_memcg − kernel_dying: the pods' other kernel objects outside
     /// their cgroups (the shims' threads' kernel stacks, namespaces, mounts).
     pub kernel_rest_kib: f64,
-    /// beyond − shims − containerd − kernel.
+    /// beyond − shims − containerd − the CRI client − kernel.
     pub rest_kib: f64,
 }
 
@@ -163,17 +166,28 @@ pub struct KernelSide<'a> {
     pub cache: Option<(SlabCache, SlabCache)>,
 }
 
+/// Processes outside the pods whose growth [`Beyond`] names, each before/after.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Others {
+    pub containerd: (Held, Held),
+    pub client: (Held, Held),
+}
+
 /// [`Beyond`] for `n` pods from the host before/after, the pods' cgroups (which
-/// hold nothing before the first pod), the shims and containerd before/after, and
-/// what one memory cgroup costs outside it (the probe, if it ran).
+/// hold nothing before the first pod), the shims, containerd and the CRI client
+/// before/after, and what one memory cgroup costs outside it (the probe, if it ran).
 pub fn beyond(
     n: usize,
     (before, after): (&MemSample, &MemSample),
     cgroups: &PodCgroupMemory,
     shims: Held,
-    (cd_before, cd_after): (Held, Held),
+    others: Others,
     kernel_side: KernelSide<'_>,
 ) -> Beyond {
+    let Others {
+        containerd: (cd_before, cd_after),
+        client: (cl_before, cl_after),
+    } = others;
     let KernelSide {
         memcg,
         dying,
@@ -188,6 +202,7 @@ pub fn beyond(
     let beyond_kib = host - cg_held;
     let shim_anon = per(shims.anon_bytes as f64);
     let cd_anon = per(d(cd_before.anon_bytes, cd_after.anon_bytes));
+    let client_anon = per(d(cl_before.anon_bytes, cl_after.anon_bytes));
     let kernel = per(d(kb, ka)) - cg_kernel;
     let memcgs = cgroups.memcgs as f64 / n.max(1) as f64;
     let kernel_memcg = super::memcg::pod_share_kib(memcgs, memcg);
@@ -203,6 +218,7 @@ pub fn beyond(
         shim_anon_kib: shim_anon,
         containerd_anon_kib: cd_anon,
         containerd_pss_kib: per(d(cd_before.pss_bytes, cd_after.pss_bytes)),
+        client_anon_kib: client_anon,
         kernel_kib: kernel,
         memcgs_per_pod: memcgs,
         kernel_memcg_kib: kernel_memcg,
@@ -215,7 +231,7 @@ pub fn beyond(
             per(d(b.num_objs, a.num_objs) * a.objsize as f64)
         }),
         kernel_rest_kib: kernel - kernel_memcg - kernel_dying,
-        rest_kib: beyond_kib - shim_anon - cd_anon - kernel,
+        rest_kib: beyond_kib - shim_anon - cd_anon - client_anon - kernel,
     }
 }
 
@@ -361,6 +377,7 @@ fn step(
         let cache_before = cache();
         let before = mem_sample(Path::new("/proc"));
         let containerd_before = smaps(containerd);
+        let client_before = smaps(pods.client.pid());
         let (mut run_ms, mut create_ms, mut start_ms) = (Vec::new(), Vec::new(), Vec::new());
         progress.phase(&format!("{handler} N={n} start"), n as u64);
         for i in 0..n {
@@ -413,6 +430,7 @@ fn step(
         let dying_after = super::memcg::dying_memcgs(Path::new("/proc"));
         let cache_after = cache();
         let containerd_after = smaps(containerd);
+        let client_after = smaps(pods.client.pid());
         let pod_cgroups = daemon.pod_memory();
         let shim_pids: Vec<i32> = daemon
             .processes()
@@ -471,7 +489,10 @@ fn step(
                 (&before, &after),
                 &pod_cgroups,
                 held_of(&shims),
-                (held_of(&containerd_before), held_of(&containerd_after)),
+                Others {
+                    containerd: (held_of(&containerd_before), held_of(&containerd_after)),
+                    client: (held_of(&client_before), held_of(&client_after)),
+                },
                 KernelSide {
                     memcg,
                     dying: dying_before.zip(dying_after),
@@ -584,7 +605,10 @@ mod tests {
                 (&before, &after),
                 &cg,
                 held(10, 30),
-                (held(20, 40), held(25, 48)),
+                Others {
+                    containerd: (held(20, 40), held(25, 48)),
+                    client: (held(30, 40), held(32, 42)),
+                },
                 side,
             )
         };
@@ -600,8 +624,9 @@ mod tests {
         close(b.containerd_anon_kib, 512.0);
         close(b.containerd_pss_kib, 8.0 * 1024.0 / 10.0);
         close(b.kernel_kib, 4.0 * 1024.0 / 10.0);
-        // 24 − 10 − 5 − 4 = 5 MiB nobody named, over 10 pods.
-        close(b.rest_kib, 512.0);
+        close(b.client_anon_kib, 2.0 * 1024.0 / 10.0);
+        // 24 − 10 − 5 − 2 − 4 = 3 MiB nobody named, over 10 pods.
+        close(b.rest_kib, 3.0 * 1024.0 / 10.0);
         // Without the probe the kernel's part is not split.
         close(b.memcgs_per_pod, 3.0);
         close(b.kernel_memcg_kib, 0.0);
