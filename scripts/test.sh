@@ -6,7 +6,7 @@
 # mariadb-server and sysbench for '--workload mariadb' (host service never started),
 # podman and containerd for the OCI runtime tests, containernetworking-plugins for the CRI
 # test, with apt-get; cargo-fuzz with cargo
-# install; for tests/cgroup_v2_vm.rs and tests/cri_v2_vm.rs: the bookworm-backports apt
+# install; for tests/cgroup_v2_vm.rs and tests/cri.rs (its VM test): the bookworm-backports apt
 # source and QEMU from it, see below, and virtiofsd with cargo install; socat and schemathesis, in a venv with pip, for the daemon's tests; the CRI
 # client (container-runtime-interface-api, grpcio, websocket-client) in a venv with pip;
 # chromium, nodejs and npm with apt-get and the dashboard's packages with npm ci), runs the lints (cargo fmt --check, clippy -D warnings), a bounded fuzzing
@@ -122,7 +122,7 @@ if ! command -v qemu-system-x86_64 >/dev/null 2>&1; then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
         -t bookworm-backports qemu-system-x86 >/dev/null
 fi
-# tests/cri_v2_vm.rs boots Debian 12's kernel with this host's root shared read-only
+# tests/cri.rs (cri_on_debian12_cgroup_v2_in_a_fresh_vm) boots Debian 12's kernel with this host's root shared read-only
 # through virtiofs (scripts/vm/hostroot.sh): virtiofsd is not in bookworm, so it is
 # built with cargo install (pinned), which needs libseccomp and libcap-ng's headers.
 if ! command -v virtiofsd >/dev/null 2>&1 && [ ! -x /usr/libexec/virtiofsd ]; then
