@@ -4,8 +4,9 @@
 // each build.rs.
 
 /// Link binary `bin` of this crate with `-no-pie -static` when the target is
-/// linux-gnu with a static C runtime (`crt-static`, as .cargo/config.toml sets).
-fn link_without_pie(bin: &str) {
+/// linux-gnu with a static C runtime (`crt-static`, as .cargo/config.toml sets);
+/// whether it did.
+fn link_without_pie(bin: &str) -> bool {
     let target = std::env::var("TARGET").unwrap_or_default();
     let static_crt = std::env::var("CARGO_CFG_TARGET_FEATURE")
         .unwrap_or_default()
@@ -17,4 +18,5 @@ fn link_without_pie(bin: &str) {
     }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=../../build-support/no_pie.rs");
+    target.contains("linux-gnu") && static_crt
 }

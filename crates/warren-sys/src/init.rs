@@ -1,176 +1,220 @@
 //! What a zone's init (warren-init, PID 1 of every zone) needs from the kernel without
-//! touching the heap: its environment as the kernel laid it out, a line to stderr, and
-//! a service started by fork + exec where only the child allocates.
+//! the heap or the C library: its environment as the kernel laid it out, a line to
+//! stderr, a service started by fork + exec, and whether its pid namespace holds anyone
+//! else. All of it through [`crate::bare`]: warren-init starts at its own `_start`
+//! ([`start`]), so neither glibc's start-up nor Rust's runs in a zone's PID 1.
 //!
-//! Why: every page PID 1 dirties is paid once per zone, and an init that never calls
-//! malloc keeps its heap at what the C library took before `main` (docs/scaling.md,
-//! "warren-init").
-//! Nothing here decides anything: what to start, what to log and when to stop are
-//! `warren::runtime::init`'s.
+//! Why: every page PID 1 dirties is paid once per zone (docs/scaling.md,
+//! "warren-init"). Nothing here decides anything: what to start, what to log and when
+//! to stop are `warren::runtime::init`'s.
 
-use std::ffi::{CStr, CString};
-use std::io;
-use std::os::fd::{AsRawFd, BorrowedFd};
+use core::sync::atomic::{AtomicPtr, Ordering};
+
+use crate::bare::{self, Errno};
 
 extern "C" {
     /// The C library's environment array (NULL-terminated `KEY=VALUE` strings).
     static environ: *const *const libc::c_char;
 }
 
+/// The environment array warren-init's `_start` found on its initial stack; null
+/// until [`start`] sets it (then [`environment`] reads the C library's `environ`).
+static ENVP: AtomicPtr<*const u8> = AtomicPtr::new(core::ptr::null_mut());
+
+/// The entry of a process started at its own `_start` (warren-init): record the
+/// environment array from the initial stack the kernel laid out at `sp` (argc, argv's
+/// pointers and a null, then envp's and a null) for [`environment`].
+///
+/// # Safety
+/// `sp` must be the stack pointer the kernel handed to `_start`, unchanged.
+pub unsafe fn start(sp: *const usize) {
+    // SAFETY: per the contract, sp[0] is argc and the argv array of argc pointers and
+    // its terminating null follow it; envp starts right after that null.
+    let envp = unsafe {
+        let argc = *sp;
+        sp.add(1 + argc + 1)
+    };
+    ENVP.store(envp as *mut *const u8, Ordering::Relaxed);
+}
+
 /// The process's environment entries (`KEY=VALUE`, without the NUL), in order, as the
 /// kernel put them on the initial stack. Single-threaded callers that never change the
 /// environment (warren-init) only: the strings live as long as the process then.
 pub fn environment() -> impl Iterator<Item = &'static [u8]> {
-    // SAFETY: reading the pointer value of `environ`; the caller does not modify the
-    // environment (documented above), so no other write races with this read.
-    let mut p = unsafe { environ };
-    std::iter::from_fn(move || {
+    let mut p = ENVP.load(Ordering::Relaxed) as *const *const u8;
+    if p.is_null() {
+        // SAFETY: reading the pointer value of `environ`; the caller does not modify
+        // the environment (documented above), so no other write races with this read.
+        p = unsafe { environ }.cast();
+    }
+    core::iter::from_fn(move || {
         if p.is_null() {
             return None;
         }
-        // SAFETY: `p` points into the NULL-terminated environ array (checked non-NULL
-        // above, and never advanced past the terminator).
+        // SAFETY: `p` points into the NULL-terminated environment array (checked
+        // non-NULL above, and never advanced past the terminator).
         let entry = unsafe { *p };
         if entry.is_null() {
-            p = std::ptr::null();
+            p = core::ptr::null();
             return None;
         }
+        let mut len = 0;
         // SAFETY: `entry` is a NUL-terminated string of the environment block, which is
-        // never freed or changed in this process (see the function's contract).
-        let s = unsafe { CStr::from_ptr(entry) };
-        // SAFETY: the array has a further element (at least the terminating NULL).
+        // never freed or changed in this process (see the function's contract); the
+        // walk stops at its NUL (no `strlen`: it is an IFUNC of the C library, which
+        // warren-init never initialises).
+        let s = unsafe {
+            while *entry.add(len) != 0 {
+                len += 1;
+            }
+            core::slice::from_raw_parts(entry, len)
+        };
+        // SAFETY: the next slot of the array, at most its terminator (this one was not).
         p = unsafe { p.add(1) };
-        Some(s.to_bytes())
+        Some(s)
     })
 }
 
 /// Write `line` to stderr whole (retrying short writes and EINTR); errors are dropped,
 /// as PID 1 has nowhere else to report them.
 pub fn write_stderr(line: &[u8]) {
-    let mut rest = line;
-    while !rest.is_empty() {
-        // SAFETY: the source range lies inside `rest`; fd 2 may be closed (then EBADF).
-        let n = unsafe { libc::write(2, rest.as_ptr().cast(), rest.len()) };
-        if n < 0 {
-            if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return;
-        }
-        if n == 0 {
-            return;
-        }
-        rest = &rest[n as usize..];
-    }
+    bare::write_all(2, line);
 }
 
-/// Start a service: fork, and in the child (which may allocate: it is a copy that execs
-/// or exits) split `command` at `sep` into argv, find argv[0] in `path` (a PATH value)
-/// unless it holds a '/', pass the entries of [`environment`] that `keep` accepts, put
-/// every signal back to its default and unblocked, stdin on /dev/null, a new session,
-/// cwd "/", and exec. The parent allocates nothing. Returns the child's pid, or the
-/// errno of the exec that failed (ENOENT when argv[0] is in no directory of `path`).
-/// Single-threaded callers only (checked, as [`crate::proc::fork`]).
+/// Room in the child of [`spawn_service`], on its stack (the parent's stack is not
+/// touched): the command with its separators made NULs, argv's and envp's pointers, and
+/// one PATH candidate. A service past them fails with E2BIG (ENAMETOOLONG for a PATH
+/// entry), as an exec past the kernel's own limits would.
+const COMMAND_ROOM: usize = 32 * 1024;
+const ARGS_ROOM: usize = 256;
+const ENV_ROOM: usize = 1024;
+const PATH_ROOM: usize = 4096;
+
+/// Start a service: fork, and in the child split `command` at `sep` into argv, find
+/// argv[0] in `path` (a PATH value) unless it holds a '/', pass the entries of
+/// [`environment`] that `keep` accepts, put every signal back to its default and
+/// unblocked, stdin on /dev/null, a new session, cwd "/", and exec. Nothing allocates,
+/// in the parent or the child. Returns the child's pid, or the errno of the exec that
+/// failed (ENOENT when argv[0] is in no directory of `path`). Single-threaded callers
+/// only.
 pub fn spawn_service(
     command: &[u8],
     sep: u8,
     path: &[u8],
     keep: fn(&[u8]) -> bool,
-) -> io::Result<i32> {
-    let (rd, wr) = crate::spawn::pipe_cloexec()?;
-    let pid = crate::proc::fork()?;
-    if pid == 0 {
-        let errno = service_child(command, sep, path, keep);
-        let bytes = errno.to_ne_bytes();
-        // SAFETY: a 4-byte write from a live buffer to the pipe's write end, then _exit
-        // (no destructors or atexit handlers of the parent's copy run in the child).
-        unsafe {
-            libc::write(wr.as_raw_fd(), bytes.as_ptr().cast(), 4);
-            libc::_exit(127);
+) -> Result<i32, Errno> {
+    let (rd, wr) = bare::pipe_cloexec()?;
+    let pid = match bare::fork() {
+        Ok(p) => p,
+        Err(e) => {
+            bare::close(rd);
+            bare::close(wr);
+            return Err(e);
         }
-    }
-    drop(wr);
-    let mut buf = [0u8; 4];
-    // A successful exec closes the write end (close-on-exec): EOF, no bytes.
-    let n = loop {
-        // SAFETY: the destination is `buf`, 4 bytes long.
-        let n = unsafe { libc::read(rd.as_raw_fd(), buf.as_mut_ptr().cast(), 4) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        break n;
     };
-    if n == 4 {
-        let _ = crate::proc::waitpid_blocking(pid);
-        return Err(io::Error::from_raw_os_error(i32::from_ne_bytes(buf)));
+    if pid == 0 {
+        bare::close(rd);
+        let errno = service_child(command, sep, path, keep);
+        bare::write_all(wr, &errno.0.to_ne_bytes());
+        bare::exit(127);
+    }
+    bare::close(wr);
+    // The child's exec closes the write end (close-on-exec): EOF means it ran; four
+    // bytes are the errno of its failure.
+    let mut buf = [0u8; 4];
+    let n = bare::read(rd, &mut buf);
+    bare::close(rd);
+    if n == Ok(4) {
+        let _ = bare::wait_blocking(pid);
+        return Err(Errno(i32::from_ne_bytes(buf)));
     }
     Ok(pid)
 }
 
 /// The child's side of [`spawn_service`]: returns only on failure, with the errno.
-fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) -> i32 {
-    let Ok(argv) = command
-        .split(|&b| b == sep)
-        .map(CString::new)
-        .collect::<Result<Vec<CString>, _>>()
-    else {
-        return libc::EINVAL;
+/// Never inlined: its frame (the rooms above, ~46 KiB) is then entered, and its stack
+/// pages probed, only in the child, never in PID 1.
+#[inline(never)]
+fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) -> Errno {
+    let mut text = [0u8; COMMAND_ROOM];
+    let mut argv = [core::ptr::null::<u8>(); ARGS_ROOM];
+    let mut envp = [core::ptr::null::<u8>(); ENV_ROOM];
+    let Some(argc) = split_command(command, sep, &mut text, &mut argv) else {
+        return Errno(libc::E2BIG);
     };
-    let Some(prog) = argv.first() else {
-        return libc::EINVAL;
-    };
-    let envp: Vec<CString> = environment()
-        .filter(|e| keep(e))
-        .filter_map(|e| CString::new(e).ok())
-        .collect();
-    let argv_p = crate::spawn::pointer_array(&argv);
-    let envp_p = crate::spawn::pointer_array(&envp);
-    // SAFETY: plain calls on valid arguments in the single-threaded child; the signal
-    // set is initialised by sigemptyset before use, the paths are NUL-terminated.
-    unsafe {
-        let mut empty = std::mem::MaybeUninit::<libc::sigset_t>::uninit();
-        libc::sigemptyset(empty.as_mut_ptr());
-        for sig in 1..libc::SIGRTMIN() {
-            libc::signal(sig, libc::SIG_DFL);
-        }
-        libc::sigprocmask(libc::SIG_SETMASK, empty.as_ptr(), std::ptr::null_mut());
-        libc::setsid();
-        libc::chdir(c"/".as_ptr());
-        let fd = libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY);
-        if fd > 0 {
-            libc::dup2(fd, 0);
-            libc::close(fd);
-        }
+    if argc == 0 {
+        return Errno(libc::EINVAL);
     }
-    let exec = |file: &CStr| -> i32 {
-        // SAFETY: `file`, `argv_p` and `envp_p` are NUL-terminated and alive; execve
-        // returns only on failure.
-        unsafe { libc::execve(file.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr()) };
-        io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO)
-    };
-    if prog.as_bytes().contains(&b'/') {
-        return exec(prog);
+    let mut envc = 0;
+    for e in environment().filter(|e| keep(e)) {
+        // Each entry is NUL-terminated where the kernel put it.
+        if envc + 1 >= ENV_ROOM {
+            return Errno(libc::E2BIG);
+        }
+        envp[envc] = e.as_ptr();
+        envc += 1;
     }
-    // As execvp: the first directory holding it wins; "not there" errors let the search
-    // go on, and EACCES is reported if no later directory had it either.
-    let mut result = libc::ENOENT;
+    bare::reset_for_exec();
+    let prog_len = command
+        .iter()
+        .position(|&b| b == sep)
+        .unwrap_or(command.len());
+    let prog = &text[..=prog_len];
+    let (argv, envp) = (&argv[..=argc], &envp[..=envc]);
+    if prog.contains(&b'/') {
+        return bare::exec(prog, argv, envp);
+    }
+    let mut result = Errno(libc::ENOENT);
+    let mut full = [0u8; PATH_ROOM];
     for dir in path.split(|&b| b == b':') {
-        let mut full = Vec::with_capacity(dir.len() + 1 + prog.as_bytes().len());
-        full.extend_from_slice(if dir.is_empty() { b"." } else { dir });
-        full.push(b'/');
-        full.extend_from_slice(prog.as_bytes());
-        let Ok(full) = CString::new(full) else {
+        let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
+        let len = dir.len() + 1 + prog.len(); // prog ends with its NUL
+        if len > full.len() {
+            result = Errno(libc::ENAMETOOLONG);
             continue;
-        };
-        match exec(&full) {
-            libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT => {}
-            libc::EACCES => result = libc::EACCES,
+        }
+        full[..dir.len()].copy_from_slice(dir);
+        full[dir.len()] = b'/';
+        full[dir.len() + 1..len].copy_from_slice(prog);
+        match bare::exec(&full[..len], argv, envp) {
+            Errno(libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
+            }
+            Errno(libc::EACCES) => result = Errno(libc::EACCES),
             other => return other,
         }
     }
     result
+}
+
+/// Copy `command` into `text` with each `sep` (and the end) a NUL, and point `argv` at
+/// each argument, then a null: the number of arguments, None when `text` or `argv`
+/// has no room, or an argument holds a NUL.
+fn split_command(
+    command: &[u8],
+    sep: u8,
+    text: &mut [u8],
+    argv: &mut [*const u8],
+) -> Option<usize> {
+    if command.len() + 1 > text.len() || command.contains(&0) {
+        return None;
+    }
+    text[..command.len()].copy_from_slice(command);
+    text[command.len()] = 0;
+    let mut argc = 0;
+    let mut start = 0;
+    for i in 0..=command.len() {
+        if i == command.len() || text[i] == sep {
+            text[i] = 0;
+            if argc + 1 >= argv.len() {
+                return None;
+            }
+            argv[argc] = text[start..].as_ptr();
+            argc += 1;
+            start = i + 1;
+        }
+    }
+    argv[argc] = core::ptr::null();
+    Some(argc)
 }
 
 /// Whether the pid namespace whose procfs root `proc_dir` is open on holds a process
@@ -180,25 +224,20 @@ fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) 
 /// Why: PID 1's `kill(-1, sig)` reaches every other process of its namespace, but the
 /// kernel finds them by looking at every process on the *host*; with 10,000 zones each
 /// halt paid that walk even when init was alone.
-pub fn others_in_pid_namespace(proc_dir: BorrowedFd<'_>) -> bool {
-    let fd = proc_dir.as_raw_fd();
-    // SAFETY: lseek on a descriptor the caller keeps open; no memory is passed.
-    if unsafe { libc::lseek(fd, 0, libc::SEEK_SET) } < 0 {
+pub fn others_in_pid_namespace(proc_dir: i32) -> bool {
+    if bare::rewind(proc_dir).is_err() {
         return true;
     }
     let mut buf = [0u8; 4096];
     loop {
-        // SAFETY: getdents64 writes at most `buf.len()` bytes into `buf`, which lives
-        // for the call.
-        let n = unsafe { libc::syscall(libc::SYS_getdents64, fd, buf.as_mut_ptr(), buf.len()) };
-        if n < 0 {
-            return true;
-        }
-        if n == 0 {
-            return false;
-        }
-        if entries_name_another_process(&buf[..n as usize]) {
-            return true;
+        match bare::getdents(proc_dir, &mut buf) {
+            Err(_) => return true,
+            Ok(0) => return false,
+            Ok(n) => {
+                if entries_name_another_process(&buf[..n]) {
+                    return true;
+                }
+            }
         }
     }
 }
@@ -276,10 +315,56 @@ mod tests {
 
     #[test]
     fn the_hosts_proc_has_other_processes() {
-        let d = std::fs::File::open("/proc").unwrap();
-        use std::os::fd::AsFd;
-        assert!(others_in_pid_namespace(d.as_fd()));
+        let d = bare::open_dir(b"/proc\0").unwrap();
+        assert!(others_in_pid_namespace(d));
         // Read twice: the descriptor is rewound.
-        assert!(others_in_pid_namespace(d.as_fd()));
+        assert!(others_in_pid_namespace(d));
+        bare::close(d);
+    }
+
+    #[test]
+    fn a_command_splits_into_argv_in_its_room() {
+        let mut text = [0u8; 32];
+        let mut argv = [std::ptr::null::<u8>(); 4];
+        let n = split_command(b"/bin/sh\x1f-c\x1fecho hi", 0x1f, &mut text, &mut argv).unwrap();
+        assert_eq!(n, 3);
+        assert_eq!(&text[..19], b"/bin/sh\0-c\0echo hi\0");
+        assert_eq!(argv[1], text[8..].as_ptr());
+        assert!(argv[3].is_null());
+        // No room in the text, none in argv; a NUL inside an argument.
+        assert_eq!(split_command(&[b'a'; 32], 0x1f, &mut text, &mut argv), None);
+        assert_eq!(
+            split_command(b"a\x1fb\x1fc\x1fd", 0x1f, &mut text, &mut argv),
+            None
+        );
+        assert_eq!(split_command(b"a\0b", 0x1f, &mut text, &mut argv), None);
+    }
+
+    #[test]
+    fn a_service_starts_or_names_why_not() {
+        fn all(_: &[u8]) -> bool {
+            true
+        }
+        let pid = spawn_service(b"true", 0x1f, b"/nonexistent:/bin:/usr/bin", all).unwrap();
+        assert_eq!(
+            bare::wait_blocking(pid).unwrap(),
+            Some((pid, bare::ExitStatus::Exited(0)))
+        );
+        let pid = spawn_service(b"sh\x1f-c\x1fexit 5", 0x1f, b"/bin", all).unwrap();
+        assert_eq!(
+            bare::wait_blocking(pid).unwrap(),
+            Some((pid, bare::ExitStatus::Exited(5)))
+        );
+        assert_eq!(
+            spawn_service(b"no-such-program-w", 0x1f, b"/bin:/usr/bin", all),
+            Err(Errno(libc::ENOENT))
+        );
+        // Not executable (mode 0644: not even root may exec it).
+        let f = tempfile::NamedTempFile::new().unwrap();
+        let path = f.path().to_str().unwrap().as_bytes();
+        assert_eq!(
+            spawn_service(path, 0x1f, b"", all),
+            Err(Errno(libc::EACCES))
+        );
     }
 }

@@ -9,6 +9,7 @@
 //! which namespaces, which limits) is built by the `warren` crate as plain data and handed
 //! to [`spawn::spawn_zone`] to execute.
 
+pub mod bare;
 pub mod bpf;
 pub mod fds;
 pub mod fs;

@@ -8,14 +8,19 @@
 //! Services arrive in the environment as `WARREN_SERVICE_<n>`, each an argv joined by
 //! the unit separator (0x1f); they are removed before the services start.
 //!
-//! It never allocates: the environment is read where the kernel put it
-//! (`warren_sys::init::environment`), console lines are formatted into a fixed buffer,
-//! the services it follows live in a fixed table, and each service's argv and
-//! environment are built in the forked child. So PID 1's heap holds only what the C
-//! library and Rust's runtime take before `main`, and each zone pays for little more
-//! than init's stack and the data pages those write (docs/scaling.md, "warren-init").
+//! It never allocates and never calls the C library: the environment is read where
+//! the kernel put it (`warren_sys::init::environment`), console lines are formatted
+//! into a fixed buffer, the services it follows live in a fixed table, each service's
+//! argv and environment are built on the forked child's stack, and every system call
+//! is made directly (`warren_sys::bare`). So the `warren-init` binary starts at its own
+//! `_start` ([`run`]): neither glibc's start-up nor Rust's runs, PID 1 has no heap at
+//! all, and each zone pays for little more than init's stack (docs/scaling.md,
+//! "warren-init"). `warren` itself, when started under this name, runs the same loop
+//! after the usual start-up ([`main`]).
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use warren_sys::bare;
 
 use crate::config::Command;
 
@@ -121,6 +126,17 @@ impl Line {
         self.len += n;
     }
 
+    /// Bytes as text, invalid UTF-8 as U+FFFD (as `String::from_utf8_lossy` shows it,
+    /// without its allocation).
+    fn lossy(&mut self, bytes: &[u8]) {
+        for chunk in bytes.utf8_chunks() {
+            self.push(chunk.valid().as_bytes());
+            if !chunk.invalid().is_empty() {
+                self.push("\u{fffd}".as_bytes());
+            }
+        }
+    }
+
     /// A command as the console has always shown it: its argv joined by spaces, quoted
     /// and escaped as Rust's `{:?}` does.
     fn command(&mut self, joined: &[u8]) {
@@ -188,7 +204,7 @@ impl Running {
 /// Reap every ended child; a service's end goes to the console (`warren logs`), the
 /// only record of it: warren-init's own parent is not warren.
 fn reap_all(running: &mut Running) {
-    while let Ok(Some((pid, status))) = warren_sys::proc::waitpid_nohang(-1) {
+    while let Ok(Some((pid, status))) = bare::wait_nohang(-1) {
         let Some(n) = running.take(pid) else {
             continue;
         };
@@ -199,11 +215,11 @@ fn reap_all(running: &mut Running) {
         line.push(b"service ");
         line.command(cmd);
         let _ = match status {
-            warren_sys::proc::ExitStatus::Exited(c) => std::fmt::Write::write_fmt(
+            bare::ExitStatus::Exited(c) => std::fmt::Write::write_fmt(
                 &mut line,
                 format_args!(" (pid {pid}) exited with status {c}"),
             ),
-            warren_sys::proc::ExitStatus::Signaled(s) => std::fmt::Write::write_fmt(
+            bare::ExitStatus::Signaled(s) => std::fmt::Write::write_fmt(
                 &mut line,
                 format_args!(" (pid {pid}) was killed by signal {s}"),
             ),
@@ -212,20 +228,28 @@ fn reap_all(running: &mut Running) {
     }
 }
 
-/// Run as PID 1. Never returns, never allocates (docs/scaling.md, "warren-init").
+/// Run as PID 1 from `warren` (started under the name [`ARGV0`], after the C
+/// library's and Rust's start-up): the same loop as the `warren-init` binary's.
 pub fn main() -> ! {
+    run()
+}
+
+/// Run as PID 1. Never returns, never allocates, calls no C library function (the
+/// `warren-init` binary's `_start` comes here with glibc uninitialised; docs/scaling.md,
+/// "warren-init").
+pub fn run() -> ! {
     use warren_sys::libc;
     // Outside a zone, shutting down would kill(-1) every process of the caller's user.
-    if warren_sys::getpid() != 1 {
+    if bare::getpid() != 1 {
         warren_sys::init::write_stderr(b"warren-init: refusing to run: this is a zone's PID 1 and only runs as PID 1 of a new pid namespace (warren boot starts it)\n");
-        warren_sys::exit_now(2);
+        bare::exit(2);
     }
-    if let Err(e) = warren_sys::signal::block_all() {
+    if let Err(e) = bare::block_all_signals() {
         log!("cannot block signals: {e}");
     }
     let env = warren_sys::init::environment;
     if env_value(env(), MERGE_ENV) == Some(b"1") {
-        if let Err(e) = warren_sys::proc::set_memory_merge() {
+        if let Err(e) = bare::set_memory_merge() {
             log!("memory.merge: PR_SET_MEMORY_MERGE failed ({e}); the zone's memory is not merged");
         }
     }
@@ -241,72 +265,75 @@ pub fn main() -> ! {
     while let Some((n, cmd)) = next_service(env(), after) {
         after = Some(n);
         let prog = cmd.split(|&b| b == SEP as u8).next().unwrap_or_default();
-        let prog = String::from_utf8_lossy(prog);
+        let mut line = Line::new();
         match warren_sys::init::spawn_service(cmd, SEP as u8, path_var, passed_on) {
             Ok(pid) => {
-                log!("started {prog} (pid {pid})");
+                line.push(b"started ");
+                line.lossy(prog);
+                let _ = std::fmt::Write::write_fmt(&mut line, format_args!(" (pid {pid})"));
                 running.add(pid, n);
             }
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !prog.contains('/') => {
-                log!("cannot start {prog}: not found in PATH")
+            Err(e) => {
+                line.push(b"cannot start ");
+                line.lossy(prog);
+                if e.0 == libc::ENOENT && !prog.contains(&b'/') {
+                    line.push(b": not found in PATH");
+                } else {
+                    let _ = std::fmt::Write::write_fmt(&mut line, format_args!(": {e}"));
+                }
             }
-            Err(e) => log!("cannot start {prog}: {e}"),
         }
+        line.send();
     }
     loop {
-        match warren_sys::signal::wait_any(Duration::from_secs(3600)) {
+        match bare::wait_signal(Duration::from_secs(3600)) {
             Ok(Some(libc::SIGCHLD)) | Ok(None) => reap_all(&mut running),
             Ok(Some(libc::SIGTERM | libc::SIGINT | libc::SIGPWR)) => shutdown(grace),
             Ok(Some(_)) => {}
             Err(e) => {
                 log!("waiting for signals failed: {e}");
-                std::thread::sleep(Duration::from_secs(1));
+                bare::sleep(Duration::from_secs(1));
             }
         }
     }
 }
 
 fn shutdown(grace: Duration) -> ! {
-    use std::os::fd::AsFd;
     use warren_sys::libc;
     // The zone's /proc is its pid namespace's procfs, and nothing in the zone can mount
     // over it (its mount namespace belongs to the host's user namespace); opened only
     // now, so that no descriptor but 0-2 is init's while the zone runs. It says whether
     // anyone but init is left (warren_sys::init::others_in_pid_namespace): children,
     // and processes that joined the zone (`warren exec`, `login`), which are not.
-    let proc_dir = std::fs::File::open("/proc").ok();
-    let others = || {
-        proc_dir
-            .as_ref()
-            .is_some_and(|d| warren_sys::init::others_in_pid_namespace(d.as_fd()))
-    };
+    let proc_dir = bare::open_dir(b"/proc\0").ok();
+    let others = || proc_dir.is_some_and(warren_sys::init::others_in_pid_namespace);
     // Alone: nothing to signal or wait for (kill(-1) would look at every process on
     // the host to find none).
     if proc_dir.is_some() && !others() {
-        warren_sys::exit_now(0)
+        bare::exit(0)
     }
     // From PID 1, kill(-1) reaches every other process in the zone's pid namespace.
-    let _ = warren_sys::proc::kill(-1, libc::SIGTERM);
-    let deadline = Instant::now() + grace;
+    let _ = bare::kill(-1, libc::SIGTERM);
+    let deadline = bare::monotonic() + grace;
     loop {
         // Children are reaped (SIGCHLD wakes the wait); once none is left, the grace
         // period goes on while a process that joined the zone still runs (polled: its
         // end sends init no signal).
-        let poll = match warren_sys::proc::waitpid_nohang(-1) {
+        let poll = match bare::wait_nohang(-1) {
             Ok(Some(_)) => continue,
             Ok(None) => Duration::from_millis(100),
             Err(_) if others() => Duration::from_millis(20),
             Err(_) => break, // ECHILD and nobody else: done
         };
-        let now = Instant::now();
+        let now = bare::monotonic();
         if now >= deadline {
-            let _ = warren_sys::proc::kill(-1, libc::SIGKILL);
-            while warren_sys::proc::waitpid_blocking(-1).is_ok() {}
+            let _ = bare::kill(-1, libc::SIGKILL);
+            while bare::wait_blocking(-1).is_ok() {}
             break;
         }
-        let _ = warren_sys::signal::wait_any((deadline - now).min(poll));
+        let _ = bare::wait_signal((deadline - now).min(poll));
     }
-    warren_sys::exit_now(0)
+    bare::exit(0)
 }
 
 #[cfg(test)]
