@@ -3,8 +3,9 @@
 # 10:36 UTC; nothing of warren's ran on this boot before them), so the per-memory-
 # cgroup shrinker state starts at its floor (docs/scaling.md, "The superlinear term"),
 # for issues 20 and 18, in the order that keeps each run's figures clean of the later
-# ones' superblocks: the CRI bench (50 pods), the 100-zone comparison, 100 zones in
-# 10,000 zones in one `warren demo` each. Release builds in $BIN.
+# ones' superblocks: the CRI bench (10 and 50 pods), the 100-zone comparison, 100 zones
+# in `warren demo`, 500 pods through the CRI, then 10,000 zones in `warren demo`.
+# Release builds of 7878c2b in $BIN.
 #   BIN=.../release OUT=dir bash fresh.sh
 set -u
 BIN=${BIN:?the release build directory}
