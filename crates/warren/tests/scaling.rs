@@ -141,11 +141,11 @@ fn the_saved_console_keeps_its_last_mebibyte() {
 /// no heap at all, and only the pages its own code writes are private. Anonymous
 /// memory: 80 KiB (release) before the second pass, 59 after it, with the C library's
 /// and Rust's start-up; without them 24 KiB (debug, as `cargo test` builds) and 17-20
-/// (release; bench/results/2026-12-05-s15-init). The stack's pages vary from one exec to the next by up to
-/// two: the kernel moves the stack pointer down by a random 0-8 KiB below argv and the
-/// environment (arch_align_stack), so both the strings above and the frames below can
-/// each straddle one more page boundary. Each budget is the smallest figure plus those
-/// two pages.
+/// (release; bench/results/2026-12-05-s15-init). The stack's pages vary from one exec
+/// to the next by up to two: the kernel moves the stack pointer down by a random 0-8
+/// KiB below argv and the environment (arch_align_stack), so both the strings above
+/// and the frames below can each straddle one more page boundary. Each budget is the
+/// smallest figure plus those two pages.
 #[test]
 fn warren_init_keeps_its_private_memory_within_budget() {
     const BUDGET_KIB: u64 = if cfg!(debug_assertions) { 32 } else { 28 };
