@@ -5,9 +5,9 @@
 //! other flag. `warren` itself stays a static-pie (its address randomised).
 //!
 //! With a static C runtime on x86_64 or aarch64 Linux, `warren-init` also starts at its
-//! own `_start` (`-nostartfiles`, and `cfg(bare_start)` for its source): no C library
-//! or Rust start-up runs in a zone's PID 1. docs/scaling.md, "warren-init", has the
-//! numbers.
+//! own entry point (`--entry=warren_init_start`, and `cfg(bare_start)` for its source)
+//! instead of the C runtime's `_start`: no C library or Rust start-up runs in a zone's
+//! PID 1. docs/scaling.md, "warren-init", has the numbers.
 
 include!("../../build-support/no_pie.rs");
 
@@ -17,7 +17,7 @@ fn main() {
         let arch = std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default();
         if arch == "x86_64" || arch == "aarch64" {
             println!("cargo:rustc-cfg=bare_start");
-            println!("cargo:rustc-link-arg-bin=warren-init=-nostartfiles");
+            println!("cargo:rustc-link-arg-bin=warren-init=-Wl,--entry=warren_init_start");
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The kernel without the C library: system calls made directly (`syscall` on x86_64,
-//! `svc 0` on aarch64), for `warren-init`, which starts at its own `_start` so that
+//! `svc 0` on aarch64), for `warren-init`, which starts at its own entry point so that
 //! neither glibc's nor Rust's start-up runs in a zone's PID 1 (docs/scaling.md,
 //! "warren-init"): no heap, no TLS block, no relocated data, no `errno`.
 //!
@@ -37,7 +37,14 @@ impl Errno {
             libc::ETXTBSY => "Text file busy",
             libc::ENAMETOOLONG => "File name too long",
             libc::ELOOP => "Too many levels of symbolic links",
-            _ => "error",
+            libc::EBADF => "Bad file descriptor",
+            libc::EFAULT => "Bad address",
+            libc::ENFILE => "Too many open files in system",
+            libc::ENOSPC => "No space left on device",
+            libc::EROFS => "Read-only file system",
+            libc::ENOSYS => "Function not implemented",
+            libc::ELIBBAD => "Accessing a corrupted shared library",
+            _ => "Unknown error",
         }
     }
 }
@@ -123,19 +130,19 @@ pub fn write_all(fd: i32, bytes: &[u8]) {
 }
 
 /// read(2) into `buf`, EINTR retried.
-pub fn read(fd: i32, buf: &mut [u8]) -> Result<usize> {
+pub(crate) fn read(fd: i32, buf: &mut [u8]) -> Result<usize> {
     call_again(
         libc::SYS_read,
         [fd as usize, buf.as_mut_ptr() as usize, buf.len(), 0, 0, 0],
     )
 }
 
-pub fn close(fd: i32) {
+pub(crate) fn close(fd: i32) {
     let _ = call(libc::SYS_close, [fd as usize, 0, 0, 0, 0, 0]);
 }
 
 /// A pipe, both ends close-on-exec: (read, write).
-pub fn pipe_cloexec() -> Result<(i32, i32)> {
+pub(crate) fn pipe_cloexec() -> Result<(i32, i32)> {
     let mut fds = [0i32; 2];
     call(
         libc::SYS_pipe2,
@@ -151,9 +158,13 @@ pub fn pipe_cloexec() -> Result<(i32, i32)> {
     Ok((fds[0], fds[1]))
 }
 
-/// fork(2) as the kernel does it (clone with SIGCHLD): 0 in the child. The caller is
-/// single-threaded, and the child only makes calls of this module, then execs or exits.
-pub fn fork() -> Result<i32> {
+/// fork(2) as the kernel does it (clone with SIGCHLD): 0 in the child.
+///
+/// # Safety
+/// No fork handler of the C library runs: the child must only run code that takes no
+/// lock and touches no state another thread of the parent could have held (the system
+/// calls of this module, work on its own stack), then exec or [`exit`].
+pub(crate) unsafe fn fork() -> Result<i32> {
     call(libc::SYS_clone, [libc::SIGCHLD as usize, 0, 0, 0, 0, 0]).map(|p| p as i32)
 }
 
@@ -168,7 +179,9 @@ pub fn getpid() -> i32 {
     call(libc::SYS_getpid, [0; 6]).unwrap_or(0) as i32
 }
 
-/// The kernel's sigset for rt_sig* calls: 64 bits, not libc's 1024.
+/// The kernel's sigset for rt_sig* calls: 64 bits, not libc's 1024. All of them,
+/// also 32 and 33, which glibc keeps out of `sigfillset` for its threads: warren-init
+/// has none, and takes every signal with [`wait_signal`].
 const ALL_SIGNALS: u64 = !0;
 const SIGSET_SIZE: usize = 8;
 
@@ -347,7 +360,7 @@ pub fn getdents(fd: i32, buf: &mut [u8]) -> Result<usize> {
 /// What a forked child does before it execs a service: default dispositions for
 /// every signal, none blocked, its own session, `/` as its directory, /dev/null as its
 /// stdin (stdout and stderr stay the console).
-pub fn reset_for_exec() {
+pub(crate) fn reset_for_exec() {
     let dfl = [0usize; 4]; // the kernel's sigaction: handler SIG_DFL, flags, restorer, mask
     for sig in 1..65usize {
         if sig != libc::SIGKILL as usize && sig != libc::SIGSTOP as usize {
@@ -401,9 +414,12 @@ fn execve(path: *const u8, argv: *const *const u8, envp: *const *const u8) -> Er
     }
 }
 
-/// Exec `path` (NUL-terminated) with `argv` and `envp` (null-terminated arrays of
-/// pointers to NUL-terminated strings): the error if it fails.
-pub fn exec(path: &[u8], argv: &[*const u8], envp: &[*const u8]) -> Errno {
+/// Exec `path` (NUL-terminated) with `argv` and `envp`: the error if it fails.
+///
+/// # Safety
+/// Every pointer in `argv` and `envp` but their last (null, checked) points to a
+/// NUL-terminated string that lives until the call returns.
+pub(crate) unsafe fn exec(path: &[u8], argv: &[*const u8], envp: &[*const u8]) -> Errno {
     if path.last() != Some(&0)
         || argv.last() != Some(&core::ptr::null())
         || envp.last() != Some(&core::ptr::null())
@@ -450,11 +466,13 @@ mod tests {
         let (rd, wr) = pipe_cloexec().unwrap();
         close(rd);
         close(wr);
-        let pid = fork().unwrap();
+        // SAFETY: the child only makes this module's calls on its own stack, then exits.
+        let pid = unsafe { fork() }.unwrap();
         if pid == 0 {
             let argv = [c"true".as_ptr().cast::<u8>(), core::ptr::null()];
             let envp = [core::ptr::null()];
-            let e = exec(b"/nonexistent/true\0", &argv, &envp);
+            // SAFETY: argv[0] is a static C string; both arrays end with a null.
+            let e = unsafe { exec(b"/nonexistent/true\0", &argv, &envp) };
             exit(if e == Errno(libc::ENOENT) { 3 } else { 4 });
         }
         assert_eq!(

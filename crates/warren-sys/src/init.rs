@@ -1,8 +1,8 @@
 //! What a zone's init (warren-init, PID 1 of every zone) needs from the kernel without
 //! the heap or the C library: its environment as the kernel laid it out, a line to
 //! stderr, a service started by fork + exec, and whether its pid namespace holds anyone
-//! else. All of it through [`crate::bare`]: warren-init starts at its own `_start`
-//! ([`start`]), so neither glibc's start-up nor Rust's runs in a zone's PID 1.
+//! else. All of it through [`crate::bare`]: warren-init starts at its own entry point
+//! ([`start`]), not the C runtime's `_start`, so neither glibc's start-up nor Rust's runs in a zone's PID 1.
 //!
 //! Why: every page PID 1 dirties is paid once per zone (docs/scaling.md,
 //! "warren-init"). Nothing here decides anything: what to start, what to log and when
@@ -17,16 +17,18 @@ extern "C" {
     static environ: *const *const libc::c_char;
 }
 
-/// The environment array warren-init's `_start` found on its initial stack; null
-/// until [`start`] sets it (then [`environment`] reads the C library's `environ`).
+/// The environment array warren-init's entry point found on its initial stack. While it
+/// is null (no [`start`]: `warren` under init's name, tests), [`environment`] reads the
+/// C library's `environ` instead.
 static ENVP: AtomicPtr<*const u8> = AtomicPtr::new(core::ptr::null_mut());
 
-/// The entry of a process started at its own `_start` (warren-init): record the
+/// The entry of a process started at its own entry point (warren-init): record the
 /// environment array from the initial stack the kernel laid out at `sp` (argc, argv's
 /// pointers and a null, then envp's and a null) for [`environment`].
 ///
 /// # Safety
-/// `sp` must be the stack pointer the kernel handed to `_start`, unchanged.
+/// `sp` must be the stack pointer the kernel handed to the entry point, unchanged; called once,
+/// before anything reads [`environment`].
 pub unsafe fn start(sp: *const usize) {
     // SAFETY: per the contract, sp[0] is argc and the argv array of argc pointers and
     // its terminating null follow it; envp starts right after that null.
@@ -61,8 +63,9 @@ pub fn environment() -> impl Iterator<Item = &'static [u8]> {
         let mut len = 0;
         // SAFETY: `entry` is a NUL-terminated string of the environment block, which is
         // never freed or changed in this process (see the function's contract); the
-        // walk stops at its NUL (no `strlen`: it is an IFUNC of the C library, which
-        // warren-init never initialises).
+        // walk stops at its NUL. (The optimiser turns this loop into a call to `strlen`:
+        // warren-init defines its own, the C library's being an IFUNC it never
+        // resolves.)
         let s = unsafe {
             while *entry.add(len) != 0 {
                 len += 1;
@@ -83,8 +86,11 @@ pub fn write_stderr(line: &[u8]) {
 
 /// Room in the child of [`spawn_service`], on its stack (the parent's stack is not
 /// touched): the command with its separators made NULs, argv's and envp's pointers, and
-/// one PATH candidate. A service past them fails with E2BIG (ENAMETOOLONG for a PATH
-/// entry), as an exec past the kernel's own limits would.
+/// one PATH candidate. A service past them fails with E2BIG: a command over 32 KiB,
+/// 255 arguments, or 1,023 environment entries passed on (the kernel itself would take
+/// more); a PATH entry too long for the room is skipped, as execvp skips one. The
+/// child's frame is ~46 KiB: a zone whose `rlimit.stack` is below ~64 KiB has its
+/// services die of SIGSEGV before their exec (the console says so).
 const COMMAND_ROOM: usize = 32 * 1024;
 const ARGS_ROOM: usize = 256;
 const ENV_ROOM: usize = 1024;
@@ -95,8 +101,8 @@ const PATH_ROOM: usize = 4096;
 /// [`environment`] that `keep` accepts, put every signal back to its default and
 /// unblocked, stdin on /dev/null, a new session, cwd "/", and exec. Nothing allocates,
 /// in the parent or the child. Returns the child's pid, or the errno of the exec that
-/// failed (ENOENT when argv[0] is in no directory of `path`). Single-threaded callers
-/// only.
+/// failed (ENOENT when argv[0] is in no directory of `path`). `keep` runs in the child:
+/// a pure filter, which takes no lock.
 pub fn spawn_service(
     command: &[u8],
     sep: u8,
@@ -104,7 +110,9 @@ pub fn spawn_service(
     keep: fn(&[u8]) -> bool,
 ) -> Result<i32, Errno> {
     let (rd, wr) = bare::pipe_cloexec()?;
-    let pid = match bare::fork() {
+    // SAFETY: the child runs only `service_child` (work on its own stack, this crate's
+    // system calls, the caller's `keep`, a pure filter) and then execs or exits.
+    let pid = match unsafe { bare::fork() } {
         Ok(p) => p,
         Err(e) => {
             bare::close(rd);
@@ -162,7 +170,9 @@ fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) 
     let prog = &text[..=prog_len];
     let (argv, envp) = (&argv[..=argc], &envp[..=envc]);
     if prog.contains(&b'/') {
-        return bare::exec(prog, argv, envp);
+        // SAFETY: argv's pointers point into `text`, envp's at environment entries
+        // (NUL-terminated where the kernel put them, never freed); both live here.
+        return unsafe { bare::exec(prog, argv, envp) };
     }
     let mut result = Errno(libc::ENOENT);
     let mut full = [0u8; PATH_ROOM];
@@ -170,13 +180,13 @@ fn service_child(command: &[u8], sep: u8, path: &[u8], keep: fn(&[u8]) -> bool) 
         let dir: &[u8] = if dir.is_empty() { b"." } else { dir };
         let len = dir.len() + 1 + prog.len(); // prog ends with its NUL
         if len > full.len() {
-            result = Errno(libc::ENAMETOOLONG);
             continue;
         }
         full[..dir.len()].copy_from_slice(dir);
         full[dir.len()] = b'/';
         full[dir.len() + 1..len].copy_from_slice(prog);
-        match bare::exec(&full[..len], argv, envp) {
+        // SAFETY: as above.
+        match unsafe { bare::exec(&full[..len], argv, envp) } {
             Errno(libc::ENOENT | libc::ENOTDIR | libc::ESTALE | libc::ENODEV | libc::ETIMEDOUT) => {
             }
             Errno(libc::EACCES) => result = Errno(libc::EACCES),

@@ -137,7 +137,7 @@ fn the_saved_console_keeps_its_last_mebibyte() {
 }
 
 /// warren-init's private memory is paid once per zone (docs/scaling.md, "warren-init"):
-/// it starts at its own `_start`, so neither the C library's start-up nor Rust's runs:
+/// it starts at its own entry point, so neither the C library's start-up nor Rust's runs:
 /// no heap at all, and only the pages its own code writes are private. Anonymous
 /// memory: 80 KiB (release) before the second pass, 59 after it, with the C library's
 /// and Rust's start-up; without them 24 KiB (debug, as `cargo test` builds) and 17-20
@@ -178,7 +178,7 @@ fn warren_init_keeps_its_private_memory_within_budget() {
     eprintln!("warren-init: {anon} KiB anonymous\n{maps}");
     assert!(
         !maps.contains("[heap]"),
-        "warren-init has a heap: the C library's start-up ran (build.rs links it -nostartfiles):\n{maps}"
+        "warren-init has a heap: the C library's start-up ran (build.rs links it with --entry=warren_init_start):\n{maps}"
     );
 }
 

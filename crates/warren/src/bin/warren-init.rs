@@ -2,29 +2,39 @@
 //! dirties) as little as possible. `warren` itself also answers to this name.
 //!
 //! Linked statically with a C runtime (`crt-static`, as .cargo/config.toml sets), it
-//! starts at its own `_start` (build.rs links it `-nostartfiles`): neither glibc's
-//! start-up (TLS block, IRELATIVE relocations, library paths on the heap) nor Rust's
-//! (the main thread's stack guard read from /proc/self/maps, its `Thread`) runs, so a
-//! zone's init holds no heap and writes few data pages. What it runs may not call the C
+//! starts at its own entry point, `warren_init_start` (build.rs links it with
+//! `--entry`), not at the C runtime's `_start`: neither glibc's start-up (TLS block,
+//! IRELATIVE relocations, library paths on the heap) nor Rust's (the main thread's stack
+//! guard read from /proc/self/maps, its `Thread`) runs, and `main` below is never
+//! called, so a zone's init holds no heap and writes few data pages. What it runs may not call the C
 //! library, allocate or panic: `warren::runtime::init::run` makes every system call
 //! through `warren_sys::bare`. The memory functions the compiler's code calls are
 //! defined here, in assembly: the C library's are IFUNCs that its start-up resolves.
 //! docs/scaling.md, "warren-init", has the numbers.
 
-#![cfg_attr(bare_start, no_main)]
-
-#[cfg(not(bare_start))]
 fn main() {
     warren::runtime::init::main();
 }
 
-#[cfg(bare_start)]
+// The unit-test harness cargo builds from this file gets the same `--entry`: there it
+// goes on to the C runtime's `_start`, and the harness starts as usual.
+#[cfg(all(bare_start, test, target_arch = "x86_64"))]
+core::arch::global_asm!(
+    ".globl warren_init_start",
+    "warren_init_start:",
+    "jmp _start"
+);
+
+#[cfg(all(bare_start, test, target_arch = "aarch64"))]
+core::arch::global_asm!(".globl warren_init_start", "warren_init_start:", "b _start");
+
+#[cfg(all(bare_start, not(test)))]
 mod start {
     #[cfg(target_arch = "x86_64")]
     core::arch::global_asm!(
-        ".globl _start",
-        ".type _start,@function",
-        "_start:",
+        ".globl warren_init_start",
+        ".type warren_init_start,@function",
+        "warren_init_start:",
         "xor ebp, ebp",
         "mov rdi, rsp",
         "and rsp, -16",
@@ -35,9 +45,9 @@ mod start {
 
     #[cfg(target_arch = "aarch64")]
     core::arch::global_asm!(
-        ".globl _start",
-        ".type _start,%function",
-        "_start:",
+        ".globl warren_init_start",
+        ".type warren_init_start,%function",
+        "warren_init_start:",
         "mov x29, #0",
         "mov x30, #0",
         "mov x0, sp",
@@ -47,7 +57,8 @@ mod start {
     );
 
     extern "C" fn entry(sp: *const usize) -> ! {
-        // SAFETY: `_start` passes the stack pointer the kernel handed it, unchanged.
+        // SAFETY: the entry point passes the stack pointer the kernel handed it,
+        // unchanged.
         unsafe { warren_sys::init::start(sp) };
         warren::runtime::init::run()
     }

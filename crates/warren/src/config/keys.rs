@@ -183,7 +183,7 @@ pub static KEYS: &[Key] = &[
         name: "rlimit.stack",
         default: "the host's",
         live: false,
-        help: "RLIMIT_STACK for every process of the zone: N, \"soft:hard\" or \"unlimited\"",
+        help: "RLIMIT_STACK for every process of the zone: N, \"soft:hard\" or \"unlimited\" (warren-init starts each service from a ~46 KiB frame: below 64 KiB services die of SIGSEGV before their exec)",
         example: "\"unlimited\"",
         apply: |c, v| set_rlimit(c, "stack", v),
     },

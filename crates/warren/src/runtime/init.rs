@@ -13,7 +13,7 @@
 //! into a fixed buffer, the services it follows live in a fixed table, each service's
 //! argv and environment are built on the forked child's stack, and every system call
 //! is made directly (`warren_sys::bare`). So the `warren-init` binary starts at its own
-//! `_start` ([`run`]): neither glibc's start-up nor Rust's runs, PID 1 has no heap at
+//! entry point ([`run`]), not the C runtime's `_start`: neither glibc's start-up nor Rust's runs, PID 1 has no heap at
 //! all, and each zone pays for little more than init's stack (docs/scaling.md,
 //! "warren-init"). `warren` itself, when started under this name, runs the same loop
 //! after the usual start-up ([`main`]).
@@ -235,7 +235,7 @@ pub fn main() -> ! {
 }
 
 /// Run as PID 1. Never returns, never allocates, calls no C library function (the
-/// `warren-init` binary's `_start` comes here with glibc uninitialised; docs/scaling.md,
+/// `warren-init` binary's entry point comes here with glibc uninitialised; docs/scaling.md,
 /// "warren-init").
 pub fn run() -> ! {
     use warren_sys::libc;
@@ -314,7 +314,10 @@ fn shutdown(grace: Duration) -> ! {
     }
     // From PID 1, kill(-1) reaches every other process in the zone's pid namespace.
     let _ = bare::kill(-1, libc::SIGTERM);
-    let deadline = bare::monotonic() + grace;
+    // A grace from the zone's environment may be any number of seconds: no overflow.
+    let deadline = bare::monotonic()
+        .checked_add(grace)
+        .unwrap_or(Duration::MAX);
     loop {
         // Children are reaped (SIGCHLD wakes the wait); once none is left, the grace
         // period goes on while a process that joined the zone still runs (polled: its
