@@ -185,6 +185,25 @@ if run boot-userns $W boot $uz; then
     fi
 fi
 
+# A state root other than the default starts its id ranges at a slot hashed from its
+# path. Until session 15 those slots ran up to 2^32; this path's (in the VM, where ROOT
+# is /var/lib/warren, on the ext4 disk) was at 2,609,119,232, so the zone's tty group,
+# base + 5, the gid= of its /dev/pts, was past 2^31 - 1, which the devpts of Linux 6.1
+# and 6.12 (Debian 12's kernels) refuses (EINVAL: no zone of that root could boot
+# there; 6.18 takes it). Ranges now end below 2^31 (idmap::ALLOC_END).
+hr=$ROOT/high-ids-1
+hz=${P}hi
+run template-high-root $W --root $hr template create bb --busybox
+run create-high-root $W --root $hr create $hz --template bb
+run install-high-root $W --root $hr install $hz
+if run boot-high-root $W --root $hr boot $hz; then
+    run login-high-root $W --root $hr login $hz -- sh -c 'test -c /dev/ptmx && test -d /dev/pts && id'
+    $W --root $hr halt $hz 2>&1 | log
+fi
+$W --root $hr delete --force $hz 2>&1 | log
+$W --root $hr template delete bb 2>&1 | log
+rm -rf $hr
+
 # Live limits: config set on a running zone booted without a CPU limit changes its
 # files at once (joining the cpu controller: v1 a cpu cgroup, v2 another bucket).
 lv=${P}lv

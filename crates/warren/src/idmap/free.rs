@@ -25,7 +25,7 @@
 //!
 //! What it holds: runs of free aligned slots (slot `s` is host ids `s·RANGE` up to
 //! `s·RANGE + RANGE − 1`) in the order the full search visits them (from the root's
-//! first slot up to the top of the id space, then from [`FIRST_BASE`]), and a
+//! first slot up to the top of the allocated space, then from [`FIRST_BASE`]), and a
 //! *horizon*: every free slot before it in that order is listed, those past it are not
 //! known. An allocation takes the first listed slot: the lowest free one from the
 //! root's first slot, as the full search finds it (first fit, so a deleted zone's range
@@ -40,7 +40,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::{IdRange, FIRST_BASE, RANGE};
+use super::{IdRange, ALLOC_END, FIRST_BASE, RANGE};
 use crate::error::{IoContext, Result};
 use crate::fsutil::{atomic_write, read_text_bounded, MAX_SMALL_FILE};
 use crate::layout::Layout;
@@ -53,9 +53,9 @@ const VERSION: u32 = 1;
 pub const MAX_RUNS: usize = 128;
 /// The first slot of the allocated space ([`FIRST_BASE`]).
 pub const FIRST_SLOT: u32 = FIRST_BASE / RANGE;
-/// One past the last slot: a range must end below `u32::MAX` (the id that means
-/// "none"), as [`super::choose`] has it.
-pub const END_SLOT: u32 = u32::MAX / RANGE;
+/// One past the last slot: a range must end below [`ALLOC_END`] (2^31), as
+/// [`super::choose`] has it.
+pub const END_SLOT: u32 = (ALLOC_END / RANGE as u64) as u32;
 /// Slots in the allocated space.
 const SPAN: u32 = END_SLOT - FIRST_SLOT;
 

@@ -16,7 +16,9 @@
 //! record.
 //!
 //! Allocated ranges start at [`FIRST_BASE`] (2^30), far above the ids of host users
-//! and of the usual `/etc/subuid` ranges (100000+), and are aligned to [`RANGE`]; a zone
+//! and of the usual `/etc/subuid` ranges (100000+), end below [`ALLOC_END`] (2^31: what
+//! Debian 12's kernels' devpts can take as a zone's tty group), and are aligned to
+//! [`RANGE`]; a zone
 //! may pin its own base with `userns-base` (any base from 65536 on, so host system ids
 //! are never mapped), which is refused if it overlaps another zone's range.
 //!
@@ -59,6 +61,13 @@ use crate::lock;
 pub const RANGE: u32 = 65536;
 /// Where allocation starts: 2^30.
 pub const FIRST_BASE: u32 = 1 << 30;
+/// Where allocation ends: every allocated range lies below 2^31 (16,384 ranges from
+/// [`FIRST_BASE`]). A zone's /dev/pts is mounted with `gid=` its tty group, host id
+/// base + 5, and Linux 6.1 and 6.12 (Debian 12's kernel and its backport) parse that
+/// option as a signed int: above 2^31 − 1 the mount fails with EINVAL (6.18 takes any
+/// u32; `tests/cgroup_v2_vm.rs`, `boot-high-root`). A `userns-base` pinned above it
+/// works only on such newer kernels.
+pub const ALLOC_END: u64 = 1 << 31;
 /// The lowest base `userns-base` may pin: host ids below 65536 are never mapped.
 pub const MIN_PINNED_BASE: u32 = 65536;
 
@@ -167,12 +176,13 @@ pub(crate) fn choose_from(
 }
 
 /// Where a state root's allocations start: [`FIRST_BASE`] for the default root, else
-/// one of the aligned slots above it chosen by a hash of the root's path.
+/// one of the aligned slots above it (below [`ALLOC_END`]) chosen by a hash of the
+/// root's path.
 pub fn first_slot(layout: &Layout) -> u32 {
     if layout.root() == Path::new(crate::layout::DEFAULT_ROOT) {
         return FIRST_BASE;
     }
-    let slots = (u64::from(u32::MAX) + 1 - u64::from(FIRST_BASE)) / u64::from(RANGE);
+    let slots = (ALLOC_END - u64::from(FIRST_BASE)) / u64::from(RANGE);
     let h = crate::layout::fnv1a(layout.root().as_os_str().as_encoded_bytes());
     let slot = h % (slots - 1);
     (u64::from(FIRST_BASE) + slot * u64::from(RANGE)) as u32
@@ -193,7 +203,7 @@ fn free_from(others: &[(IdRange, &str)], start: u32) -> Option<u32> {
     let range = u64::from(RANGE);
     let mut base = u64::from(start);
     for o in &sorted {
-        if base + range > u64::from(u32::MAX) {
+        if base + range > ALLOC_END {
             return None;
         }
         if u64::from(o.last()) < base {
@@ -204,7 +214,7 @@ fn free_from(others: &[(IdRange, &str)], start: u32) -> Option<u32> {
         }
         base = (u64::from(o.last()) + 1).div_ceil(range) * range;
     }
-    (base + range <= u64::from(u32::MAX)).then_some(base as u32)
+    (base + range <= ALLOC_END).then_some(base as u32)
 }
 
 fn dir(layout: &Layout) -> PathBuf {

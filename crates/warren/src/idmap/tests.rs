@@ -57,10 +57,32 @@ fn a_root_other_than_the_default_starts_elsewhere_and_wraps() {
         first_slot(&Layout::new(crate::layout::DEFAULT_ROOT)),
         FIRST_BASE
     );
-    let top = (u32::MAX / RANGE - 1) * RANGE;
+    let top = (ALLOC_END as u32 / RANGE - 1) * RANGE;
     assert_eq!(choose_from(&[], "a", None, top, &[]), Ok(top));
     let taken = t(&[(top, "b")]);
     assert_eq!(choose_from(&taken, "a", None, top, &[]), Ok(FIRST_BASE));
+}
+
+/// Every range the allocator hands out keeps the zone's tty group (base + 5, the
+/// `gid=` of its devpts mount) within a signed int, as the devpts of Linux 6.1 and 6.12
+/// parses it:
+/// any state root's first slot, and the last range of the space.
+#[test]
+fn allocated_ranges_keep_the_tty_group_within_what_debian_12_devpts_takes() {
+    let tty = |base: u32| u64::from(base) + 5;
+    for root in ["/tmp/some-root", "/var/tmp/x", "/srv/warren-2", "/a/b/c/d"] {
+        let start = first_slot(&Layout::new(root));
+        assert!(tty(start) <= i32::MAX as u64, "{root}: {start}");
+    }
+    let last = ALLOC_END as u32 - RANGE;
+    assert_eq!(choose_from(&[], "a", None, last, &[]), Ok(last));
+    assert!(tty(last) <= i32::MAX as u64);
+    // The whole space taken: none left, rather than one past it.
+    let all = IdRange {
+        base: FIRST_BASE,
+        count: (ALLOC_END - u64::from(FIRST_BASE)) as u32,
+    };
+    assert!(free_from(&[(all, "z")], FIRST_BASE).is_none());
 }
 
 #[test]
@@ -126,7 +148,7 @@ fn ranges_other_tools_declare_are_skipped_whatever_their_size() {
 fn the_sweep_finds_what_trying_every_candidate_finds() {
     fn reference(others: &[(IdRange, &str)], start: u32) -> Option<u32> {
         let mut base = u64::from(start);
-        while base + u64::from(RANGE) <= u64::from(u32::MAX) {
+        while base + u64::from(RANGE) <= ALLOC_END {
             let r = IdRange::new(base as u32);
             match others.iter().find(|(o, _)| o.overlaps(&r)) {
                 None => return Some(base as u32),
@@ -145,7 +167,7 @@ fn the_sweep_finds_what_trying_every_candidate_finds() {
         x ^= x << 17;
         x % n
     };
-    let top = u32::MAX / RANGE - 1;
+    let top = (ALLOC_END / u64::from(RANGE)) as u32 - 1;
     for case in 0..2000 {
         let mut others = Vec::new();
         for _ in 0..next(40) {

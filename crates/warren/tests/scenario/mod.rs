@@ -55,6 +55,8 @@ pub const REQUIRED: &[&str] = &[
     "login-userns",
     "no-cpu-without-cpu-limit",
     "cpu-with-cpu-max",
+    "boot-high-root",
+    "login-high-root",
     "live-set",
     "live-memory.max",
     "live-cpu.max",
