@@ -341,13 +341,19 @@ pub fn assess(s: &LimitSnapshot, plan: &Plan) -> Vec<Finding> {
             format_size(ZONE_DISK)
         ),
     ));
+    let id_space = crate::idmap::ALLOC_END - u64::from(crate::idmap::FIRST_BASE);
     out.push(finding(
         "subordinate ids",
-        Current::Value(1 << 32),
+        Current::Value(id_space),
         n.saturating_mul(IDS_PER_ZONE),
         Unit::Count,
-        Remedy::Advice("plan fewer zones per host, or fewer ids per zone".into()),
-        format!("user namespaces are a later feature: then each zone gets {IDS_PER_ZONE} ids (/etc/subuid), and all must fit in 2^32"),
+        Remedy::Advice(
+            "plan fewer zones with a user namespace per host (state roots share the space), or set userns = false on some".into(),
+        ),
+        format!(
+            "each zone with a user namespace (the default) takes {IDS_PER_ZONE} host ids from 2^30 to 2^31, {} ranges host-wide (below 2^31: the devpts of Debian 12's kernels takes no tty group above it; idmap::ALLOC_END)",
+            id_space / IDS_PER_ZONE
+        ),
     ));
     out.extend(isolation::findings(
         &s.isolation,

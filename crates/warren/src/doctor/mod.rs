@@ -121,7 +121,7 @@ pub const MAPS_PER_PROCESS: u64 = 1024;
 pub const CONNTRACK_PER_ZONE: u64 = 16;
 /// Neighbour entries per bridged zone and address family (its address on the bridge).
 pub const NEIGH_PER_ZONE: u64 = 1;
-/// Subordinate ids per zone once zones get user namespaces (a later feature).
+/// Host ids per zone with a user namespace (`idmap::RANGE`).
 pub const IDS_PER_ZONE: u64 = 65536;
 /// Descriptors warren itself holds at its peak; it keeps none per zone.
 pub const WARREN_FDS: u64 = 64;
