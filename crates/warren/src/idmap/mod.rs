@@ -18,9 +18,9 @@
 //! Allocated ranges start at [`FIRST_BASE`] (2^30), far above the ids of host users
 //! and of the usual `/etc/subuid` ranges (100000+), end below [`ALLOC_END`] (2^31: what
 //! Debian 12's kernels' devpts can take as a zone's tty group), and are aligned to
-//! [`RANGE`]; a zone
-//! may pin its own base with `userns-base` (any base from 65536 on, so host system ids
-//! are never mapped), which is refused if it overlaps another zone's range.
+//! [`RANGE`]; a zone may pin its own base with `userns-base` (any base from 65536 on,
+//! so host system ids are never mapped), which is refused if it overlaps another
+//! zone's range.
 //!
 //! Ranges are unique per host, not only per state root ([`allocate`]): a new range
 //! also avoids every range a running zone of any state root claims in the host-wide
