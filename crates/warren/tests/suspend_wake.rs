@@ -370,9 +370,9 @@ fn the_agent_holds_a_suspended_zones_listener_and_never_keeps_it_past_a_halt() {
     env.ok(&["boot", "hold"]);
     let port = free_port();
     tcp_server(&env, "hold", port);
-    let server = zone_process(&env, "hold", "tcp_server.py") as u32;
-    // Its listener (the only socket it holds while no client is connected).
-    let listener = sockets_of(server);
+    // Its listener (the only socket it holds while no client is connected: once it has
+    // closed the readiness probe's connection, which it does a moment after the probe).
+    let listener = listener_of(&env, "hold", "tcp_server.py");
     assert_eq!(listener.len(), 1, "{listener:?}");
     env.ok(&["suspend", "hold"]);
     let agent = agent(&env);
