@@ -293,6 +293,27 @@ impl Shared {
         self.exits.notify_waiters();
     }
 
+    /// Ask `look` of the table until it answers, waiting for the next recorded exit
+    /// between two looks, or until `deadline` (then None). The wait is registered
+    /// before each look, so an exit recorded after the look still wakes it.
+    pub(crate) async fn until_exit<T>(
+        &self,
+        deadline: Option<tokio::time::Instant>,
+        mut look: impl FnMut(&mut Table) -> Option<T>,
+    ) -> Option<T> {
+        loop {
+            let mut exited = std::pin::pin!(self.exits.notified());
+            exited.as_mut().enable();
+            if let Some(answer) = look(&mut self.lock()) {
+                return Some(answer);
+            }
+            match deadline {
+                None => exited.await,
+                Some(d) => tokio::time::timeout_at(d, exited).await.ok()?,
+            }
+        }
+    }
+
     /// Record the exit of `pid` (from the reaper) and wake every waiter.
     pub(crate) fn exited(&self, pid: i32, code: i32) {
         let mut t = self.lock();
@@ -395,15 +416,8 @@ impl Shared {
             .map_err(|e| format!("starting {}: {e}", exe.display()))?;
         let pid = child.id() as i32;
         drop(child);
-        let code = loop {
-            // Registered before the look: an exit recorded after it still wakes us.
-            let mut exited = std::pin::pin!(self.exits.notified());
-            exited.as_mut().enable();
-            let code = self.lock().claim(pid, since);
-            if let Some(code) = code {
-                break code;
-            }
-            exited.await;
+        let Some(code) = self.until_exit(None, |t| t.claim(pid, since)).await else {
+            unreachable!("until_exit answers None only at a deadline");
         };
         if code == 0 {
             return Ok(());

@@ -344,19 +344,14 @@ impl Service {
         // out before TaskDelete, as containerd expects, and the exit is its own, not
         // an unclaimed one.
         let deadline = tokio::time::Instant::now() + EXIT_AFTER_DELETE;
-        loop {
-            let mut exited = std::pin::pin!(self.shared.exits.notified());
-            exited.as_mut().enable();
-            let recorded = self
-                .shared
-                .lock()
-                .containers
-                .get(id)
-                .is_none_or(|c| c.init.pid == 0 || c.init.exit.is_some());
-            if recorded || tokio::time::timeout_at(deadline, exited).await.is_err() {
-                break;
-            }
-        }
+        self.shared
+            .until_exit(Some(deadline), |t| {
+                t.containers
+                    .get(id)
+                    .is_none_or(|c| c.init.pid == 0 || c.init.exit.is_some())
+                    .then_some(())
+            })
+            .await;
         // Gone meanwhile: another Delete of it got there first.
         let c = self
             .shared
@@ -645,24 +640,25 @@ impl Task for Service {
         _ctx: &TtrpcContext,
         req: api::WaitRequest,
     ) -> TtrpcResult<api::WaitResponse> {
-        loop {
-            // Registered before the look: an exit recorded after it still wakes us.
-            let mut exited = std::pin::pin!(self.shared.exits.notified());
-            exited.as_mut().enable();
-            {
-                let t = self.shared.lock();
-                let p = proc_of(&t, &req.id, &req.exec_id)?;
-                if p.exit.is_some() {
+        let answer = self
+            .shared
+            .until_exit(None, |t| match proc_of(t, &req.id, &req.exec_id) {
+                Err(e) => Some(Err(e)),
+                Ok(p) if p.exit.is_some() => {
                     let (exit_status, exited_at) = Self::exit_of(p);
-                    return Ok(api::WaitResponse {
+                    Some(Ok(api::WaitResponse {
                         exit_status,
                         exited_at,
                         ..Default::default()
-                    });
+                    }))
                 }
-            }
-            exited.await;
-        }
+                Ok(_) => None,
+            })
+            .await;
+        let Some(answer) = answer else {
+            unreachable!("until_exit answers None only at a deadline");
+        };
+        answer
     }
 
     async fn resize_pty(

@@ -20,11 +20,7 @@ pub fn replace(from: std::os::fd::BorrowedFd<'_>, to: RawFd) -> io::Result<()> {
     use std::os::fd::AsRawFd;
     // SAFETY: dup3 takes plain descriptor numbers and fails cleanly on bad ones; `to`
     // is the caller's to replace.
-    let rc = unsafe { libc::dup3(from.as_raw_fd(), to, libc::O_CLOEXEC) };
-    if rc < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
+    crate::cvt(unsafe { libc::dup3(from.as_raw_fd(), to, libc::O_CLOEXEC) }).map(drop)
 }
 
 /// Mark every descriptor numbered `first` or higher close-on-exec.
