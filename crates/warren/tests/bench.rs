@@ -439,20 +439,34 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
         "--template",
         "busybox",
         "--compare",
-        "crun,lxc,podman",
+        "crun,crun-nocgroups,lxc,podman",
         "--out",
         out.to_str().unwrap(),
     ]);
     let r: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).unwrap()).unwrap();
-    let crun = &r["systems"][1];
-    assert_eq!(crun["name"], "crun");
     let installed = std::process::Command::new("crun")
         .arg("--version")
         .output()
         .is_ok();
-    if installed {
+    for (i, name, manager) in [
+        (1, "crun", "--cgroup-manager=cgroupfs"),
+        (2, "crun-nocgroups", "--cgroup-manager=disabled"),
+    ] {
+        let crun = &r["systems"][i];
+        assert_eq!(crun["name"], name);
+        if !installed {
+            assert_eq!(crun["status"], "not installed");
+            assert!(crun["note"]
+                .as_str()
+                .unwrap()
+                .contains("apt-get install crun"));
+            continue;
+        }
+        // "ok" also says every container's /proc/<pid>/cgroup was checked: beneath
+        // this run's wbench-crun-<pid> in every hierarchy for "crun".
         assert_eq!(crun["status"], "ok", "{crun}");
+        assert!(crun["note"].as_str().unwrap().contains(manager), "{crun}");
         check_plausible(step(crun, 1));
         check_plausible(step(crun, 3));
         check_memory(crun);
@@ -466,14 +480,12 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
         // Neither a container's /bin/sleep nor the mount-namespace helper is left.
         let left = own_sleepers();
         assert!(left.is_empty(), "left running: {left:?}");
-    } else {
-        assert_eq!(crun["status"], "not installed");
-        assert!(crun["note"]
-            .as_str()
-            .unwrap()
-            .contains("apt-get install crun"));
     }
-    let lxc = &r["systems"][2];
+    // Nor a cgroup directory of crun's (the run's wbench-crun-<pid> and the
+    // containers' beneath it).
+    let left = own_cgroups_named("wbench-crun-");
+    assert!(left.is_empty(), "cgroups left: {left:?}");
+    let lxc = &r["systems"][3];
     assert_eq!(lxc["name"], "lxc");
     let lxc_installed = std::process::Command::new("lxc-start")
         .arg("--version")
@@ -497,20 +509,8 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
             .map(|(pid, cmd)| format!("{pid} {cmd}"))
             .collect();
         assert!(monitors.is_empty(), "left running: {monitors:?}");
-        let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-        let mut left = Vec::new();
-        for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-            for l in own.lines() {
-                let path = l.splitn(3, ':').nth(2).unwrap_or("/");
-                let dir = m.path().join(path.trim_start_matches('/'));
-                for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                    let n = e.file_name().to_string_lossy().into_owned();
-                    if n.starts_with("wbench-") || n.starts_with("lxc.") {
-                        left.push(e.path());
-                    }
-                }
-            }
-        }
+        let mut left = own_cgroups_named("wbench-");
+        left.extend(own_cgroups_named("lxc."));
         // Other bench tests run one at a time (SERIAL), so any wbench- dir is ours.
         assert!(left.is_empty(), "cgroups left: {left:?}");
         let lock =
@@ -523,7 +523,7 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
             .unwrap()
             .contains("apt-get install lxc"));
     }
-    let podman = &r["systems"][3];
+    let podman = &r["systems"][4];
     assert_eq!(podman["name"], "podman");
     let podman_installed = std::process::Command::new("podman")
         .arg("--version")
@@ -579,10 +579,33 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
     }
     let md = std::fs::read_to_string(out.join("report.md")).unwrap();
     assert!(
-        md.contains("| crun |") && md.contains("| lxc |") && md.contains("| podman |"),
+        md.contains("| crun |")
+            && md.contains("| crun-nocgroups |")
+            && md.contains("| lxc |")
+            && md.contains("| podman |"),
         "{md}"
     );
     check_svg(&out.join("latency.svg"));
+}
+
+/// Directories named `prefix…` in this process's own cgroup of any hierarchy.
+fn own_cgroups_named(prefix: &str) -> Vec<std::path::PathBuf> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
+    let mut left = Vec::new();
+    for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
+        for l in own.lines() {
+            let path = l.splitn(3, ':').nth(2).unwrap_or("/");
+            let dir = m.path().join(path.trim_start_matches('/'));
+            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                if e.file_name().to_string_lossy().starts_with(prefix) {
+                    left.push(e.path());
+                }
+            }
+        }
+    }
+    left.sort();
+    left.dedup();
+    left
 }
 
 fn results(out: &std::path::Path) -> serde_json::Value {

@@ -71,7 +71,7 @@ pub struct Options {
     pub template: TemplateKind,
     pub bridge: bool,
     pub idle: Duration,
-    /// Other systems to run the same steps with ("crun", "lxc", "podman").
+    /// Other systems to run the same steps with ("crun", "crun-nocgroups", "lxc", "podman").
     pub compare: Vec<String>,
     /// `--via oci`: warren's steps go through `warren oci create/start` on bundles
     /// ([`oci`]) instead of zones.
@@ -336,9 +336,10 @@ pub fn run(ctx: &Context, opts: &Options, progress: &mut dyn Progress) -> Result
     for other in &opts.compare {
         let (needs, open): (_, Opener) = match other.as_str() {
             "crun" => (crun::NEEDS, crun::open),
+            "crun-nocgroups" => (crun::NEEDS, crun::open_nocgroups),
             "lxc" => (lxc::NEEDS, lxc::open),
             "podman" => (podman::NEEDS, podman::open),
-            _ => unreachable!("clap limits --compare to crun, lxc and podman"),
+            _ => unreachable!("clap limits --compare to crun, crun-nocgroups, lxc and podman"),
         };
         let bb = format!("{PREFIX}busybox");
         if ensure_template(ctx, &bb, &Source::Busybox)? {

@@ -15,16 +15,47 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
+use super::cgroups::{beneath, check_pids, collect_dirs, remove_dirs, Hier};
 use super::command;
 use super::system::{Cpu, Failure, System, Verb, Verbs};
 use crate::fsutil::disk_usage;
 
 /// How a runtime's commands are started: directly, or inside the mount namespace a
-/// helper process holds (crun on a hybrid cgroup host, see [`super::crun`]).
+/// helper process holds (crun, see [`super::crun`]).
 pub struct Launcher {
     pub(super) helper: Option<Child>,
     /// Median cost of the launcher itself (nsenter), subtracted from every timed command.
     pub(super) overhead_ms: f64,
+    /// The run's cgroup directories the helper's namespace shows as the hierarchies.
+    pub(super) cgroups: Option<CgroupJail>,
+}
+
+/// This run's directory `dir` beneath the bench's own cgroup in each of `hiers`: every
+/// container must be beneath it ([`CgroupJail::check`]); it is removed, with what a
+/// runtime left in it, when the launcher goes.
+pub struct CgroupJail {
+    pub(super) hiers: Vec<Hier>,
+    pub(super) dir: String,
+    pub(super) proc_root: PathBuf,
+}
+
+impl CgroupJail {
+    /// Err ([`Failure::Rule`]) if container `id`'s process `pid` is not beneath it.
+    fn check(&self, name: &str, id: &str, pid: i32) -> Result<(), Failure> {
+        check_pids(&self.proc_root, name, &[(id, pid)], &|cg| {
+            beneath(cg, &self.hiers, &self.dir)
+        })
+    }
+}
+
+impl Drop for CgroupJail {
+    fn drop(&mut self) {
+        let mut dirs = Vec::new();
+        for h in &self.hiers {
+            collect_dirs(&h.own.join(&self.dir), &mut dirs);
+        }
+        remove_dirs(dirs, std::time::Duration::from_millis(500));
+    }
 }
 
 impl Launcher {
@@ -33,6 +64,7 @@ impl Launcher {
         Launcher {
             helper: None,
             overhead_ms: 0.0,
+            cgroups: None,
         }
     }
 
@@ -57,6 +89,8 @@ impl Drop for Launcher {
             let _ = c.kill();
             let _ = c.wait();
         }
+        // The jail's directories go after the helper whose binds showed them.
+        drop(self.cgroups.take());
     }
 }
 
@@ -206,6 +240,9 @@ impl System for RuncCli {
                 )
             })?;
         self.pids.push(pid);
+        if let Some(j) = &self.rt.launcher.cgroups {
+            j.check(self.rt.name, &self.ids[i], pid)?;
+        }
         Ok(())
     }
 

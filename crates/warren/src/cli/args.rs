@@ -647,8 +647,9 @@ cgroup, checked the same way.")]
         /// Seconds the booted zones sit idle before CPU and memory are read.
         #[arg(long, default_value_t = 10.0)]
         idle: f64,
-        /// Run the same steps with other systems too (comma-separated: crun, lxc, podman).
-        #[arg(long, value_delimiter = ',', value_parser = ["crun", "lxc", "podman"])]
+        /// Run the same steps with other systems too (comma-separated: crun, lxc, podman;
+        /// crun-nocgroups: crun with --cgroup-manager=disabled, no cgroup at all).
+        #[arg(long, value_delimiter = ',', value_parser = ["crun", "crun-nocgroups", "lxc", "podman"])]
         compare: Vec<String>,
         /// How warren's own steps start zones: native (clone + boot) or oci (`warren
         /// oci create` + `start` on a bundle of the busybox template, as containerd
