@@ -100,21 +100,38 @@ fn many_zones_clone_boot_and_halt_in_order_with_a_bad_one_among_them() {
     assert!(v.as_array().unwrap().iter().all(|r| r["changed"] == false));
 
     // Halt of all, pipelined: every running zone stops, each reported once, and every
-    // zone's cgroups are removed (after all of them stopped: halt_keeping_cgroups).
+    // zone's cgroups are removed and its claim in the host's id-range registry
+    // released (after all of them stopped: halt_keeping_cgroups).
     let dirs: Vec<std::path::PathBuf> = zones
         .iter()
         .flat_map(|z| env.cgroup_dirs(z).into_iter().map(|(_, d)| d))
         .collect();
     assert!(dirs.iter().all(|d| d.is_dir()), "{dirs:?}");
+    let claims = || -> Vec<String> {
+        std::fs::read_dir(env.root().join("run/userns"))
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.parse::<u32>().is_ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    assert_eq!(claims().len(), zones.len(), "{:?}", claims());
     let v = json(&env.ok(&["--json", "halt", "--all", "--jobs", "4"]).stdout);
     let left: Vec<_> = dirs.iter().filter(|d| d.exists()).collect();
     assert!(left.is_empty(), "halt --all left cgroups: {left:?}");
     assert!(
+        claims().is_empty(),
+        "halt --all left claims: {:?}",
+        claims()
+    );
+    assert!(
         v.as_array()
             .unwrap()
             .iter()
-            .all(|r| r.get("cgroups").is_none()),
-        "the kept cgroups leaked into the output: {v}"
+            .all(|r| r.get("kept").is_none() && r.get("cgroups").is_none()),
+        "what the halts kept leaked into the output: {v}"
     );
     let mut halted = zones_of(&v);
     halted.sort();

@@ -849,8 +849,9 @@ pub struct Targets {
 /// How many zones `boot`, `clone` and `halt` work on at once (zone::pipeline).
 #[derive(Args, Debug)]
 pub struct Pipeline {
-    /// Zones in flight at once, each in its own worker process, results printed in
-    /// the zones' order [default: 8 per CPU, at most 32; 1: one after another].
+    /// Zones in flight at once, in forked worker processes that each take one zone
+    /// after another, results printed in the zones' order [default: 8 per CPU, at
+    /// most 32; 1: one after another, in this process].
     #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
     pub jobs: Option<u16>,
 }

@@ -69,10 +69,10 @@ pub struct Done {
     /// What the verb says beside its result (it is done all the same).
     #[serde(default)]
     pub warnings: Vec<String>,
-    /// halt: the zone's emptied cgroups, which [`halt_many`] removes once every zone
-    /// is stopped (never handed to its caller).
+    /// halt: the zone's emptied cgroups and its id-range claim, which [`halt_many`]
+    /// removes and releases once every zone is stopped (never handed to its caller).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cgroups: Option<crate::cgroups::CgroupSet>,
+    pub kept: Option<super::lifecycle::Kept>,
 }
 
 impl Done {
@@ -140,8 +140,9 @@ pub fn clone_many(
 }
 
 /// Halt `zones` (see [`super::halt`]), up to `jobs` at once. The zones' cgroups are
-/// removed after all of them are stopped ([`super::halt_keeping_cgroups`] says why);
-/// a zone whose cgroups could not be removed then gets a warning of its own on stderr.
+/// removed, and their id-range claims released, after all of them are stopped
+/// ([`super::halt_keeping_cgroups`] says why); a zone whose cgroups could not be
+/// removed then gets a warning of its own on stderr.
 pub fn halt_many(
     ctx: &Context,
     zones: &[String],
@@ -161,13 +162,13 @@ pub fn halt_many(
             let mut d = Done::of(o, ms(t.elapsed()));
             d.graceful = halted.then_some(h.graceful);
             d.warnings = h.warnings;
-            d.cgroups = h.kept;
+            d.kept = h.kept;
             Ok(d)
         },
         |z, mut r| {
             if let Ok(d) = &mut r {
-                if let Some(set) = d.cgroups.take() {
-                    kept.push((z.to_string(), set));
+                if let Some(k) = d.kept.take() {
+                    kept.push((z.to_string(), k));
                 }
             }
             done(z, r)
@@ -204,22 +205,45 @@ pub fn run<T: Serialize + DeserializeOwned>(
     let _ = ctx.cgroups();
     let _ = ctx.boot_id();
     let mut finished: BTreeMap<usize, Result<T>> = BTreeMap::new();
-    let mut running: HashMap<i32, Worker> = HashMap::new();
+    let mut pool: HashMap<i32, Worker> = HashMap::new();
+    let cap = (jobs * MAX_WATCHED_PER_SLOT).min(MAX_WORKERS);
     let (mut next, mut emitted) = (0, 0);
     while emitted < zones.len() {
         // A worker that released its slot (boot's watch of a started init) still
-        // runs, but no longer counts against `jobs`.
-        while running.values().filter(|w| !w.released).count() < jobs
-            && running.len() < (jobs * MAX_WATCHED_PER_SLOT).min(MAX_WORKERS)
+        // works on its zone, but no longer counts against `jobs`.
+        while pool
+            .values()
+            .filter(|w| w.index.is_some() && !w.released)
+            .count()
+            < jobs
             && next < zones.len()
         {
-            match fork_worker(&zones[next], &op) {
-                Ok((pid, rd)) => {
-                    running.insert(pid, Worker::new(next, rd));
-                }
-                Err(e) => {
-                    finished.insert(next, Err(e));
-                }
+            let idle = pool
+                .iter()
+                .find(|(_, w)| w.index.is_none() && !w.broken)
+                .map(|(pid, _)| *pid);
+            let pid = match idle {
+                Some(pid) => pid,
+                None if pool.len() < cap => match fork_worker(zones, &op, &mut pool) {
+                    Ok(w) => {
+                        let pid = w.pid;
+                        pool.insert(pid, w);
+                        pid
+                    }
+                    Err(e) => {
+                        let e = Error::Relayed {
+                            message: format!("zone '{}': {}", zones[next], chain(&e)),
+                            exit: e.exit_code(),
+                        };
+                        finished.insert(next, Err(e));
+                        next += 1;
+                        continue;
+                    }
+                },
+                None => break,
+            };
+            if let Some(w) = pool.get_mut(&pid) {
+                w.assign(next);
             }
             next += 1;
         }
@@ -227,84 +251,123 @@ pub fn run<T: Serialize + DeserializeOwned>(
             report(&zones[emitted], r);
             emitted += 1;
         }
-        if running.is_empty() {
+        if !pool.values().any(|w| w.index.is_some()) {
             continue;
         }
-        // Wait for a worker to say something (a release, its result) or to end.
-        let fds: Vec<RawFd> = running.values().map(|w| w.rd.as_raw_fd()).collect();
-        if warren_sys::pty::poll_in(&fds, TICK_MS).is_ok() {
-            for w in running.values_mut() {
-                w.take_release();
-            }
-        }
-        loop {
-            match warren_sys::proc::waitpid_nohang(-1) {
-                Ok(Some((pid, status))) => {
-                    if let Some(w) = running.remove(&pid) {
-                        let i = w.index;
-                        finished.insert(i, collect(&zones[i], w, status));
-                    }
-                }
-                Ok(None) => break,
-                // No child left to wait for (someone else reaped ours): what is still
-                // running is reported as lost, never waited for forever.
-                Err(e) => {
-                    for (_, w) in running.drain() {
-                        let lost = Err(Error::Relayed {
-                            message: format!(
-                                "zone '{}': lost its worker process ({e}); see 'warren list' for the zone's state",
-                                zones[w.index]
-                            ),
-                            exit: ExitCode::Failure,
-                        });
-                        finished.insert(w.index, lost);
-                    }
-                    break;
+        // Wait for a worker to say something (a release, a result) or to end. Every
+        // worker's pipe is watched, idle ones too: a worker's end closes its pipe
+        // (hung up), and only then is it reaped, by pid: a pipeline never waits for
+        // a child that is not its own worker (its caller may have others).
+        let ids: Vec<(i32, RawFd)> = pool.iter().map(|(p, w)| (*p, w.rd.as_raw_fd())).collect();
+        let fds: Vec<RawFd> = ids.iter().map(|(_, fd)| *fd).collect();
+        let Ok(events) = warren_sys::pty::poll_in(&fds, TICK_MS) else {
+            continue;
+        };
+        for ((pid, _), ev) in ids.into_iter().zip(events) {
+            let Some(w) = pool.get_mut(&pid) else {
+                continue;
+            };
+            if ev != 0 && w.index.is_some() {
+                w.read_available();
+                if let Some((i, line)) = w.take_reply() {
+                    finished.insert(i, parse_reply(&zones[i], &line));
                 }
             }
+            if ev
+                & (warren_sys::libc::POLLHUP
+                    | warren_sys::libc::POLLERR
+                    | warren_sys::libc::POLLNVAL)
+                == 0
+            {
+                continue;
+            }
+            let Some(w) = pool.remove(&pid) else { continue };
+            let status = warren_sys::proc::waitpid_blocking(pid);
+            let Some(i) = w.index else { continue };
+            let r = match status {
+                Ok(status) => collect(&zones[i], w, status),
+                Err(e) => Err(Error::Relayed {
+                    message: format!(
+                        "zone '{}': lost its worker process ({e}); see 'warren list' for the zone's state",
+                        zones[i]
+                    ),
+                    exit: ExitCode::Failure,
+                }),
+            };
+            finished.insert(i, r);
         }
+    }
+    // Every zone is done: closing a worker's command pipe is its end.
+    let pids: Vec<i32> = pool.keys().copied().collect();
+    drop(pool);
+    for pid in pids {
+        let _ = warren_sys::proc::waitpid_blocking(pid);
     }
     failed
 }
 
-/// Workers alive at once, watching or not, per slot: each holds a process and a pipe
-/// in the parent, so released ones are bounded too (a boot is ~15–35 ms of a 150 ms
-/// watch, so about 4–10 watch per slot in a steady stream).
+/// Workers alive at once, watching or not, per slot: each holds a process and two
+/// pipes in the parent, so released ones are bounded too (a boot is ~15–35 ms of a
+/// 150 ms watch, so about 4–10 watch per slot in a steady stream).
 const MAX_WATCHED_PER_SLOT: usize = 8;
 
 /// And in all, so that a large `--jobs` stays well inside the usual 1024 descriptors.
 const MAX_WORKERS: usize = 512;
 
-/// How long the parent waits for its workers' pipes before it reaps whoever ended
-/// (a worker's exit is seen at the latest this much after it).
+/// How long the parent waits for its workers' pipes at a time (a worker's reply or
+/// end wakes it at once).
 const TICK_MS: i32 = 20;
 
 /// The line a worker writes when it no longer needs its slot (see [`release_slot`]).
 const RELEASED: &[u8] = b"released\n";
 
-/// A worker as the parent sees it: its zone's index, the read end of its pipe, what
-/// it has sent so far, and whether it released its slot.
+/// A worker as the parent sees it: its pid, the read end of its reply pipe, the write
+/// end of its command pipe, the zone it works on (by index) and what it has sent of
+/// it so far, and whether it released its slot.
 struct Worker {
-    index: usize,
+    pid: i32,
     rd: OwnedFd,
+    cmd: Option<OwnedFd>,
+    index: Option<usize>,
     got: Vec<u8>,
     released: bool,
+    /// Its command pipe would not take a zone (it ended): never given another.
+    broken: bool,
 }
 
 impl Worker {
-    fn new(index: usize, rd: OwnedFd) -> Worker {
+    fn new(pid: i32, rd: OwnedFd, cmd: Option<OwnedFd>) -> Worker {
         // Read without blocking: the parent polls every worker's pipe at once.
         let _ = warren_sys::pty::set_nonblocking(rd.as_raw_fd(), true);
         Worker {
-            index,
+            pid,
             rd,
+            cmd,
+            index: None,
             got: Vec::new(),
             released: false,
+            broken: false,
+        }
+    }
+
+    /// Give it zone `index`: one line on its command pipe. If the worker ended, the
+    /// zone stays assigned and is reported with the worker's end when it is reaped.
+    fn assign(&mut self, index: usize) {
+        self.index = Some(index);
+        self.released = false;
+        self.got.clear();
+        let line = format!("{index}\n");
+        let sent = self
+            .cmd
+            .as_ref()
+            .is_some_and(|fd| warren_sys::pty::write_fd(fd.as_raw_fd(), line.as_bytes()).is_ok());
+        if !sent {
+            self.broken = true;
         }
     }
 
     /// Read what the pipe holds now and note a release at its start.
-    fn take_release(&mut self) {
+    fn read_available(&mut self) {
         let mut buf = [0u8; 4096];
         while let Ok(n) = warren_sys::pty::read_fd(self.rd.as_raw_fd(), &mut buf) {
             if n == 0 {
@@ -317,16 +380,28 @@ impl Worker {
             self.released = true;
         }
     }
+
+    /// Its zone's index and reply line once the whole line is in, leaving the worker
+    /// idle (free for the next zone).
+    fn take_reply(&mut self) -> Option<(usize, Vec<u8>)> {
+        let end = self.got.iter().position(|b| *b == b'\n')?;
+        let i = self.index.take()?;
+        let line = self.got.drain(..=end).take(end).collect();
+        self.released = false;
+        Some((i, line))
+    }
 }
 
 /// Set in a worker: the write end of its pipe to the parent.
 static SLOT: std::sync::OnceLock<RawFd> = std::sync::OnceLock::new();
 
+/// Set in a worker once its zone's release was sent (cleared for each zone).
+static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// In a pipeline's worker: tell the parent that this zone no longer needs its slot
 /// (the boot is done; what remains is the watch of its init, which waits without
 /// computing), so the next zone starts while this one is watched. Elsewhere a no-op.
 pub fn release_slot() {
-    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if let Some(fd) = SLOT.get().filter(|_| !SAID.swap(true, Ordering::Relaxed)) {
         let _ = warren_sys::pty::write_fd(*fd, RELEASED);
     }
@@ -346,47 +421,76 @@ enum Reply<T> {
     NoSuchTemplate(String),
 }
 
-/// Fork the worker for `zone`: it runs `op`, writes one [`Reply`] line on the pipe
-/// and exits. Returns its pid and the pipe's read end.
+/// Fork a worker. **A worker serves many zones, one after another**: it reads a zone's
+/// index from its command pipe, runs `op` on it, writes one [`Reply`] line (after a
+/// release, if `op` made one) on its reply pipe, and reads the next, until the parent
+/// closes the command pipe. One fork per slot rather than per zone: at 10,000 zones
+/// the workers' forks and exits (page tables copied, the binary's pages faulted in and
+/// unmapped again) were ~15 % of all CPU of `halt --all` (docs/scaling.md). Each zone
+/// is still what `warren <verb> Z` would do: the worker takes the zone's lock, and a
+/// zone's init it spawns is its child until the pipeline ends (a boot's watch reaps
+/// one that dies; the rest are reparented when the worker exits, as after `warren
+/// boot Z`). A worker whose `op` panicked replies and exits.
 fn fork_worker<T: Serialize>(
-    zone: &str,
+    zones: &[String],
     op: &impl Fn(&str) -> Result<T>,
-) -> Result<(i32, OwnedFd)> {
-    let what = || format!("zone '{zone}': starting its worker process");
+    pool: &mut HashMap<i32, Worker>,
+) -> Result<Worker> {
+    let what = || "starting a worker process".to_string();
     // Nothing buffered may be printed twice (by the parent and by the copy).
     let _ = std::io::stdout().flush();
     let (rd, wr) = warren_sys::spawn::pipe_cloexec().ctx(what)?;
+    let (cmd_rd, cmd_wr) = warren_sys::spawn::pipe_cloexec().ctx(what)?;
     let pid = warren_sys::proc::fork().ctx(what)?;
     if pid != 0 {
-        return Ok((pid, rd));
+        return Ok(Worker::new(pid, rd, Some(cmd_wr)));
     }
-    drop(rd);
+    // The worker: none of the other workers' pipes (a command pipe's write end held
+    // here would keep that worker from ever seeing its end), nor its own parent ends.
+    pool.clear();
+    drop((rd, cmd_wr));
     let _ = SLOT.set(wr.as_raw_fd());
     crate::lock::in_pipeline_of(warren_sys::proc::getppid());
-    // A panic must never unwind into the parent's loop (this is a copy of it).
-    let reply =
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(zone))).unwrap_or_else(|_| {
-            Err(Error::Relayed {
-                message: format!("zone '{zone}': warren panicked (a bug; please report it)"),
-                exit: ExitCode::Failure,
-            })
-        });
-    let reply = match reply {
-        Ok(v) => Reply::Ok(v),
-        Err(Error::NoSuchZone(n)) => Reply::NoSuchZone(n),
-        Err(Error::NoSuchTemplate(n)) => Reply::NoSuchTemplate(n),
-        Err(e) => Reply::Err {
-            message: truncate(chain(&e)),
-            exit: e.exit_code() as u8,
-        },
-    };
-    let mut line = serde_json::to_vec(&reply).unwrap_or_default();
-    line.push(b'\n');
-    // Flushed before the result is sent: once the pipe's write end closes the parent
-    // polls it as hung up, and it must not spin while this waits on a full stdout.
-    let _ = std::io::stdout().flush();
-    let ok = std::fs::File::from(wr).write_all(&line).is_ok();
-    warren_sys::exit_now(if ok { 0 } else { 1 })
+    let mut wr = std::fs::File::from(wr);
+    let mut cmd = std::io::BufReader::new(std::fs::File::from(cmd_rd));
+    loop {
+        let mut line = String::new();
+        let index = match std::io::BufRead::read_line(&mut cmd, &mut line) {
+            Ok(n) if n > 0 => line.trim().parse::<usize>().ok(),
+            _ => warren_sys::exit_now(0),
+        };
+        let Some(zone) = index.and_then(|i| zones.get(i)) else {
+            warren_sys::exit_now(1)
+        };
+        SAID.store(false, Ordering::Relaxed);
+        // A panic must never unwind into the parent's loop (this is a copy of it).
+        let mut panicked = false;
+        let reply = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(zone)))
+            .unwrap_or_else(|_| {
+                panicked = true;
+                Err(Error::Relayed {
+                    message: format!("zone '{zone}': warren panicked (a bug; please report it)"),
+                    exit: ExitCode::Failure,
+                })
+            });
+        let reply = match reply {
+            Ok(v) => Reply::Ok(v),
+            Err(Error::NoSuchZone(n)) => Reply::NoSuchZone(n),
+            Err(Error::NoSuchTemplate(n)) => Reply::NoSuchTemplate(n),
+            Err(e) => Reply::Err {
+                message: truncate(chain(&e)),
+                exit: e.exit_code() as u8,
+            },
+        };
+        let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+        line.push(b'\n');
+        // Flushed before the result is sent: the parent must not wait for this zone
+        // while this waits on a full stdout.
+        let _ = std::io::stdout().flush();
+        if wr.write_all(&line).is_err() || panicked {
+            warren_sys::exit_now(1)
+        }
+    }
 }
 
 /// The error and its numbered causes, as the CLI prints them.
@@ -414,31 +518,9 @@ fn truncate(mut s: String) -> String {
     s
 }
 
-/// The result of the worker `w` for `zone` that ended with `status`: its reply line
-/// (after what it sent before, if anything).
-fn collect<T: DeserializeOwned>(
-    zone: &str,
-    w: Worker,
-    status: warren_sys::proc::ExitStatus,
-) -> Result<T> {
-    let mut text = w.got;
-    let mut buf = [0u8; 4096];
-    // Up to the result's line end (everything was written before the worker ended; the
-    // pipe does not block): a zone's process that inherited the pipe before its exec
-    // must not keep this waiting for EOF. A release not read yet comes first.
-    loop {
-        if text.starts_with(RELEASED) {
-            text.drain(..RELEASED.len());
-        }
-        if text.contains(&b'\n') {
-            break;
-        }
-        match warren_sys::pty::read_fd(w.rd.as_raw_fd(), &mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => text.extend_from_slice(&buf[..n]),
-        }
-    }
-    match serde_json::from_slice::<Reply<T>>(text.split(|b| *b == b'\n').next().unwrap_or(&[])) {
+/// A reply line as the worker wrote it, for `zone`.
+fn parse_reply<T: DeserializeOwned>(zone: &str, line: &[u8]) -> Result<T> {
+    match serde_json::from_slice::<Reply<T>>(line) {
         Ok(Reply::Ok(v)) => Ok(v),
         Ok(Reply::Err { message, exit }) => Err(Error::Relayed {
             message,
@@ -446,7 +528,28 @@ fn collect<T: DeserializeOwned>(
         }),
         Ok(Reply::NoSuchZone(n)) => Err(Error::NoSuchZone(n)),
         Ok(Reply::NoSuchTemplate(n)) => Err(Error::NoSuchTemplate(n)),
-        Err(_) => Err(Error::Relayed {
+        Err(e) => Err(Error::Relayed {
+            message: format!("zone '{zone}': its worker's reply could not be read ({e})"),
+            exit: ExitCode::Failure,
+        }),
+    }
+}
+
+/// The result for `zone` of the worker `w` that ended with `status` while working on
+/// it: its reply line if it wrote one before it ended (after what it sent before),
+/// else the error that says how it ended.
+fn collect<T: DeserializeOwned>(
+    zone: &str,
+    mut w: Worker,
+    status: warren_sys::proc::ExitStatus,
+) -> Result<T> {
+    // Everything was written before the worker ended (the pipe does not block): a
+    // zone's process that inherited the pipe before its exec must not keep this
+    // waiting for EOF.
+    w.read_available();
+    match w.take_reply() {
+        Some((_, line)) => parse_reply(zone, &line),
+        None => Err(Error::Relayed {
             message: format!(
                 "zone '{zone}': its worker process ended ({}) without a result; see 'warren list' and 'warren logs {zone}' for the zone's state",
                 match status {
@@ -491,7 +594,8 @@ mod tests {
         bytes.extend(serde_json::to_vec(&reply).unwrap());
         bytes.push(b'\n');
         std::fs::File::from(wr).write_all(&bytes).unwrap();
-        let w = Worker::new(0, rd);
+        let mut w = Worker::new(0, rd, None);
+        w.assign(0);
         match collect::<Done>("z", w, warren_sys::proc::ExitStatus::Exited(0)) {
             Err(Error::Relayed { message: m, exit }) => {
                 assert_eq!(m, message);
@@ -503,9 +607,11 @@ mod tests {
         let (rd, wr) = warren_sys::spawn::pipe_cloexec().unwrap();
         let mut wr = std::fs::File::from(wr);
         wr.write_all(RELEASED).unwrap();
-        let mut w = Worker::new(1, rd);
-        w.take_release();
+        let mut w = Worker::new(1, rd, None);
+        w.assign(1);
+        w.read_available();
         assert!(w.released && w.got.is_empty());
+        assert!(w.take_reply().is_none());
         let done = Done {
             ms: 2.5,
             ..Done::default()

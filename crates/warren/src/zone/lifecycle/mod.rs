@@ -39,7 +39,7 @@ pub use install::{clone, clone_from, create, create_with_profiles, delete, insta
 pub use live::{ApplyTo, ConfigChange};
 pub use run::{
     boot, boot_autoboot, boot_watched, evict, halt, halt_keeping_cgroups, login, reboot,
-    remove_kept_cgroups, BootReport, Halted,
+    remove_kept_cgroups, BootReport, Halted, Kept,
 };
 pub(in crate::zone) use run::{cgroup_claim, halt_locked, CgroupClaim};
 pub(in crate::zone) use suspend::repair as repair_suspension;

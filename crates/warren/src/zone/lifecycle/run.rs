@@ -266,9 +266,23 @@ pub fn boot_watched(ctx: &Context, name: &str, watch: Duration) -> Result<(Outco
 pub struct Halted {
     pub graceful: bool,
     pub warnings: Vec<String>,
-    /// The zone's emptied cgroups, when the halt was asked to leave them
-    /// ([`halt_keeping_cgroups`]); the caller removes them ([`remove_kept_cgroups`]).
-    pub kept: Option<crate::cgroups::CgroupSet>,
+    /// What the halt left for its caller when asked to ([`halt_keeping_cgroups`]);
+    /// the caller finishes it ([`remove_kept_cgroups`]).
+    pub kept: Option<Kept>,
+}
+
+/// What [`halt_keeping_cgroups`] leaves for its caller, who halts many zones and
+/// finishes each once all are stopped ([`remove_kept_cgroups`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Kept {
+    /// The zone's emptied cgroups.
+    pub cgroups: crate::cgroups::CgroupSet,
+    /// Its claim in the host's id-range registry (`idmap::running`), stale from the
+    /// halt on: released one halt after another without contention, instead of by
+    /// every halt under the registry's host-wide lock. At 10,000 zones, 16 halts in
+    /// flight waited for that lock more than 30 ms in 1,364 of 10,000 halts (up to
+    /// 324 ms: a holder preempted on the busy CPUs; docs/scaling.md, "Tenth pass").
+    pub claim: Option<IdRange>,
 }
 
 /// Halt zone `z` (locked); `done` says what the verb did, for its warnings ("halted",
@@ -357,7 +371,7 @@ fn halt_locked_as(
             warn(&z.name, "releasing its network lease", &e);
         }
     }
-    if let Some(r) = z.lifecycle.idmap {
+    if let Some(r) = z.lifecycle.idmap.filter(|_| remove_cgroups) {
         if let Err(e) = idmap::running::release(&ctx.host, &ctx.layout, &z.name, r) {
             warn(
                 &z.name,
@@ -394,7 +408,10 @@ fn halt_locked_as(
     Ok(Halted {
         graceful: outcome.graceful,
         warnings,
-        kept: (!remove_cgroups).then_some(rt.cgroups),
+        kept: (!remove_cgroups).then_some(Kept {
+            cgroups: rt.cgroups,
+            claim: z.lifecycle.idmap,
+        }),
     })
 }
 
@@ -489,24 +506,32 @@ pub(in crate::zone) fn cgroup_claim(ctx: &Context, name: &str) -> CgroupClaim {
     }
 }
 
-/// Remove the cgroups that [`halt_keeping_cgroups`] left, zone by zone, under the
-/// zone's lock and only those the zone does not run in ([`cgroup_claim`]: a zone
-/// booted since reuses its directories and keeps them). A zone whose lock another
-/// command holds is skipped (never waited for): `warren gc` removes cgroups no running
-/// zone claims. Returns a warning per zone whose cgroups stay.
-pub fn remove_kept_cgroups(
-    ctx: &Context,
-    kept: Vec<(String, crate::cgroups::CgroupSet)>,
-) -> Vec<String> {
+/// Finish what [`halt_keeping_cgroups`] left, zone by zone, under the zone's lock:
+/// its cgroups are removed and its id-range claim released, but only what the zone
+/// does not use ([`cgroup_claim`]: a zone booted since reuses its directories and
+/// holds its claim again, and keeps both). A zone whose lock another command holds
+/// is skipped (never waited for): `warren gc` removes cgroups no running zone claims
+/// and sweeps stale claims. Returns a warning per zone whose cgroups stay.
+pub fn remove_kept_cgroups(ctx: &Context, kept: Vec<(String, Kept)>) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (name, mut set) in kept {
+    for (name, Kept { mut cgroups, claim }) in kept {
         let left = match cgroup_claim(ctx, &name) {
-            CgroupClaim::Free(_lock) => set
-                .remove(Duration::from_secs(5))
-                .map_err(|e| e.to_string()),
+            CgroupClaim::Free(_lock) => {
+                if let Some(r) = claim {
+                    if let Err(e) = idmap::running::release(&ctx.host, &ctx.layout, &name, r) {
+                        warnings.push(format!(
+                            "zone '{name}': halted, but releasing its claim in the host's id-range registry failed ({e}); 'warren gc' sweeps it"
+                        ));
+                    }
+                }
+                cgroups
+                    .remove(Duration::from_secs(5))
+                    .map_err(|e| e.to_string())
+            }
             CgroupClaim::Running { lock: _lock, dirs } => {
-                set.dirs.retain(|(_, d)| !dirs.contains(d));
-                set.remove(Duration::from_secs(5))
+                cgroups.dirs.retain(|(_, d)| !dirs.contains(d));
+                cgroups
+                    .remove(Duration::from_secs(5))
                     .map_err(|e| e.to_string())
             }
             CgroupClaim::Unknown(why) => Err(why),
@@ -612,24 +637,33 @@ mod tests {
     use crate::cgroups::{CgroupSet, CgroupVersion};
     use crate::layout::{HostPaths, Layout};
 
-    /// `halt --all`'s late removal: the cgroups of a zone that no longer exists go; a
-    /// zone another command holds keeps them, with a warning that names it and gc.
-    /// (Empty directories stand in for the cgroups: without memory.stat there is
-    /// nothing to reclaim, and a removal is an rmdir.)
+    /// `halt --all`'s late removal: the cgroups of a zone that no longer exists go and
+    /// its id-range claim is released; a zone another command holds keeps both, with a
+    /// warning that names it and gc. (Empty directories stand in for the cgroups:
+    /// without memory.stat there is nothing to reclaim, and a removal is an rmdir.)
     #[test]
-    fn kept_cgroups_go_unless_another_command_holds_the_zone() {
+    fn kept_cgroups_and_claims_go_unless_another_command_holds_the_zone() {
         let d = tempfile::tempdir().unwrap();
-        let ctx = Context::new(Layout::new(d.path().join("root")), HostPaths::default());
+        let host = HostPaths {
+            run: d.path().join("run"),
+            ..HostPaths::default()
+        };
+        let ctx = Context::new(Layout::new(d.path().join("root")), host);
         std::fs::create_dir_all(ctx.layout.locks()).unwrap();
-        let set = |name: &str| {
+        let kept = |name: &str, base: u32| {
             let dir = d.path().join("cg").join(name);
             std::fs::create_dir_all(&dir).unwrap();
-            CgroupSet {
-                version: CgroupVersion::V1,
-                dirs: vec![("pids".into(), dir)],
+            let r = IdRange::new(base);
+            idmap::running::claim(&ctx.host, &ctx.layout, name, r).unwrap();
+            Kept {
+                cgroups: CgroupSet {
+                    version: CgroupVersion::V1,
+                    dirs: vec![("pids".into(), dir)],
+                },
+                claim: Some(r),
             }
         };
-        let (gone, busy) = (set("gone"), set("busy"));
+        let (gone, busy) = (kept("gone", 1 << 20), kept("busy", 2 << 20));
         let held = crate::lock::try_exclusive_path(&ctx.layout.lock_file("zone", "busy"))
             .unwrap()
             .unwrap();
@@ -637,10 +671,21 @@ mod tests {
             &ctx,
             vec![("gone".into(), gone.clone()), ("busy".into(), busy.clone())],
         );
-        assert!(!gone.dirs[0].1.exists(), "a deleted zone's cgroups stayed");
         assert!(
-            busy.dirs[0].1.exists(),
+            !gone.cgroups.dirs[0].1.exists(),
+            "a deleted zone's cgroups stayed"
+        );
+        assert!(
+            !idmap::running::is_claimed(&ctx.host, 1 << 20),
+            "a deleted zone's claim stayed"
+        );
+        assert!(
+            busy.cgroups.dirs[0].1.exists(),
             "a busy zone's cgroups were removed"
+        );
+        assert!(
+            idmap::running::is_claimed(&ctx.host, 2 << 20),
+            "a busy zone's claim was released"
         );
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(
