@@ -89,26 +89,34 @@ fn crun_hierarchies(hiers: Vec<Hier>, hybrid: bool) -> Vec<Hier> {
 fn make_dir(h: &Hier, dir: &str) -> Result<PathBuf, Failure> {
     let d = h.own.join(dir);
     std::fs::create_dir(&d).map_err(Failure::io(&d))?;
-    if h.key.split(',').any(|c| c == "cpuset") {
-        for f in ["cpuset.cpus", "cpuset.mems"] {
-            let v = std::fs::read_to_string(h.own.join(f)).map_err(Failure::io(&h.own))?;
-            std::fs::write(d.join(f), v.trim()).map_err(Failure::io(&d))?;
-        }
-    }
-    if h.key.is_empty() {
-        let have = std::fs::read_to_string(d.join("cgroup.controllers")).unwrap_or_default();
-        for c in ["memory", "pids"] {
-            if !have.split_whitespace().any(|x| x == c) {
-                let _ = std::fs::remove_dir(&d);
-                return Err(Failure::Failed(format!(
-                    "crun with cgroups: the {c} controller does not reach {} ({} lacks it in cgroup.subtree_control); run warren's own column first, or compare with crun-nocgroups",
-                    d.display(),
-                    h.own.display()
-                )));
+    let prepared = (|| {
+        if h.key.split(',').any(|c| c == "cpuset") {
+            for f in ["cpuset.cpus", "cpuset.mems"] {
+                let v = std::fs::read_to_string(h.own.join(f)).map_err(Failure::io(&h.own))?;
+                std::fs::write(d.join(f), v.trim()).map_err(Failure::io(&d))?;
             }
         }
+        if h.key.is_empty() {
+            let have = std::fs::read_to_string(d.join("cgroup.controllers")).unwrap_or_default();
+            for c in ["memory", "pids"] {
+                if !have.split_whitespace().any(|x| x == c) {
+                    return Err(Failure::Failed(format!(
+                        "crun with cgroups: the {c} controller does not reach {} ({} lacks it in cgroup.subtree_control); run warren's own column first, or compare with crun-nocgroups",
+                        d.display(),
+                        h.own.display()
+                    )));
+                }
+            }
+        }
+        Ok(())
+    })();
+    match prepared {
+        Ok(()) => Ok(d),
+        Err(e) => {
+            let _ = std::fs::remove_dir(&d);
+            Err(e)
+        }
     }
-    Ok(d)
 }
 
 /// The launcher for crun on this host: with `cgroups`, through nsenter into a
@@ -132,7 +140,8 @@ fn launcher(proc_root: &Path, cgroups: bool) -> Result<Launcher, Failure> {
             proc_root: proc_root.to_path_buf(),
         };
         for h in hiers {
-            // Made ones are removed by the jail's drop (the launcher's), also on failure.
+            // The ones made so far are removed by the jail's drop if this fails; a
+            // failed one by `make_dir` itself.
             let d = make_dir(&h, &dir)?;
             binds.push((d, h.mount.clone()));
             jail.hiers.push(h);
