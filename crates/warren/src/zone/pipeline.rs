@@ -267,10 +267,16 @@ pub fn run<T: Serialize + DeserializeOwned>(
             let Some(w) = pool.get_mut(&pid) else {
                 continue;
             };
-            if ev != 0 && w.index.is_some() {
+            if ev != 0 {
                 w.read_available();
-                if let Some((i, line)) = w.take_reply() {
-                    finished.insert(i, parse_reply(&zones[i], &line));
+                match w.take_reply() {
+                    Some((i, line)) => {
+                        finished.insert(i, parse_reply(&zones[i], &line));
+                    }
+                    // An idle worker has nothing to say: whatever it wrote is dropped
+                    // (left in the pipe, it would wake every poll at once).
+                    None if w.index.is_none() => w.got.clear(),
+                    None => {}
                 }
             }
             if ev
