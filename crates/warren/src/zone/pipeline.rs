@@ -327,6 +327,10 @@ const TICK_MS: i32 = 20;
 /// The line a worker writes when it no longer needs its slot (see [`release_slot`]).
 const RELEASED: &[u8] = b"released\n";
 
+/// The line a worker writes before its last reply (its verb panicked: it exits after
+/// the reply), so that the parent gives it no other zone.
+const ENDING: &[u8] = b"ending\n";
+
 /// A worker as the parent sees it: its pid, the read end of its reply pipe, the write
 /// end of its command pipe, the zone it works on (by index) and what it has sent of
 /// it so far, and whether it released its slot.
@@ -337,7 +341,8 @@ struct Worker {
     index: Option<usize>,
     got: Vec<u8>,
     released: bool,
-    /// Its command pipe would not take a zone (it ended): never given another.
+    /// It ends (it said so, or its command pipe would not take a zone): never given
+    /// another.
     broken: bool,
 }
 
@@ -381,9 +386,16 @@ impl Worker {
             }
             self.got.extend_from_slice(&buf[..n]);
         }
-        if self.got.starts_with(RELEASED) {
-            self.got.drain(..RELEASED.len());
-            self.released = true;
+        loop {
+            if self.got.starts_with(RELEASED) {
+                self.got.drain(..RELEASED.len());
+                self.released = true;
+            } else if self.got.starts_with(ENDING) {
+                self.got.drain(..ENDING.len());
+                self.broken = true;
+            } else {
+                break;
+            }
         }
     }
 
@@ -436,7 +448,8 @@ enum Reply<T> {
 /// is still what `warren <verb> Z` would do: the worker takes the zone's lock, and a
 /// zone's init it spawns is its child until the pipeline ends (a boot's watch reaps
 /// one that dies; the rest are reparented when the worker exits, as after `warren
-/// boot Z`). A worker whose `op` panicked replies and exits.
+/// boot Z`). A worker whose `op` panicked says it ends ([`ENDING`]), replies and
+/// exits: the parent gives it no other zone.
 fn fork_worker<T: Serialize>(
     zones: &[String],
     op: &impl Fn(&str) -> Result<T>,
@@ -488,7 +501,12 @@ fn fork_worker<T: Serialize>(
                 exit: e.exit_code() as u8,
             },
         };
-        let mut line = serde_json::to_vec(&reply).unwrap_or_default();
+        let mut line = if panicked {
+            ENDING.to_vec()
+        } else {
+            Vec::new()
+        };
+        line.extend(serde_json::to_vec(&reply).unwrap_or_default());
         line.push(b'\n');
         // Flushed before the result is sent: the parent must not wait for this zone
         // while this waits on a full stdout.
@@ -627,6 +645,36 @@ mod tests {
         wr.write_all(&line).unwrap();
         let got = collect::<Done>("z", w, warren_sys::proc::ExitStatus::Exited(0)).unwrap();
         assert_eq!(got, done);
+    }
+
+    #[test]
+    fn a_worker_that_says_it_ends_gets_no_other_zone() {
+        // A panicked worker's last reply, with its release before: the reply is read,
+        // and the worker, idle again, is not one to give the next zone to.
+        let (rd, wr) = warren_sys::spawn::pipe_cloexec().unwrap();
+        let reply: Reply<Done> = Reply::Err {
+            message: "zone 'z': warren panicked".into(),
+            exit: ExitCode::Failure as u8,
+        };
+        let mut bytes = RELEASED.to_vec();
+        bytes.extend(ENDING);
+        bytes.extend(serde_json::to_vec(&reply).unwrap());
+        bytes.push(b'\n');
+        std::fs::File::from(wr).write_all(&bytes).unwrap();
+        let (cmd_rd, cmd_wr) = warren_sys::spawn::pipe_cloexec().unwrap();
+        let mut w = Worker::new(0, rd, Some(cmd_wr));
+        w.assign(7);
+        assert!(!w.broken);
+        w.read_available();
+        assert!(w.released && w.broken);
+        let (i, line) = w.take_reply().unwrap();
+        assert_eq!(i, 7);
+        assert!(matches!(
+            parse_reply::<Done>("z", &line),
+            Err(Error::Relayed { .. })
+        ));
+        assert!(w.index.is_none() && w.broken);
+        drop(cmd_rd);
     }
 
     #[test]
