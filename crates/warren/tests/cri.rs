@@ -238,15 +238,30 @@ fn lifecycle(cri: &mut Cri, handler: &str) {
         text.contains("got-term") && text.contains("bye"),
         "{handler}: {text}"
     );
-    // ... and one that ignores SIGTERM is killed when a 2 s grace ends.
+    // ... and one that ignores SIGTERM is killed when a 2 s grace ends. It says when
+    // its trap is set: "running" comes before the shell has read it (a SIGTERM then
+    // ended it with 143, under load).
     let deaf = Cri::container(
         "deaf",
-        &["sh", "-c", "trap '' TERM; while true; do sleep 0.2; done"],
+        &[
+            "sh",
+            "-c",
+            "trap '' TERM; echo armed; while true; do sleep 0.2; done",
+        ],
         json!({}),
     );
     let deaf = cri.create(&pod, &pod_cfg, deaf);
     cri.call("StartContainer", json!({"container_id": deaf}));
     cri.wait_state(&deaf, "CONTAINER_RUNNING", Duration::from_secs(20));
+    let deaf_log = cri.log_file(&name, "deaf");
+    let t = Instant::now();
+    while !std::fs::read_to_string(&deaf_log).is_ok_and(|s| s.contains(" stdout F armed")) {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "{handler}: the deaf container never said its trap was set"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let t = Instant::now();
     cri.call("StopContainer", json!({"container_id": deaf, "timeout": 2}));
     let took = t.elapsed();
