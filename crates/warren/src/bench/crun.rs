@@ -221,10 +221,17 @@ fn open_as(
     cgroups: bool,
 ) -> Result<Box<dyn System>, Failure> {
     let launcher = launcher(proc_root, cgroups)?;
+    let mountinfo = std::fs::read_to_string(proc_root.join("self/mountinfo")).unwrap_or_default();
     let how = match (&launcher.helper, &launcher.cgroups) {
         (Some(_), Some(j)) => format!(
-            "in a private mount namespace whose cgroup hierarchies are this run's {} directories beneath the bench's own (via nsenter, {:.2} ms per call, subtracted; on a hybrid host also without /sys/fs/cgroup/unified, which crun 1.8 refuses)",
-            j.dir, launcher.overhead_ms
+            "in a private mount namespace whose cgroup hierarchies are this run's {} directories beneath the bench's own{} (via nsenter, {:.2} ms per call, subtracted)",
+            j.dir,
+            if hybrid(&mountinfo) {
+                ", without /sys/fs/cgroup/unified (crun 1.8 refuses this hybrid host otherwise)"
+            } else {
+                ""
+            },
+            launcher.overhead_ms
         ),
         (Some(_), None) => format!(
             "crun 1.8 refuses this hybrid cgroup host, so it ran in a private mount namespace without /sys/fs/cgroup/unified (via nsenter, {:.2} ms per call, subtracted)",
