@@ -71,6 +71,15 @@ fn assert_shim_threads(init: i32) -> i32 {
     shim
 }
 
+/// Wait until the file at `log` holds `needle`, failing with `what` after `within`.
+fn wait_log(log: &std::path::Path, needle: &str, within: Duration, what: impl Fn() -> String) {
+    let t = Instant::now();
+    while !std::fs::read_to_string(log).is_ok_and(|s| s.contains(needle)) {
+        assert!(t.elapsed() < within, "{}", what());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn lifecycle(cri: &mut Cri, handler: &str) {
     let name = format!("life-{handler}");
     let pod_cfg = cri.pod_config(&name, true);
@@ -195,14 +204,9 @@ fn lifecycle(cri: &mut Cri, handler: &str) {
     let moved = log.with_extension("log.1");
     std::fs::rename(&log, &moved).unwrap();
     cri.call("ReopenContainerLog", json!({"container_id": id}));
-    let t = Instant::now();
-    while !std::fs::read_to_string(&log).is_ok_and(|s| s.contains("tick")) {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{handler}: no new log after reopen"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    wait_log(&log, "tick", Duration::from_secs(10), || {
+        format!("{handler}: no new log after reopen")
+    });
 
     // Attach to a container reading its stdin.
     let attach_cfg = Cri::container("attach", &["sh"], json!({"stdin": true}));
@@ -253,15 +257,12 @@ fn lifecycle(cri: &mut Cri, handler: &str) {
     let deaf = cri.create(&pod, &pod_cfg, deaf);
     cri.call("StartContainer", json!({"container_id": deaf}));
     cri.wait_state(&deaf, "CONTAINER_RUNNING", Duration::from_secs(20));
-    let deaf_log = cri.log_file(&name, "deaf");
-    let t = Instant::now();
-    while !std::fs::read_to_string(&deaf_log).is_ok_and(|s| s.contains(" stdout F armed")) {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "{handler}: the deaf container never said its trap was set"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_log(
+        &cri.log_file(&name, "deaf"),
+        " stdout F armed",
+        Duration::from_secs(20),
+        || format!("{handler}: the deaf container never said its trap was set"),
+    );
     let t = Instant::now();
     cri.call("StopContainer", json!({"container_id": deaf, "timeout": 2}));
     let took = t.elapsed();

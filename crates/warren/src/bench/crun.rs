@@ -122,12 +122,13 @@ fn make_dir(h: &Hier, dir: &str) -> Result<PathBuf, Failure> {
 /// The launcher for crun on this host: with `cgroups`, through nsenter into a
 /// helper's mount namespace where this run's cgroup directories cover the
 /// hierarchies; without, directly or (hybrid host) through such a helper without
-/// /sys/fs/cgroup/unified. nsenter's median cost is measured.
-fn launcher(proc_root: &Path, cgroups: bool) -> Result<Launcher, Failure> {
+/// /sys/fs/cgroup/unified. nsenter's median cost is measured. Also returns whether
+/// the host is a hybrid one.
+fn launcher(proc_root: &Path, cgroups: bool) -> Result<(Launcher, bool), Failure> {
     let mountinfo = std::fs::read_to_string(proc_root.join("self/mountinfo")).unwrap_or_default();
     let hybrid = hybrid(&mountinfo);
     if !hybrid && !cgroups {
-        return Ok(Launcher::direct());
+        return Ok((Launcher::direct(), hybrid));
     }
     let mut l = Launcher::direct();
     let mut binds = Vec::new();
@@ -184,7 +185,7 @@ fn launcher(proc_root: &Path, cgroups: bool) -> Result<Launcher, Failure> {
         t.push(ms(s.elapsed()));
     }
     l.overhead_ms = summarize(&t).median;
-    Ok(l)
+    Ok((l, hybrid))
 }
 
 /// What crun needs on the host.
@@ -220,13 +221,12 @@ fn open_as(
     proc_root: &Path,
     cgroups: bool,
 ) -> Result<Box<dyn System>, Failure> {
-    let launcher = launcher(proc_root, cgroups)?;
-    let mountinfo = std::fs::read_to_string(proc_root.join("self/mountinfo")).unwrap_or_default();
+    let (launcher, hybrid) = launcher(proc_root, cgroups)?;
     let how = match (&launcher.helper, &launcher.cgroups) {
         (Some(_), Some(j)) => format!(
             "in a private mount namespace whose cgroup hierarchies are this run's {} directories beneath the bench's own{} (via nsenter, {:.2} ms per call, subtracted)",
             j.dir,
-            if hybrid(&mountinfo) {
+            if hybrid {
                 ", without /sys/fs/cgroup/unified (crun 1.8 refuses this hybrid host otherwise)"
             } else {
                 ""

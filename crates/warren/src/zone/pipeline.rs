@@ -225,8 +225,7 @@ pub fn run<T: Serialize + DeserializeOwned>(
             let pid = match idle {
                 Some(pid) => pid,
                 None if pool.len() < cap => match fork_worker(zones, &op, &mut pool) {
-                    Ok(w) => {
-                        let pid = w.pid;
+                    Ok((pid, w)) => {
                         pool.insert(pid, w);
                         pid
                     }
@@ -331,11 +330,10 @@ const RELEASED: &[u8] = b"released\n";
 /// the reply), so that the parent gives it no other zone.
 const ENDING: &[u8] = b"ending\n";
 
-/// A worker as the parent sees it: its pid, the read end of its reply pipe, the write
-/// end of its command pipe, the zone it works on (by index) and what it has sent of
-/// it so far, and whether it released its slot.
+/// A worker as the parent sees it (keyed by its pid): the read end of its reply pipe,
+/// the write end of its command pipe, the zone it works on (by index) and what it has
+/// sent of it so far, and whether it released its slot.
 struct Worker {
-    pid: i32,
     rd: OwnedFd,
     cmd: Option<OwnedFd>,
     index: Option<usize>,
@@ -347,11 +345,10 @@ struct Worker {
 }
 
 impl Worker {
-    fn new(pid: i32, rd: OwnedFd, cmd: Option<OwnedFd>) -> Worker {
+    fn new(rd: OwnedFd, cmd: Option<OwnedFd>) -> Worker {
         // Read without blocking: the parent polls every worker's pipe at once.
         let _ = warren_sys::pty::set_nonblocking(rd.as_raw_fd(), true);
         Worker {
-            pid,
             rd,
             cmd,
             index: None,
@@ -454,7 +451,7 @@ fn fork_worker<T: Serialize>(
     zones: &[String],
     op: &impl Fn(&str) -> Result<T>,
     pool: &mut HashMap<i32, Worker>,
-) -> Result<Worker> {
+) -> Result<(i32, Worker)> {
     let what = || "starting a worker process".to_string();
     // Nothing buffered may be printed twice (by the parent and by the copy).
     let _ = std::io::stdout().flush();
@@ -462,7 +459,7 @@ fn fork_worker<T: Serialize>(
     let (cmd_rd, cmd_wr) = warren_sys::spawn::pipe_cloexec().ctx(what)?;
     let pid = warren_sys::proc::fork().ctx(what)?;
     if pid != 0 {
-        return Ok(Worker::new(pid, rd, Some(cmd_wr)));
+        return Ok((pid, Worker::new(rd, Some(cmd_wr))));
     }
     // The worker: none of the other workers' pipes (a command pipe's write end held
     // here would keep that worker from ever seeing its end), nor its own parent ends.
@@ -618,7 +615,7 @@ mod tests {
         bytes.extend(serde_json::to_vec(&reply).unwrap());
         bytes.push(b'\n');
         std::fs::File::from(wr).write_all(&bytes).unwrap();
-        let mut w = Worker::new(0, rd, None);
+        let mut w = Worker::new(rd, None);
         w.assign(0);
         match collect::<Done>("z", w, warren_sys::proc::ExitStatus::Exited(0)) {
             Err(Error::Relayed { message: m, exit }) => {
@@ -631,7 +628,7 @@ mod tests {
         let (rd, wr) = warren_sys::spawn::pipe_cloexec().unwrap();
         let mut wr = std::fs::File::from(wr);
         wr.write_all(RELEASED).unwrap();
-        let mut w = Worker::new(1, rd, None);
+        let mut w = Worker::new(rd, None);
         w.assign(1);
         w.read_available();
         assert!(w.released && w.got.is_empty());
@@ -662,7 +659,7 @@ mod tests {
         bytes.push(b'\n');
         std::fs::File::from(wr).write_all(&bytes).unwrap();
         let (cmd_rd, cmd_wr) = warren_sys::spawn::pipe_cloexec().unwrap();
-        let mut w = Worker::new(0, rd, Some(cmd_wr));
+        let mut w = Worker::new(rd, Some(cmd_wr));
         w.assign(7);
         assert!(!w.broken);
         w.read_available();
