@@ -97,6 +97,44 @@ fn a_zone_makes_only_overlay_proc_and_devpts_and_binds_the_rest() {
     );
 }
 
+/// /dev/shm is the zone's own directory, emptied in place at each boot (no inode freed
+/// and made again per boot): whatever the zone left in it, and the mode it gave it, are
+/// gone at the next boot; it is still its root's, sticky and world-writable.
+#[test]
+fn dev_shm_starts_empty_and_sticky_at_each_boot() {
+    let env = Env::new();
+    env.host_zone("shm", &[]);
+    env.ok(&["boot", "shm"]);
+    let before = std::fs::symlink_metadata(env.root().join("zones/shm/dev-shm"))
+        .expect("the zone's dev-shm");
+    let r = env.sh(
+        "shm",
+        "mkdir -p /dev/shm/d/e && echo x > /dev/shm/d/e/f && ln -s / /dev/shm/root && \
+         chmod 0700 /dev/shm && echo rc=$?",
+    );
+    assert!(r.stdout.contains("rc=0"), "{r:?}");
+    env.ok(&["halt", "shm"]);
+    env.ok(&["boot", "shm"]);
+    let r = env.sh("shm", "ls -A /dev/shm | wc -l; stat -c '%a %u' /dev/shm");
+    assert_eq!(
+        r.stdout.split_whitespace().collect::<Vec<_>>(),
+        ["0", "1777", "0"],
+        "/dev/shm after a reboot: {r:?}"
+    );
+    let after = std::fs::symlink_metadata(env.root().join("zones/shm/dev-shm")).unwrap();
+    use std::os::unix::fs::MetadataExt;
+    assert_eq!(
+        after.ino(),
+        before.ino(),
+        "emptied in place, not made again"
+    );
+    assert_eq!(
+        after.uid(),
+        before.uid(),
+        "still the zone root's on the host"
+    );
+}
+
 #[test]
 fn the_saved_console_keeps_its_last_mebibyte() {
     let env = Env::new();

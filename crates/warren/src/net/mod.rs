@@ -15,7 +15,8 @@
 //!    address (.1), and record the lease. The result, a [`NetRuntime`], goes into
 //!    `runtime.json` before the zone exists, so a crash from here on is reconciled.
 //! 2. The clone creates the zone's network namespace; the child brings `lo` up and
-//!    walks its mount steps, then blocks on `WaitParent` right before exec.
+//!    walks its mount steps, then blocks at its sync point (`Sync(ROOT_BUILT)`)
+//!    before it joins the user namespace and execs.
 //! 3. [`attach`] (host, right after the clone, while the child works): the zone's
 //!    bridge filter goes in first ([`filter`]: nftables chains keyed on the host veth,
 //!    so a zone sends only as itself and never as a router), then one

@@ -6,6 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 
 use warren_sys::libc;
+use warren_sys::spawn::Event;
 
 use super::userns::userns_fds;
 use super::{console, BootSpec, Fds};
@@ -14,11 +15,6 @@ use crate::sandbox::plan::spawn_error;
 use crate::sandbox::CgroupEntry;
 use crate::state::InitId;
 use crate::stats;
-
-/// How long the parent waits for the child's stdout to become the console (the child
-/// builds its root first: milliseconds; far longer only on a stalled host, and then
-/// the boot goes on without the early copy of the console).
-const CONSOLE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// A booted zone: its init, and the live console (kept open so that what an init
 /// that dies during boot's watch printed can still be saved).
@@ -56,10 +52,11 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
         )
     })?;
     // /dev/shm starts empty at each boot, as a tmpfs would (a disk.max zone's is on its
-    // image, not mounted here: it keeps its files; docs/scaling.md).
+    // image, not mounted here: it keeps its files; docs/scaling.md). Emptied in place:
+    // the child's mkdir then finds it, and gives it to the zone's root.
     if spec.disk.is_none() {
         let shm = super::spec::private_storage(spec.root).join(super::spec::SHM_DIR);
-        crate::treeops::remove_tree(&shm)
+        crate::treeops::empty_dir(&shm, 0o1777)
             .ctx(|| format!("zone '{}': emptying {}", spec.zone, shm.display()))?;
     }
     let init = match spec.config.init {
@@ -123,23 +120,30 @@ pub fn boot(spec: &BootSpec<'_>) -> Result<Booted> {
     // The console, opened through the child's stdout while it waits for its go: what
     // an init that dies at once printed is saved from it (runtime::console).
     let mut live_console = None;
-    let pid = warren_sys::spawn::spawn_zone_with(&plan.spawn, |pid| {
-        fds.cgroups.after_clone(&plan, pid, "its init")?;
-        if let Some(net) = spec.net {
-            match zone_netns {
-                Some(ns) => crate::net::attach(spec.zone, net, ns)?,
-                None => {
-                    let path = spec.proc_root.join(pid.to_string()).join("ns/net");
-                    let ns = File::open(&path)
-                        .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
-                    crate::net::attach(spec.zone, net, &ns)?
+    let mut child = 0;
+    let pid = warren_sys::spawn::spawn_staged(&plan.spawn, |event| match event {
+        Event::Cloned(pid) => {
+            child = pid;
+            fds.cgroups.after_clone(&plan, pid, "its init")?;
+            if let Some(net) = spec.net {
+                match zone_netns {
+                    Some(ns) => crate::net::attach(spec.zone, net, ns)?,
+                    None => {
+                        let path = spec.proc_root.join(pid.to_string()).join("ns/net");
+                        let ns = File::open(&path)
+                            .ctx(|| format!("zone '{}': opening {}", spec.zone, path.display()))?;
+                        crate::net::attach(spec.zone, net, &ns)?
+                    }
                 }
             }
+            Ok(())
         }
-        // Last: the child points its stdout at the console right before it waits for
-        // this go, after building its root; the parent has nothing else to do meanwhile.
-        live_console = console::wait_stdout(spec.proc_root, pid, CONSOLE_WAIT);
-        Ok(())
+        // The child built its root and pointed its stdout at the console, and waits
+        // for this go (after the handler above: it is the plan's only one).
+        Event::Sync(_) => {
+            live_console = console::open_stdout(spec.proc_root, child);
+            Ok(())
+        }
     })
     .map_err(|e| spawn_error(("zone", spec.zone), "boot step", "init", &plan, e))?;
     if let Some(u) = fds.userns.as_mut() {

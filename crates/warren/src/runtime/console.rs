@@ -42,7 +42,8 @@ pub fn open_live(proc_root: &Path, init: InitId) -> Option<File> {
 }
 
 /// The console through the stdout of process `pid` (a zone's init, also while it
-/// waits for its go in `boot`), as [`open_live`].
+/// waits for its go in `boot`: it points its stdout at the console before its sync
+/// point), as [`open_live`].
 pub fn open_stdout(proc_root: &Path, pid: i32) -> Option<File> {
     let link = proc_root.join(pid.to_string()).join("fd/1");
     let target = std::fs::read_link(&link).ok()?;
@@ -56,26 +57,6 @@ pub fn open_stdout(proc_root: &Path, pid: i32) -> Option<File> {
         .ok()?;
     let meta = f.metadata().ok()?;
     (meta.file_type().is_file() && !meta.file_type().is_fifo()).then_some(f)
-}
-
-/// [`open_stdout`] once the child `pid` has pointed its stdout at the console (it does
-/// so right before it waits for its go), polling for at most `max`; `None` if it
-/// exited first or took longer.
-pub fn wait_stdout(proc_root: &Path, pid: i32, max: std::time::Duration) -> Option<File> {
-    let deadline = std::time::Instant::now() + max;
-    let mut pause = std::time::Duration::from_micros(50);
-    loop {
-        if let Some(f) = open_stdout(proc_root, pid) {
-            return Some(f);
-        }
-        if std::time::Instant::now() >= deadline
-            || !proc_root.join(pid.to_string()).join("fd").exists()
-        {
-            return None;
-        }
-        std::thread::sleep(pause);
-        pause = (pause * 2).min(std::time::Duration::from_micros(200));
-    }
 }
 
 /// Save the console `from` as `to` (its last [`CONSOLE_MAX`] bytes at most), the previous copy

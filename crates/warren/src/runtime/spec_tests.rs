@@ -81,7 +81,12 @@ fn zone_plans_keep_the_invariants_and_the_zone_order() {
         let steps = &p.spawn.steps;
         let at = |want: &dyn Fn(&Step) -> bool| steps.iter().position(want);
         let pivot = at(&|s| matches!(s, Step::PivotRoot { .. })).expect("pivot_root");
-        let go = at(&|s| matches!(s, Step::WaitParent)).expect("the parent's go");
+        let go = at(&|s| matches!(s, Step::Sync(crate::sandbox::spec::ROOT_BUILT)))
+            .expect("the parent's go");
+        assert!(
+            !steps.iter().any(|s| matches!(s, Step::WaitParent)),
+            "{name}: one go, at the sync point"
+        );
         let cgroup_ns = at(&|s| matches!(s, Step::Unshare(f) if *f == libc::CLONE_NEWCGROUP))
             .expect("a cgroup namespace");
         assert!(

@@ -8,8 +8,9 @@
 //!    `create`/`start` handshake, no_new_privs, another filter): no mount, node,
 //!    namespace join or file write runs under a filter that could have been bypassed
 //!    before it, or with privileges the filter was meant to bound.
-//! 2. **The parent's go first.** A plan with a [`Step::WaitParent`] joins a user
-//!    namespace only after it (the parent sets up cgroups, id maps and network first).
+//! 2. **The parent's go first.** A plan with a [`Step::WaitParent`] or a
+//!    [`Step::Sync`] joins a user namespace only after the first of them (the parent
+//!    sets up cgroups, id maps and network first).
 //! 3. **Every path inside the sandbox.** Before `pivot_root`, every path a step
 //!    creates, mounts on, re-owns or masks lies beneath one of the sandbox's own
 //!    directories (`/` itself only to change its propagation). After it, paths are
@@ -81,7 +82,10 @@ pub fn check(plan: &SpawnPlan, inside: &[&Path]) -> Result<(), Violation> {
     let fail = |index: usize, what: String| Err(Violation { index, what });
     let mut filtered = false;
     let mut pivoted = false;
-    let waits = plan.steps.iter().any(|s| matches!(s, Step::WaitParent));
+    let waits = plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::WaitParent | Step::Sync(_)));
     let mut went = false;
     for (index, step) in plan.steps.iter().enumerate() {
         if filtered && !allowed_under_filter(step) {
@@ -89,7 +93,7 @@ pub fn check(plan: &SpawnPlan, inside: &[&Path]) -> Result<(), Violation> {
         }
         match inner(step) {
             Step::Seccomp(_) => filtered = true,
-            Step::WaitParent => went = true,
+            Step::WaitParent | Step::Sync(_) => went = true,
             Step::PivotRoot { .. } | Step::MoveRoot { .. } => pivoted = true,
             Step::Setns { nstype, .. } if *nstype == libc::CLONE_NEWUSER && waits && !went => {
                 return fail(
@@ -203,6 +207,18 @@ mod tests {
             Step::WaitParent,
         ]);
         assert!(check(&early, &[Path::new("/r")])
+            .unwrap_err()
+            .what
+            .contains("before the parent's go"));
+        // A sync point the child announces is a go too (a zone's, after its root).
+        let early_sync = plan(vec![
+            Step::Setns {
+                fd: 5,
+                nstype: libc::CLONE_NEWUSER,
+            },
+            Step::Sync(0),
+        ]);
+        assert!(check(&early_sync, &[Path::new("/r")])
             .unwrap_err()
             .what
             .contains("before the parent's go"));

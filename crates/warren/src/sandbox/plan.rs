@@ -13,8 +13,8 @@
 //!    after it;
 //! 4. sysctls, oom_score_adj, masked and read-only paths, a read-only `/`, the umask
 //!    the root's steps end with; stdio;
-//! 5. the parent's go when it comes after the root, the user namespace, the cgroup
-//!    namespace; a held descriptor;
+//! 5. the parent's go when it comes after the root (a sync point the child announces),
+//!    the user namespace, the cgroup namespace; a held descriptor;
 //! 6. the process: rlimits; a seccomp filter that needs privilege to load (without
 //!    no_new_privs); the bounding set; umask, cwd, ids, capabilities, terminal or
 //!    session; the gate (OCI `create`/`start`); no_new_privs and the filter, last.
@@ -195,8 +195,8 @@ pub fn plan(spec: SandboxSpec) -> Result<Plan, PlanError> {
     }
     if spec.sync == Some(SyncPoint::AfterRoot) {
         p.push(
-            Step::WaitParent,
-            "wait for the parent to move it into its cgroups and set up its network",
+            Step::Sync(ROOT_BUILT),
+            "wait for the parent to move it into its cgroups, set up its network and open its console",
         );
         user_namespace(&mut p, ns.user);
         if ns.cgroup {

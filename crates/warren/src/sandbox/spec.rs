@@ -94,18 +94,23 @@ pub enum UserNs {
     Join(RawFd),
 }
 
-/// Where the parent's go (`WaitParent`) comes in the plan.
+/// Where the parent's go comes in the plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SyncPoint {
-    /// First of all: the user namespace's maps and the cgroups are needed by every
-    /// later step (OCI).
+    /// First of all (`Step::WaitParent`, passed when the after-clone handler is done):
+    /// the user namespace's maps and the cgroups are needed by every later step (OCI).
     First,
-    /// After the root is built and stdio set up, so the parent's cgroup move (an RCU
-    /// grace period on cgroup v1) overlaps the mounts; the user namespace is joined
-    /// after it, so every mount is made with the host's privileges in the mount
-    /// namespace the host owns (zones).
+    /// After the root is built and stdio set up (`Step::Sync(ROOT_BUILT)`), so the
+    /// parent's cgroup move (an RCU grace period on cgroup v1) overlaps the mounts; the
+    /// user namespace is joined after it, so every mount is made with the host's
+    /// privileges in the mount namespace the host owns (zones). The child says when it
+    /// gets there: the parent's `Event::Sync(ROOT_BUILT)` handler runs after its
+    /// after-clone handler, with the child's stdout already its console.
     AfterRoot,
 }
+
+/// The [`Step::Sync`](warren_sys::spawn::Step::Sync) number of [`SyncPoint::AfterRoot`].
+pub const ROOT_BUILT: u32 = 0;
 
 /// The sandbox's own root.
 #[derive(Debug)]
