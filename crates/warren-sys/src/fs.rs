@@ -68,10 +68,25 @@ pub const XFS_MAGIC: i64 = 0x5846_5342;
 /// Names of the extended attributes of `path` (not following a symlink).
 pub fn llistxattr(path: &Path) -> io::Result<Vec<Vec<u8>>> {
     let c = cpath(path)?;
+    // SAFETY: `buf` is writable for its length; `c` is NUL-terminated.
+    xattr_names(|buf| unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) })
+}
+
+/// Names of the extended attributes of the open file `fd`.
+pub fn flistxattr(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<Vec<Vec<u8>>> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `buf` is writable for its length; `fd` is open for the call.
+    xattr_names(|buf| unsafe {
+        libc::flistxattr(fd.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len())
+    })
+}
+
+/// The names a `*listxattr` call writes (NUL-separated), growing the buffer on ERANGE;
+/// none where the filesystem has no extended attributes.
+fn xattr_names(mut list: impl FnMut(&mut [u8]) -> isize) -> io::Result<Vec<Vec<u8>>> {
     let mut buf = vec![0u8; 1024];
     loop {
-        // SAFETY: `buf` is writable for its length.
-        let n = unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+        let n = list(&mut buf);
         if n < 0 {
             let e = io::Error::last_os_error();
             if e.raw_os_error() == Some(libc::ERANGE) {

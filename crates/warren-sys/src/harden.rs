@@ -1,7 +1,7 @@
 //! Confining a zone's processes: capabilities, no_new_privs and a seccomp filter.
 //!
 //! Every function here is allocation-free so the cloned child of
-//! [`crate::spawn::spawn_zone_with`] can call it between `clone` and `execve`. The
+//! [`crate::spawn::spawn_staged`] can call it between `clone` and `execve`. The
 //! policy (which capabilities stay, the BPF program) is computed by the `warren` crate
 //! as plain data; this module only hands it to the kernel.
 

@@ -1,6 +1,6 @@
 //! Host-side operations on trees a zone or an image controls: copy (clone, install,
-//! template from a directory), remove (uninstall, delete), measure (`stat`'s disk
-//! figure), re-own (`idmap::shift_tree`).
+//! template from a directory), remove (uninstall, delete), empty in place (a zone's
+//! /dev/shm at boot), measure (`stat`'s disk figure), re-own (`idmap::shift_tree`).
 //!
 //! All of them run on [`warren_sys::walk`]: descriptor-relative, never following a
 //! symlink found in the tree, never leaving its filesystem, with a bounded number of
@@ -315,8 +315,10 @@ pub fn remove_tree(path: &Path) -> io::Result<()> {
 /// [`remove_tree`] and a new `mkdir`, an empty directory costs no inode freed and none
 /// allocated (ext4 without a journal scans every recently freed inode of the group at
 /// each allocation: a `boot --all` of thousands of zones spent a fifth of its CPU
-/// there). Anything else at `path` (a file, a link) is removed. Whether a directory
-/// was there.
+/// there). What a fresh directory would not have and a chmod does not reset (an ACL,
+/// a `user.` attribute, an inode flag its owner set: [`fresh_dir`]) makes it go
+/// instead, as does anything else at `path` (a file, a link). Whether a directory is
+/// still there.
 pub fn empty_dir(path: &Path, mode: u32) -> io::Result<bool> {
     let (parent, name) = match parent_and_name(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
@@ -330,11 +332,43 @@ pub fn empty_dir(path: &Path, mode: u32) -> io::Result<bool> {
         tree::unlink_at(parent.as_fd(), &name, false)?;
         return Ok(false);
     }
-    let dir = tree::open_dir_at(parent.as_fd(), &name)?;
+    let dir = File::from(tree::open_dir_at(parent.as_fd(), &name)?);
+    if !fresh_dir(&dir)? {
+        walk::walk(dir.as_fd(), None, &mut Remover)?;
+        tree::unlink_at(parent.as_fd(), &name, true)?;
+        return Ok(false);
+    }
     walk::walk(dir.as_fd(), None, &mut Remover)?;
     tree::fchown(dir.as_fd(), 0, 0)?;
     tree::fchmod(dir.as_fd(), mode)?;
     Ok(true)
+}
+
+/// The inode flags a new directory may carry (ext4's extents, hash index and inline
+/// data: the filesystem's own choices, not its owner's).
+const FRESH_DIR_FLAGS: u32 = 0x0008_0000 | 0x0000_1000 | 0x1000_0000;
+
+/// Whether the open directory `dir` carries nothing a `mkdir` would not give it but
+/// its entries, owner and mode: no extended attribute but the security modules'
+/// (`security.*`, which its owner cannot set in a user namespace), so no ACL, and no
+/// inode flag but [`FRESH_DIR_FLAGS`] (no `chattr +S`, `+A`, casefolding, encryption
+/// policy…).
+fn fresh_dir(dir: &File) -> io::Result<bool> {
+    let flags = match warren_sys::swap::inode_flags(dir) {
+        Ok(f) => f,
+        // A filesystem without inode flags.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOTTY | libc::EOPNOTSUPP | libc::EINVAL)
+            ) =>
+        {
+            0
+        }
+        Err(e) => return Err(e),
+    };
+    let xattrs = warren_sys::fs::flistxattr(dir.as_fd())?;
+    Ok(flags & !FRESH_DIR_FLAGS == 0 && xattrs.iter().all(|n| n.starts_with(b"security.")))
 }
 
 struct Usage {
@@ -545,6 +579,22 @@ mod tests {
         assert_eq!((m.uid(), m.gid()), (0, 0));
         assert_eq!(fs::read_dir(&shm).unwrap().count(), 0);
         assert!(outside.join("keep").exists(), "the link was not followed");
+
+        // An ACL or a user attribute survives a chmod: the directory goes instead.
+        fs::create_dir(shm.join("g")).unwrap();
+        warren_sys::fs::lsetxattr(&shm, b"user.kept", b"1").unwrap();
+        assert!(!empty_dir(&shm, 0o1777).unwrap());
+        assert!(fs::symlink_metadata(&shm).is_err());
+        // So does an inode flag its owner set (noatime, `chattr +A`).
+        fs::create_dir(&shm).unwrap();
+        let f = File::open(&shm).unwrap();
+        let flags = warren_sys::swap::inode_flags(&f).unwrap();
+        warren_sys::swap::set_inode_flags(&f, flags | 0x80)
+            .expect("chattr +A on a directory of the test's temporary directory");
+        drop(f);
+        assert!(!empty_dir(&shm, 0o1777).unwrap());
+        assert!(fs::symlink_metadata(&shm).is_err());
+        fs::create_dir(&shm).unwrap();
 
         // Not a directory: removed, so the caller's mkdir makes one.
         fs::remove_dir(&shm).unwrap();

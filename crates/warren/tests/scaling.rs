@@ -133,6 +133,24 @@ fn dev_shm_starts_empty_and_sticky_at_each_boot() {
         before.uid(),
         "still the zone root's on the host"
     );
+    // What a chmod does not reset (here an inode flag the zone's root may set on its
+    // own directory, `chattr +A`) makes the next boot start from a new directory.
+    let r = env.sh("shm", "chattr +A /dev/shm && lsattr -d /dev/shm");
+    assert!(
+        r.stdout
+            .split_whitespace()
+            .next()
+            .is_some_and(|f| f.contains('A')),
+        "chattr +A on the zone's /dev/shm: {r:?}"
+    );
+    env.ok(&["halt", "shm"]);
+    env.ok(&["boot", "shm"]);
+    let r = env.sh("shm", "lsattr -d /dev/shm; stat -c '%a %u' /dev/shm");
+    let words: Vec<&str> = r.stdout.split_whitespace().collect();
+    assert!(
+        words.len() == 4 && !words[0].contains('A') && words[2..] == ["1777", "0"],
+        "/dev/shm after a reboot: {r:?}"
+    );
 }
 
 #[test]

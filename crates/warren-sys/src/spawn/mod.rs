@@ -14,11 +14,15 @@
 //! only when [`SpawnPlan::placed_in_cgroup`] is false.
 //!
 //! Some setup can only happen from outside once the child exists (a veth pair moved
-//! into its network namespace, by pid). [`spawn_zone_with`] runs a callback in the
-//! parent right after the clone, while the child walks its steps; a
-//! [`Step::WaitParent`] in the plan blocks the child until the callback has succeeded
-//! (one byte on a second pipe). If the callback fails, the parent closes that pipe
-//! without writing, the child reads EOF and exits, and the callback's error is returned.
+//! into its network namespace, by pid). [`spawn_staged`] tells a handler in the parent
+//! when the child exists ([`Event::Cloned`], while the child walks its steps) and when
+//! it reaches a [`Step::Sync`] (it says so on the report pipe and waits); a
+//! [`Step::WaitParent`] blocks the child until the `Cloned` handler has succeeded, a
+//! `Sync` until its own handler has (one byte on a second pipe each). If a handler
+//! fails, the parent closes that pipe without writing, the child reads EOF and exits,
+//! and the handler's error is returned. A zone's boot moves the child into its cgroups
+//! and wires its network on `Cloned` and opens its console at its one `Sync`, after its
+//! root is built; [`spawn_zone_with`] is the `Cloned`-only form.
 
 use std::ffi::CString;
 use std::io;

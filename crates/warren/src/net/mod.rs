@@ -25,8 +25,9 @@
 //!    `eth0`; the host end's IPv6 is turned off (a bridge port needs no addresses, and
 //!    each one's routes would make every boot walk all the others') and it goes up;
 //!    then, on a netlink socket opened inside the zone's namespace, `eth0` gets
-//!    its address, goes up, and gets the default route via the bridge. Then the
-//!    parent writes the go byte and the child execs init, with the network ready.
+//!    its address, goes up, and gets the default route via the bridge. When the child
+//!    reaches its sync point, the parent opens its console and writes the go byte,
+//!    and the child execs init, with the network ready.
 //! 4. Halt (or a failed boot, or a stale record found later): [`release`] deletes the
 //!    host end (which deletes the pair; the kernel would do so anyway when the
 //!    namespace dies, but asynchronously), then the zone's filter chains, and frees
