@@ -113,6 +113,41 @@ fn hog(zone: &str, env: &Env, mib: u64, hold_s: f64) -> Child {
         .unwrap()
 }
 
+/// The anonymous memory and swap `zone`'s memory cgroup holds, what the agent ranks by
+/// (v1: `total_rss` + `total_swap` of memory.stat; v2: `anon` + memory.swap.current).
+fn held_bytes(env: &Env, zone: &str) -> u64 {
+    let stat = env.cgroup_file(zone, "memory", "memory.stat");
+    let field = |name: &str| {
+        stat.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    if stat.lines().any(|l| l.starts_with("total_rss ")) {
+        field("total_rss") + field("total_swap")
+    } else {
+        let swap = env
+            .cgroup_file(zone, "memory", "memory.swap.current")
+            .parse::<u64>()
+            .unwrap_or(0);
+        field("anon") + swap
+    }
+}
+
+/// Wait (at most 20 s) until `zone` holds `mib` MiB less a few (its hog has filled its
+/// buffer), so the zones' sizes, and the agent's rank, are the ones the test set up.
+fn wait_held(env: &Env, zone: &str, mib: u64) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let want = (mib - 4) << 20;
+    while held_bytes(env, zone) < want {
+        assert!(
+            Instant::now() < deadline,
+            "{zone} holds {} bytes, not {mib} MiB, after 20 s",
+            held_bytes(env, zone)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn events(env: &Env) -> Vec<serde_json::Value> {
     let r = env.ok(&["events", "--json", "--type", "agent"]);
     serde_json::from_str::<serde_json::Value>(&r.stdout)
@@ -227,10 +262,13 @@ fn agent_evicts_best_effort_zones_in_rank_order_before_any_oom_kill() {
         assert_eq!(env.state(z), "running", "{z} after the spike");
     }
 
-    // Sustained pressure: 40 + 70 + 60 + 20 MiB in a 160 MiB budget.
+    // Sustained pressure: 40 + 70 + 60 + 20 MiB in a 160 MiB budget. Each hog fills
+    // its buffer before the next starts: under a loaded host a later, smaller one
+    // could otherwise hold more than an earlier, larger one still filling (seen once
+    // in CI: be2 evicted first), and the rank is by what a zone holds.
     for (z, mib) in [("be1", 70), ("be2", 60), ("be3", 20)] {
         kids.0.push(hog(z, &env, mib, 600.0));
-        std::thread::sleep(Duration::from_millis(300));
+        wait_held(&env, z, mib);
     }
     let deadline = Instant::now() + Duration::from_secs(25);
     while events(&env).is_empty() && Instant::now() < deadline {
