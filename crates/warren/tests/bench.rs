@@ -590,19 +590,12 @@ fn compare_crun_lxc_and_podman_or_say_how_to_install_them() {
 
 /// Directories named `prefix…` in this process's own cgroup of any hierarchy.
 fn own_cgroups_named(prefix: &str) -> Vec<std::path::PathBuf> {
-    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap();
-    let mut left = Vec::new();
-    for m in std::fs::read_dir("/sys/fs/cgroup").unwrap().flatten() {
-        for l in own.lines() {
-            let path = l.splitn(3, ':').nth(2).unwrap_or("/");
-            let dir = m.path().join(path.trim_start_matches('/'));
-            for e in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                if e.file_name().to_string_lossy().starts_with(prefix) {
-                    left.push(e.path());
-                }
-            }
-        }
-    }
+    let mut left: Vec<_> = own_cgroup_dirs()
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten().flatten())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.path())
+        .collect();
     left.sort();
     left.dedup();
     left
